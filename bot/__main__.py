@@ -1,0 +1,88 @@
+"""`python -m bot [run|console|check-config]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from bot import logs
+from bot.config import ConfigError, LoadedConfig, load_config, masked_dump
+
+log = logging.getLogger("stelis")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bot", description="Stelis persona bot")
+    parser.add_argument("--config", type=Path, help="config file (default: STELIS_CONFIG or config.yaml)")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("run", help="Discord when DISCORD_TOKEN is set, else the console (default)")
+    sub.add_parser("console", help="chat with the persona in this terminal")
+    sub.add_parser("check-config", help="print the effective config (secrets masked); non-zero if invalid")
+    args = parser.parse_args(argv)
+
+    try:
+        loaded = load_config(args.config)
+    except ConfigError as exc:
+        print(f"stelis: {exc}", file=sys.stderr)
+        return 2
+    for warning in loaded.warnings:
+        print(f"stelis: warning: {warning}", file=sys.stderr)
+
+    command = args.command or "run"
+    if command == "check-config":
+        return _check_config(loaded)
+    config = loaded.config
+    if command == "run" and config.discord.token is not None:
+        logs.configure(config.log_level, config.secrets())
+        print(
+            "stelis: the Discord front end is not built yet (issue 5); unset DISCORD_TOKEN to chat "
+            "in the console.",
+            file=sys.stderr,
+        )
+        return 3
+    logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
+    return asyncio.run(_console(loaded))
+
+
+def _check_config(loaded: LoadedConfig) -> int:
+    print(f"# source: {loaded.source or '(defaults only)'}")
+    for key, var in sorted(loaded.env_overrides.items()):
+        print(f"# {key} from {var}")
+    print(f"# llm provider in use: {loaded.config.llm.resolved_provider()}")
+    print(json.dumps(masked_dump(loaded.config), indent=2, ensure_ascii=False))
+    return 0
+
+
+async def _console(loaded: LoadedConfig) -> int:
+    from bot.console import Console
+    from bot.engine import Engine
+    from memory.store import StoreError
+
+    try:
+        engine = await Engine.open(loaded.config)
+    except StoreError as exc:
+        print(f"stelis: {exc}", file=sys.stderr)
+        return 2
+    log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
+             loaded.config.database_path)
+    try:
+        return await Console(engine, sys.stdin, sys.stdout, _user_name(loaded)).run()
+    finally:
+        await engine.close()
+
+
+def _user_name(loaded: LoadedConfig) -> str:
+    if "console.user_name" in loaded.env_overrides:
+        return loaded.config.console.user_name
+    return loaded.config.console.user_name if loaded.config.console.user_name != "you" else (
+        os.environ.get("USER") or "you"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

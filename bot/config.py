@@ -1,0 +1,314 @@
+"""Configuration: config.yaml, then environment overrides, validated into pydantic models."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+DEFAULT_CONFIG_FILE = Path(__file__).resolve().parent.parent / "config.yaml"
+
+# Variables that keep the names the seeds and the outside world gave them.
+ENV_ALIASES: dict[str, str] = {
+    "DISCORD_TOKEN": "discord.token",
+    "ANTHROPIC_API_KEY": "llm.anthropic.api_key",
+    "ANTHROPIC_BASE_URL": "llm.anthropic.base_url",
+    "OPENAI_API_KEY": "llm.openai.api_key",
+    "OPENAI_BASE_URL": "llm.openai.base_url",
+    "STELIS_DEFAULT_WINDOW_RATIO": "stelis.default_window_ratio",
+    "STELIS_MAX_DEPTH": "stelis.max_depth",
+}
+# STELIS_* names that are not config keys.
+ENV_RESERVED = {"STELIS_CONFIG"}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DiscordConfig(_Model):
+    token: SecretStr | None = None
+    command_prefix: str = Field("!", min_length=1, max_length=5)
+    sharded: bool = False
+
+
+class AnthropicConfig(_Model):
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    timeout_seconds: float = Field(60.0, gt=0, le=600)
+    max_retries: int = Field(3, ge=0, le=10)
+    stream: bool = True
+
+
+class OpenAIConfig(_Model):
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    timeout_seconds: float = Field(60.0, gt=0, le=600)
+    max_retries: int = Field(3, ge=0, le=10)
+
+
+class LLMConfig(_Model):
+    provider: Literal["auto", "anthropic", "openai", "offline"] = "auto"
+    context_tokens: int = Field(200_000, ge=4_096, le=2_000_000)
+    max_output_tokens: int = Field(1_024, ge=16, le=64_000)
+    anthropic: AnthropicConfig = AnthropicConfig()
+    openai: OpenAIConfig = OpenAIConfig()
+
+    @model_validator(mode="after")
+    def _keys_present(self) -> LLMConfig:
+        if self.provider == "anthropic" and self.anthropic.api_key is None:
+            raise ValueError("llm.provider is 'anthropic' but no key is set (set ANTHROPIC_API_KEY)")
+        if self.provider == "openai" and self.openai.base_url is None:
+            raise ValueError("llm.provider is 'openai' but llm.openai.base_url is not set (OPENAI_BASE_URL)")
+        return self
+
+    def resolved_provider(self) -> Literal["anthropic", "openai", "offline"]:
+        """`auto` means Anthropic when a key is set, the offline model otherwise."""
+        if self.provider != "auto":
+            return self.provider
+        return "anthropic" if self.anthropic.api_key is not None else "offline"
+
+
+class ModelTiers(_Model):
+    standard: str = Field("claude-sonnet-4-5", min_length=1)
+    light: str = Field("claude-haiku-4-5", min_length=1)
+
+
+class PersonaConfig(_Model):
+    name: str = Field("Stelis", min_length=1, max_length=80)
+    card: str = Field("You are Stelis, a warm and curious companion.", min_length=1)
+    models: ModelTiers = ModelTiers()
+
+
+class StelisConfig(_Model):
+    default_window_ratio: float = Field(0.8, gt=0.0, lt=1.0)
+    max_depth: int = Field(3, ge=0, le=10)
+
+
+class ContextConfig(_Model):
+    history_messages: int = Field(200, ge=2, le=10_000)
+
+
+class ConsoleConfig(_Model):
+    user_name: str = Field("you", min_length=1, max_length=80)
+
+
+class Config(_Model):
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    data_dir: Path = Path("data")
+    database: str = Field("stelis.sqlite3", min_length=1)
+    discord: DiscordConfig = DiscordConfig()
+    llm: LLMConfig = LLMConfig()
+    persona: PersonaConfig = PersonaConfig()
+    stelis: StelisConfig = StelisConfig()
+    context: ContextConfig = ContextConfig()
+    console: ConsoleConfig = ConsoleConfig()
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / self.database
+
+    def secrets(self) -> list[str]:
+        """Every secret value set, so logging can scrub them."""
+        found = [self.discord.token, self.llm.anthropic.api_key, self.llm.openai.api_key]
+        return [s.get_secret_value() for s in found if s is not None and s.get_secret_value()]
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; the message names each bad key, its value and what is allowed."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass
+class LoadedConfig:
+    config: Config
+    source: Path | None
+    env_overrides: dict[str, str] = field(default_factory=dict)  # dotted key -> variable name
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Read the YAML file, apply environment overrides, validate; raise ConfigError on any bad value."""
+    environ = os.environ if environ is None else environ
+    if path is None and environ.get("STELIS_CONFIG"):
+        path = Path(environ["STELIS_CONFIG"])
+    if path is None and DEFAULT_CONFIG_FILE.exists():
+        path = DEFAULT_CONFIG_FILE
+    raw = _read_yaml(path) if path is not None else {}
+    overrides, warnings = _env_overrides(environ)
+    for dotted, (_, value) in overrides.items():
+        _set_dotted(raw, dotted, value)
+    sources = {dotted: var for dotted, (var, _) in overrides.items()}
+    config = validate(raw, sources)
+    return LoadedConfig(config, path, sources, warnings)
+
+
+def validate(raw: dict[str, Any], sources: Mapping[str, str] | None = None) -> Config:
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([_describe(err, raw, sources or {}) for err in exc.errors()]) from None
+
+
+def apply_overrides(base: Config, overrides: Mapping[str, Any]) -> Config:
+    """Layer per-guild or per-channel settings on the base config, validated like the file."""
+    unknown = [k for k in overrides if k not in flat_keys()]
+    if unknown:
+        raise ConfigError([f"{k}: unknown key{_suggest(k, flat_keys())}" for k in unknown])
+    raw = base.model_dump(mode="python")
+    _unwrap_secrets(raw)
+    for dotted, value in overrides.items():
+        _set_dotted(raw, dotted, value)
+    return validate(raw, {k: "override" for k in overrides})
+
+
+def flat_keys(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
+    """Every leaf key as a dotted path."""
+    keys = []
+    for name, info in model.model_fields.items():
+        sub = info.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            keys.extend(flat_keys(sub, f"{prefix}{name}."))
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+def masked_dump(config: Config) -> dict[str, Any]:
+    """The effective config as plain data with every secret shown as '***'."""
+    def walk(value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            return "***" if value.get_secret_value() else ""
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, Path):
+            return str(value)
+        return value
+
+    return walk(config.model_dump(mode="python"))
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read config file {path}: {exc.strerror}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path} is not valid YAML: {exc}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path} must hold a mapping of keys at the top, not {type(data).__name__}"])
+    return data
+
+
+def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """Map environment variables onto dotted keys: aliases first, then STELIS_SECTION_KEY."""
+    keys = flat_keys()
+    by_env = {"STELIS_" + k.replace(".", "_").upper(): k for k in keys}
+    found: dict[str, tuple[str, str]] = {}
+    warnings = []
+    for var, value in environ.items():
+        if var in ENV_ALIASES:
+            found[ENV_ALIASES[var]] = (var, value)
+        elif var in by_env:
+            found[by_env[var]] = (var, value)
+        elif var.startswith("STELIS_") and var not in ENV_RESERVED:
+            hint = difflib.get_close_matches(var, [*by_env, *ENV_ALIASES], n=1)
+            tip = f" (did you mean {hint[0]}?)" if hint else ""
+            warnings.append(f"ignored {var}: not a config key{tip}")
+    return found, warnings
+
+
+def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = raw
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[leaf] = value
+
+
+def _unwrap_secrets(raw: dict[str, Any]) -> None:
+    for key, value in raw.items():
+        if isinstance(value, SecretStr):
+            raw[key] = value.get_secret_value()
+        elif isinstance(value, dict):
+            _unwrap_secrets(value)
+
+
+def _describe(err: Mapping[str, Any], raw: dict[str, Any], sources: Mapping[str, str]) -> str:
+    loc = [str(p) for p in err["loc"]]
+    dotted = ".".join(loc) or "(top level)"
+    origin = f" (from {sources[dotted]})" if dotted in sources else ""
+    if err["type"] == "extra_forbidden":
+        parent = ".".join(loc[:-1])
+        siblings = [k[len(parent) + 1:] if parent else k for k in flat_keys() if k.startswith(parent)]
+        return f"{dotted}: unknown key{_suggest(loc[-1], siblings)}"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "value_error" and isinstance(_get_dotted(raw, loc), dict | None):
+        return msg  # a rule across keys: its message names them
+    shown = "***" if _is_secret(dotted) else repr(_get_dotted(raw, loc))
+    allowed = _allowed_range(loc)
+    return f"{dotted} = {shown}{origin}: {msg}" + (f" (allowed: {allowed})" if allowed else "")
+
+
+def _allowed_range(loc: list[str]) -> str:
+    """The numeric or length bounds declared on a field, written as one range."""
+    model: type[BaseModel] = Config
+    info = None
+    for part in loc:
+        info = model.model_fields.get(part)
+        if info is None:
+            return ""
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            model = info.annotation
+    if info is None:
+        return ""
+    low = high = ""
+    for m in info.metadata:
+        for attr, sign in (("gt", "<"), ("ge", "<=")):
+            if getattr(m, attr, None) is not None:
+                low = f"{getattr(m, attr)} {sign} "
+        for attr, sign in (("lt", "<"), ("le", "<=")):
+            if getattr(m, attr, None) is not None:
+                high = f" {sign} {getattr(m, attr)}"
+        if getattr(m, "min_length", None) is not None:
+            low = f"{m.min_length} <= "
+        if getattr(m, "max_length", None) is not None:
+            high = f" <= {m.max_length}"
+    subject = "length" if "length" in repr(info.metadata) else "value"
+    return f"{low}{subject}{high}" if low or high else ""
+
+
+def _suggest(name: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(name, candidates, n=1)
+    return f" (did you mean {close[0]}?)" if close else f"; allowed: {', '.join(sorted(candidates))}"
+
+
+def _is_secret(dotted: str) -> bool:
+    return dotted.endswith(("token", "api_key"))
+
+
+def _get_dotted(raw: Any, loc: list[str]) -> Any:
+    for part in loc:
+        if isinstance(raw, dict) and part in raw:
+            raw = raw[part]
+        else:
+            return None
+    return raw
+

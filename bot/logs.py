@@ -1,0 +1,44 @@
+"""Standard logging, one line per event, with every configured secret scrubbed."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class OneLineScrubbed(logging.Formatter):
+    """Fold multi-line messages onto one line and replace secrets with ***."""
+
+    def __init__(self, secrets: list[str]):
+        super().__init__(FORMAT)
+        self.secrets = [s for s in secrets if len(s) >= 4]
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text.replace("\n", " | ")
+
+
+def configure(level: str, secrets: list[str], log_file: Path | None = None) -> None:
+    """Log to stderr, or to a file with only warnings on stderr (the console keeps its screen)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(level)
+    formatter = OneLineScrubbed(secrets)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(formatter)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        to_file = logging.FileHandler(log_file, encoding="utf-8")
+        to_file.setFormatter(formatter)
+        root.addHandler(to_file)
+        stderr.setLevel(logging.WARNING)
+    root.addHandler(stderr)
+    # The SDKs log request details (with headers) at DEBUG; keep them at WARNING.
+    for noisy in ("anthropic", "httpx", "httpx2", "httpcore", "openai", "aiosqlite", "discord.http"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,111 @@
+"""Anthropic Messages API through AsyncAnthropic: cache breakpoints, usage logging, SDK retries."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anthropic
+
+from bot.config import AnthropicConfig, ModelTiers
+from bot.providers.usage_log import log_call
+from memory.llm import Block, LLMError, LLMRequest, LLMResult, TextSink, Usage
+
+
+class AnthropicLLM:
+    name = "anthropic"
+
+    def __init__(self, config: AnthropicConfig, tiers: ModelTiers):
+        self.config = config
+        self.tiers = tiers
+        self.client = anthropic.AsyncAnthropic(
+            api_key=config.api_key.get_secret_value() if config.api_key else None,
+            base_url=config.base_url,
+            timeout=config.timeout_seconds,
+            max_retries=config.max_retries,
+        )
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
+        params = to_params(request, getattr(self.tiers, request.tier))
+        started = time.monotonic()
+        try:
+            if self.config.stream:
+                async with self.client.messages.stream(**params) as stream:
+                    async for piece in stream.text_stream:
+                        if on_text:
+                            on_text(piece)
+                    message = await stream.get_final_message()
+            else:
+                message = await self.client.messages.create(**params)
+        except anthropic.APIError as exc:
+            raise _as_llm_error(exc, self.config) from exc
+        usage = Usage(
+            input_tokens=message.usage.input_tokens,
+            output_tokens=message.usage.output_tokens,
+            cache_read_input_tokens=message.usage.cache_read_input_tokens or 0,
+            cache_creation_input_tokens=message.usage.cache_creation_input_tokens or 0,
+        )
+        log_call(self.name, message.model, request, usage, time.monotonic() - started)
+        text = "".join(b.text for b in message.content if b.type == "text")
+        if not self.config.stream and on_text and text:
+            on_text(text)
+        return LLMResult(text=text, usage=usage, model=message.model, stop_reason=message.stop_reason)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def to_params(request: LLMRequest, model: str) -> dict[str, Any]:
+    """The keyword arguments of messages.create for a request."""
+    params: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "messages": [
+            {"role": t.role, "content": [_block(b) for b in t.blocks]} for t in request.turns
+        ],
+    }
+    if request.system:
+        params["system"] = [_block(b) for b in request.system]
+    return params
+
+
+def _block(block: Block) -> dict[str, Any]:
+    if block.kind == "tool_use":
+        out: dict[str, Any] = {"type": "tool_use", "id": block.tool_id, "name": block.tool_name,
+                               "input": block.tool_input or {}}
+    elif block.kind == "tool_result":
+        out = {"type": "tool_result", "tool_use_id": block.tool_id, "content": block.text}
+    else:
+        out = {"type": "text", "text": block.text}
+    if block.cache:
+        out["cache_control"] = {"type": "ephemeral", "ttl": block.cache}
+    return out
+
+
+def _as_llm_error(exc: anthropic.APIError, config: AnthropicConfig) -> LLMError:
+    retries = f" after {config.max_retries} retries" if config.max_retries else ""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return LLMError(f"The model did not answer within {config.timeout_seconds:g} s{retries}.")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return LLMError(f"Could not reach the model server{retries}.")
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        detail = _error_message(exc)
+        if status == 529:
+            return LLMError(f"The model is overloaded (529){retries}; try again in a minute.", status=status)
+        if status == 429:
+            return LLMError(f"The model is rate-limited (429){retries}; try again shortly.", status=status)
+        if status in (401, 403):
+            return LLMError(f"The model server refused the API key ({status}).", retryable=False,
+                            status=status)
+        if 400 <= status < 500:
+            return LLMError(f"The model rejected the request ({status}): {detail}", retryable=False,
+                            status=status)
+        return LLMError(f"The model server failed ({status}){retries}: {detail}", status=status)
+    return LLMError(f"The model call failed: {exc}")
+
+
+def _error_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    return str(error.get("message") or exc.message)

@@ -1,0 +1,150 @@
+"""The offline model: deterministic, no network; extractive summaries and plain-spoken replies."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from bot.providers.usage_log import log_call
+from memory.llm import LLMRequest, LLMResult, TextSink, Turn, Usage
+from memory.tokens import count_tokens
+
+OFFLINE_TAG = "[offline model]"
+
+# Names, numbers and identifiers: what a summary must never lose.
+_IDENTIFIER = re.compile(
+    r"https?://\S+"                      # links
+    r"|<[@#][!&]?\d+>"                   # Discord mentions
+    r"|[@#][\w\-]+"                      # @names and #channels
+    r"|`[^`\n]+`"                        # inline code
+    r"|\b\d[\d.,:/\-]*\d\b|\b\d\b"       # numbers, dates, times, versions
+    r"|\b[A-Za-z]+[_\d][\w\-.]*\w\b"     # snake_case, v2, calculator_v2, ISSUE-42
+    r"|\b[a-z]+[A-Z]\w*\b"               # camelCase
+    r"|\b[A-Z][\w\-]*\b"                 # Names, CamelCase, ACRONYMS
+)
+_STOPWORDS = {
+    "I", "A", "An", "The", "It", "We", "You", "He", "She", "They", "This", "That", "These", "Those",
+    "And", "But", "Or", "So", "If", "When", "Then", "There", "Here", "What", "Why", "How", "Who",
+    "Yes", "No", "Ok", "OK", "Okay", "Hi", "Hello", "Thanks", "Please", "My", "Our", "Your", "Its",
+    "In", "On", "At", "For", "To", "Of", "With", "As", "By", "From", "Let", "Also", "Not", "Do",
+    "Is", "Are", "Was", "Were", "Be", "Can", "Will", "Would", "Should", "Could", "Maybe", "Just",
+}
+_SPEAKER = re.compile(r"^([^\s:][^:\n]{0,39}):\s+(.*)$")  # "name: text" transcript lines
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_SUMMARY_BUDGET = 600  # tokens; the identifier list may go past it, never lose a name
+
+
+def identifiers(text: str) -> list[str]:
+    """Distinct identifiers (speakers included) in order of first appearance."""
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        speaker = _SPEAKER.match(line.strip())
+        if speaker:
+            seen.setdefault(speaker.group(1), None)
+        for match in _IDENTIFIER.finditer(line):
+            token = match.group(0).rstrip(".,:;-")
+            if token and token not in _STOPWORDS:
+                seen.setdefault(token, None)
+    return list(seen)
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences, each keeping its line's speaker so a quote still says who said it."""
+    out = []
+    for line in text.splitlines():
+        match = _SPEAKER.match(line.strip())
+        speaker, body = (match.group(1), match.group(2)) if match else (None, line.strip())
+        for part in _SENTENCE_END.split(body):
+            if part.strip():
+                out.append(f"{speaker}: {part.strip()}" if speaker else part.strip())
+    return out
+
+
+def extractive_summary(text: str, budget: int = _SUMMARY_BUDGET) -> str:
+    """Quote the sentences that cover the most new identifiers, in order; list any left over."""
+    parts = sentences(text)
+    if not parts:
+        return "(nothing to summarise)"
+    ids = [set(identifiers(s)) for s in parts]
+    candidates = set(range(len(parts)))
+    covered: set[str] = set()
+    chosen: list[int] = []
+    used = 0
+    while candidates:
+        best = max(candidates, key=lambda i: (len(ids[i] - covered), -i))
+        candidates.discard(best)
+        if not ids[best] - covered:
+            break
+        cost = count_tokens(parts[best])
+        if used + cost <= budget:
+            chosen.append(best)
+            covered |= ids[best]
+            used += cost
+    summary = "\n".join(parts[i] for i in sorted(chosen or [0]))
+    missing = [x for x in identifiers(text) if x not in summary]
+    if missing:
+        summary += "\nAlso mentioned: " + ", ".join(missing)
+    return summary
+
+
+class OfflineLLM:
+    name = "offline"
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
+        started = time.monotonic()
+        if request.purpose == "summary":
+            text = extractive_summary(_material(request.turns))
+        else:
+            text = _reply(request)
+        if on_text:
+            on_text(text)
+        usage = Usage(
+            input_tokens=sum(count_tokens(b.text) for b in request.system)
+            + count_tokens(_material(request.turns)),
+            output_tokens=count_tokens(text),
+        )
+        log_call(self.name, "offline", request, usage, time.monotonic() - started)
+        return LLMResult(text=text, usage=usage, model="offline", stop_reason="end_turn")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _material(turns: tuple[Turn, ...]) -> str:
+    return "\n".join(b.text for t in turns if t.role == "user" for b in t.blocks if b.text)
+
+
+def _reply(request: LLMRequest) -> str:
+    """Say plainly that this is the offline model, and show what the persona remembers."""
+    persona = request.persona or "I"
+    said = _user_lines(request.turns)
+    lines = [
+        f"{OFFLINE_TAG} {persona} here. No language model is configured, so this reply is assembled "
+        "offline from memory rather than written by a model.",
+        f"You said: \"{_clip(_unprefixed(said[-1]) if said else '', 200)}\"",
+    ]
+    if len(said) > 1:
+        lines.append(f"I remember {len(said) - 1} earlier message(s) from people here; the latest:")
+        lines.extend(f"  - {_clip(line, 120)}" for line in said[-4:-1])
+    else:
+        lines.append("This is the start of our conversation as far as I remember.")
+    memories = [b.text for b in request.system[1:] if b.text.strip()]
+    if memories:
+        lines.append("What my memory holds:")
+        lines.extend(f"  - {_clip(m.strip().splitlines()[0], 120)}" for m in memories)
+    return "\n".join(lines)
+
+
+def _user_lines(turns: tuple[Turn, ...]) -> list[str]:
+    texts = [b.text for t in turns if t.role == "user" for b in t.blocks]
+    return [ln for text in texts for ln in text.splitlines() if ln.strip()]
+
+
+def _unprefixed(line: str) -> str:
+    """Drop the "[name] " speaker prefix the engine puts on user messages."""
+    return re.sub(r"^\[[^\]\n]{1,80}\] ", "", line)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

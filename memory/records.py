@@ -1,0 +1,97 @@
+"""Records read from and written to the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["user", "assistant", "system", "tool"]
+ThreadKind = Literal["root", "stelis", "subagent"]
+ThreadStatus = Literal["active", "completed", "aborted"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a conversation lives; `key` identifies its root thread for one persona."""
+
+    key: str
+    guild_id: int | None = None
+    channel_id: int | None = None
+    discord_thread_id: int | None = None
+
+    @classmethod
+    def console(cls, name: str = "default") -> Scope:
+        return cls(key=f"console:{name}")
+
+    @classmethod
+    def channel(cls, guild_id: int, channel_id: int) -> Scope:
+        return cls(key=f"guild:{guild_id}:channel:{channel_id}", guild_id=guild_id, channel_id=channel_id)
+
+    @classmethod
+    def dm(cls, user_id: int, channel_id: int) -> Scope:
+        return cls(key=f"dm:{user_id}", channel_id=channel_id)
+
+
+@dataclass(frozen=True)
+class Thread:
+    id: int
+    persona: str
+    kind: ThreadKind
+    parent_thread_id: int | None
+    depth: int
+    window_ratio: float
+    status: ThreadStatus
+    label: str | None
+    chronicle_summary: str | None
+    chronicle_prompt: str | None
+    branch_id: str | None
+    scope_key: str
+    guild_id: int | None
+    channel_id: int | None
+    discord_thread_id: int | None
+    run_id: str | None
+    created_at: float
+    completed_at: float | None
+
+
+@dataclass(frozen=True)
+class Message:
+    seq: int
+    thread_id: int
+    role: Role
+    content: str
+    token_count: int
+    author_id: int | None = None
+    author_name: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    external_id: int | None = None
+    created_at: float = 0.0
+    edited_at: float | None = None
+    deleted_at: float | None = None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to store; the store assigns its sequence and token count."""
+
+    role: Role
+    content: str
+    author_id: int | None = None
+    author_name: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    external_id: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    id: int
+    persona: str
+    scope: Literal["workspace", "channel", "thread"]
+    scope_id: int
+    type: Literal["short_term", "long_term"]
+    version: int
+    content: str
+    first_seq: int | None
+    last_seq: int | None
+    metadata: dict[str, Any]
+    created_at: float

@@ -1,0 +1,222 @@
+"""The SQLite store: one aiosqlite connection, WAL, foreign keys, versioned schema, short transactions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from memory.migrations import LATEST_VERSION, MIGRATIONS
+from memory.records import Message, NewMessage, Scope, Thread
+from memory.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class StoreError(Exception):
+    """The database cannot be used as it is (for example, written by a newer Stelis)."""
+
+
+class Store:
+    """All SQL lives here and in its sibling modules; callers get records, never rows."""
+
+    def __init__(self, db: aiosqlite.Connection, clock: Clock = time.time):
+        self.db = db
+        self.clock = clock
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock = time.time) -> Store:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(str(path), isolation_level=None)
+        db.row_factory = sqlite3.Row
+        await db.execute("PRAGMA journal_mode = WAL")
+        await db.execute("PRAGMA foreign_keys = ON")
+        await db.execute("PRAGMA synchronous = NORMAL")
+        await db.execute("PRAGMA busy_timeout = 5000")
+        store = cls(db, clock)
+        try:
+            await store.migrate()
+        except BaseException:
+            await db.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def schema_version(self) -> int:
+        async with self.db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        return int(row[0])
+
+    async def migrate(self) -> int:
+        """Apply pending migrations in order, each in its own transaction; return how many ran."""
+        current = await self.schema_version()
+        if current > LATEST_VERSION:
+            raise StoreError(
+                f"database schema version {current} is newer than this Stelis understands "
+                f"({LATEST_VERSION}); upgrade Stelis or use another database file"
+            )
+        for version in range(current + 1, LATEST_VERSION + 1):
+            async with self.transaction() as db:
+                for statement in _statements(MIGRATIONS[version - 1]):
+                    await db.execute(statement)
+                await db.execute(f"PRAGMA user_version = {version}")
+            log.info("applied schema migration %d", version)
+        return LATEST_VERSION - current
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One short write transaction at a time on the shared connection."""
+        async with self._write_lock:
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                await self.db.execute("ROLLBACK")
+                raise
+            await self.db.execute("COMMIT")
+
+    # threads
+
+    async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
+        """The root thread of a scope for a persona, created on first use."""
+        async with self.transaction() as db:
+            await db.execute(
+                "INSERT INTO threads (persona, kind, depth, window_ratio, scope_key, guild_id,"
+                " channel_id, discord_thread_id, created_at) VALUES (?, 'root', 0, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (persona, scope_key) WHERE kind = 'root' DO NOTHING",
+                (persona, window_ratio, scope.key, scope.guild_id, scope.channel_id,
+                 scope.discord_thread_id, self.clock()),
+            )
+        row = await self._one(
+            "SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'",
+            (persona, scope.key),
+        )
+        return _thread(row)
+
+    async def thread(self, thread_id: int) -> Thread:
+        row = await self._one("SELECT * FROM threads WHERE id = ?", (thread_id,))
+        if row is None:
+            raise KeyError(f"no thread {thread_id}")
+        return _thread(row)
+
+    # messages
+
+    async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
+        """Store a message; a known external id returns the stored one and False instead."""
+        tokens = count_tokens(new.content)
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata,"
+                " token_count, external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (external_id) DO NOTHING",
+                (thread_id, new.role, new.author_id, new.author_name, new.content,
+                 json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, self.clock()),
+            )
+            created = cur.rowcount == 1
+            seq = cur.lastrowid if created else None
+        if created:
+            row = await self._one("SELECT * FROM messages WHERE seq = ?", (seq,))
+        else:
+            row = await self._one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
+        return _message(row), created
+
+    async def tail(self, thread_id: int, limit: int) -> list[Message]:
+        """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""
+        rows = await self._all(
+            "SELECT * FROM messages WHERE thread_id = ? AND deleted_at IS NULL"
+            " ORDER BY seq DESC LIMIT ?",
+            (thread_id, limit),
+        )
+        return [_message(r) for r in reversed(rows)]
+
+    async def count_messages(self, thread_id: int) -> int:
+        row = await self._one(
+            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND deleted_at IS NULL", (thread_id,)
+        )
+        return int(row[0])
+
+    async def message_by_external_id(self, external_id: int) -> Message | None:
+        row = await self._one("SELECT * FROM messages WHERE external_id = ?", (external_id,))
+        return _message(row) if row else None
+
+    async def edit_message(self, external_id: int, content: str) -> Message | None:
+        """Replace a message's content (a Discord edit); its token count is recomputed once here."""
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE external_id = ?",
+                (content, count_tokens(content), self.clock(), external_id),
+            )
+        return await self.message_by_external_id(external_id)
+
+    async def delete_message(self, external_id: int) -> bool:
+        """Mark a message deleted; it leaves every context but its sequence is never reused."""
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE messages SET deleted_at = ? WHERE external_id = ? AND deleted_at IS NULL",
+                (self.clock(), external_id),
+            )
+        return cur.rowcount == 1
+
+    # settings
+
+    async def settings(self, scope: str, scope_id: int) -> dict[str, Any]:
+        rows = await self._all(
+            "SELECT key, value FROM settings WHERE scope = ? AND scope_id = ?", (scope, scope_id)
+        )
+        return {r["key"]: json.loads(r["value"]) for r in rows}
+
+    async def set_setting(self, scope: str, scope_id: int, key: str, value: Any) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "INSERT INTO settings (scope, scope_id, key, value, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (scope, scope_id, key) DO UPDATE SET value = excluded.value,"
+                " updated_at = excluded.updated_at",
+                (scope, scope_id, key, json.dumps(value), self.clock()),
+            )
+
+    async def delete_setting(self, scope: str, scope_id: int, key: str) -> bool:
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM settings WHERE scope = ? AND scope_id = ? AND key = ?", (scope, scope_id, key)
+            )
+        return cur.rowcount == 1
+
+    # plumbing
+
+    async def _one(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
+        async with self.db.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def _all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+        async with self.db.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (our scripts hold no ';' inside literals)."""
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def _thread(row: sqlite3.Row) -> Thread:
+    return Thread(**{k: row[k] for k in row.keys()})  # noqa: SIM118 - sqlite3.Row is not a mapping
+
+
+def _message(row: sqlite3.Row) -> Message:
+    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
+    data["metadata"] = json.loads(data["metadata"])
+    return Message(**data)
