@@ -76,8 +76,8 @@ class LLMConfig(_Model):
 
 
 class ModelTiers(_Model):
-    standard: str = Field("claude-sonnet-4-5", min_length=1)
-    light: str = Field("claude-haiku-4-5", min_length=1)
+    standard: str = Field("claude-sonnet-5-5", min_length=1)
+    light: str = Field("claude-haiku-5-5", min_length=1)
 
 
 class PersonaConfig(_Model):

@@ -11,16 +11,18 @@ from memory.tokens import count_tokens
 
 OFFLINE_TAG = "[offline model]"
 
-# Names, numbers and identifiers: what a summary must never lose.
+# Names, numbers and identifiers: what a summary must never lose. Boundaries are ASCII-only so
+# that "Tokyo" inside Japanese text still counts as a word of its own.
+_B, _E = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
 _IDENTIFIER = re.compile(
-    r"https?://\S+"                      # links
-    r"|<[@#][!&]?\d+>"                   # Discord mentions
-    r"|[@#][\w\-]+"                      # @names and #channels
-    r"|`[^`\n]+`"                        # inline code
-    r"|\b\d[\d.,:/\-]*\d\b|\b\d\b"       # numbers, dates, times, versions
-    r"|\b[A-Za-z]+[_\d][\w\-.]*\w\b"     # snake_case, v2, calculator_v2, ISSUE-42
-    r"|\b[a-z]+[A-Z]\w*\b"               # camelCase
-    r"|\b[A-Z][\w\-]*\b"                 # Names, CamelCase, ACRONYMS
+    r"https?://\S+"                              # links
+    r"|<[@#][!&]?\d+>"                           # Discord mentions
+    r"|[@#][\w\-]+"                              # @names and #channels
+    r"|`[^`\n]+`"                                # inline code
+    rf"|{_B}\d[\d.,:/\-]*\d{_E}|{_B}\d{_E}"       # numbers, dates, times, versions
+    rf"|{_B}[A-Za-z]+[_\d][A-Za-z0-9_\-.]*[A-Za-z0-9_]{_E}"  # snake_case, v2, calculator_v2, ISSUE-42
+    rf"|{_B}[a-z]+[A-Z][A-Za-z0-9_]*{_E}"         # camelCase
+    rf"|{_B}[A-Z][A-Za-z0-9_\-]*{_E}"             # Names, CamelCase, ACRONYMS
 )
 _STOPWORDS = {
     "I", "A", "An", "The", "It", "We", "You", "He", "She", "They", "This", "That", "These", "Those",
@@ -92,10 +94,7 @@ class OfflineLLM:
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         started = time.monotonic()
-        if request.purpose == "summary":
-            text = extractive_summary(_material(request.turns))
-        else:
-            text = _reply(request)
+        text = extractive_summary(_material(request.turns)) if request.purpose == "summary" else _reply(request)
         if on_text:
             on_text(text)
         usage = Usage(

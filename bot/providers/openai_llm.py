@@ -1,0 +1,93 @@
+"""Any OpenAI-compatible chat endpoint (Ollama, vLLM, llama.cpp server); needs the `openai` extra."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bot.config import ModelTiers, OpenAIConfig
+from bot.providers.usage_log import log_call
+from memory.llm import LLMError, LLMRequest, LLMResult, TextSink, Turn, Usage
+
+
+class OpenAILLM:
+    name = "openai"
+
+    def __init__(self, config: OpenAIConfig, tiers: ModelTiers):
+        try:
+            import openai
+        except ImportError as exc:
+            raise LLMError(
+                "llm.provider is 'openai' but the openai package is missing: pip install -e '.[openai]'",
+                retryable=False,
+            ) from exc
+        self._openai = openai
+        self.config = config
+        self.tiers = tiers
+        self.client = openai.AsyncOpenAI(
+            api_key=config.api_key.get_secret_value() if config.api_key else "not-needed",
+            base_url=config.base_url,
+            timeout=config.timeout_seconds,
+            max_retries=config.max_retries,
+        )
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
+        model = getattr(self.tiers, request.tier)
+        started = time.monotonic()
+        try:
+            response = await self.client.chat.completions.create(
+                model=model, max_tokens=request.max_tokens, messages=to_chat_messages(request)
+            )
+        except self._openai.APIError as exc:
+            status = getattr(exc, "status_code", None)
+            raise LLMError(f"The model server failed ({status or 'no answer'}): {exc}",
+                           retryable=status is None or status >= 500 or status == 429,
+                           status=status) from exc
+        text = response.choices[0].message.content or ""
+        details = getattr(response.usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", 0) or 0
+        usage = Usage(
+            input_tokens=(response.usage.prompt_tokens - cached) if response.usage else 0,
+            output_tokens=response.usage.completion_tokens if response.usage else 0,
+            cache_read_input_tokens=cached,
+        )
+        log_call(self.name, model, request, usage, time.monotonic() - started)
+        if on_text and text:
+            on_text(text)
+        return LLMResult(text=text, usage=usage, model=response.model or model,
+                         stop_reason=response.choices[0].finish_reason)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def to_chat_messages(request: LLMRequest) -> list[dict[str, Any]]:
+    """Chat-completions messages: one system message, tool calls and results in OpenAI's shape."""
+    messages: list[dict[str, Any]] = []
+    system = "\n\n".join(b.text for b in request.system if b.text)
+    if system:
+        messages.append({"role": "system", "content": system})
+    for turn in request.turns:
+        messages.extend(_turn(turn))
+    return messages
+
+
+def _turn(turn: Turn) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    texts = [b.text for b in turn.blocks if b.kind == "text" and b.text]
+    calls = [b for b in turn.blocks if b.kind == "tool_use"]
+    for result in (b for b in turn.blocks if b.kind == "tool_result"):
+        out.append({"role": "tool", "tool_call_id": result.tool_id, "content": result.text})
+    if turn.role == "assistant":
+        message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.tool_id, "type": "function",
+                 "function": {"name": c.tool_name, "arguments": json.dumps(c.tool_input or {})}}
+                for c in calls
+            ]
+        out.append(message)
+    elif texts:
+        out.append({"role": "user", "content": "\n\n".join(texts)})
+    return out

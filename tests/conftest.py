@@ -1,0 +1,72 @@
+"""Shared fixtures: real temporary SQLite stores, the fake Anthropic server, and a network guard."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.config import Config, validate
+from memory.store import Store
+from tests.fake_anthropic import FakeAnthropic
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: object) -> bool:
+    if isinstance(address, str | bytes):  # AF_UNIX path
+        return True
+    host = address[0] if isinstance(address, tuple) else None
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class NetworkBlocked(RuntimeError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection to a non-loopback address fails the test that made it."""
+
+    def guarded(real):
+        def connect(self: socket.socket, address: object):
+            if not _is_local(address):
+                raise NetworkBlocked(f"test tried to reach the network: {address!r}")
+            return real(self, address)
+
+        return connect
+
+    monkeypatch.setattr(socket.socket, "connect", guarded(_real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded(_real_connect_ex))
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await Store.open(tmp_path / "test.sqlite3")
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
+    server = await FakeAnthropic().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def make_config(tmp_path: Path):
+    """A validated config with its data under tmp_path; keyword overrides by section."""
+
+    def make(**sections: dict) -> Config:
+        raw: dict = {"data_dir": str(tmp_path / "data"), **sections}
+        return validate(raw)
+
+    return make

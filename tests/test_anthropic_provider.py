@@ -1,0 +1,105 @@
+import logging
+
+import pytest
+
+from bot.config import AnthropicConfig, ModelTiers
+from bot.providers.anthropic_llm import AnthropicLLM, to_params
+from memory.llm import Block, LLMError, LLMRequest, Turn
+
+CARD = "You are Stelis, a careful persona. " * 120  # long enough to be cacheable
+
+
+def provider(server, **overrides) -> AnthropicLLM:
+    settings = {"api_key": "sk-test-key", "base_url": server.base_url, "max_retries": 2,
+                "timeout_seconds": 5, **overrides}
+    return AnthropicLLM(AnthropicConfig(**settings), ModelTiers(standard="std-model", light="light-model"))
+
+
+def request(text="hello", **kw) -> LLMRequest:
+    return LLMRequest(system=(Block(CARD, cache="1h"),), turns=(Turn.text("user", text),), max_tokens=64, **kw)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_reply_and_usage_from_the_server(fake_anthropic, stream, caplog):
+    llm = provider(fake_anthropic, stream=stream)
+    pieces: list[str] = []
+    caplog.set_level(logging.INFO, logger="stelis.llm")
+    first = await llm.complete(request("hello there"), on_text=pieces.append)
+    second = await llm.complete(request("and again", tier="light"))
+    await llm.aclose()
+    assert first.text == "fake reply to: hello there" == "".join(pieces)
+    if stream:
+        assert len(pieces) > 1  # text arrived in pieces
+    assert first.usage.cache_creation_input_tokens > 1024 and first.usage.cache_read_input_tokens == 0
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    assert [c.body["model"] for c in fake_anthropic.calls] == ["std-model", "light-model"]
+    assert fake_anthropic.calls[0].body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    lines = [r.getMessage() for r in caplog.records if r.name == "stelis.llm"]
+    assert len(lines) == 2
+    assert f"cache_read={second.usage.cache_read_input_tokens}" in lines[1] and "tier=light" in lines[1]
+    assert all("sk-test-key" not in line for line in lines)
+
+
+async def test_429_then_success_is_retried_by_the_sdk(fake_anthropic):
+    fake_anthropic.fail_next(429)
+    llm = provider(fake_anthropic)
+    result = await llm.complete(request("after a rate limit"))
+    await llm.aclose()
+    assert result.text.endswith("after a rate limit")
+    assert [c.status for c in fake_anthropic.calls] == [429, 200]
+
+
+async def test_529_exhausted_becomes_a_clear_error(fake_anthropic):
+    fake_anthropic.fail_next(529, 529, 529)
+    llm = provider(fake_anthropic, max_retries=2)
+    with pytest.raises(LLMError) as err:
+        await llm.complete(request())
+    await llm.aclose()
+    assert err.value.notice == "The model is overloaded (529) after 2 retries; try again in a minute."
+    assert err.value.retryable and err.value.status == 529
+    assert len(fake_anthropic.calls) == 3
+
+
+async def test_a_request_breaking_the_rules_is_rejected_and_not_retried(fake_anthropic):
+    llm = provider(fake_anthropic)
+    bad = LLMRequest(system=(), turns=(Turn.text("assistant", "I speak first"),), max_tokens=8)
+    with pytest.raises(LLMError) as err:
+        await llm.complete(bad)
+    await llm.aclose()
+    assert not err.value.retryable and err.value.status == 400
+    assert 'first message must use the "user" role' in err.value.notice
+    assert len(fake_anthropic.calls) == 1
+
+
+async def test_a_hanging_server_times_out_into_a_clear_error(fake_anthropic):
+    fake_anthropic.hang_next()
+    llm = provider(fake_anthropic, timeout_seconds=0.3, max_retries=0)
+    with pytest.raises(LLMError, match=r"did not answer within 0.3 s"):
+        await llm.complete(request())
+    await llm.aclose()
+
+
+async def test_a_refused_key_is_not_retryable(fake_anthropic):
+    fake_anthropic.fail_next(401)
+    llm = provider(fake_anthropic)
+    with pytest.raises(LLMError) as err:
+        await llm.complete(request())
+    await llm.aclose()
+    assert not err.value.retryable and "refused the API key" in err.value.notice
+
+
+def test_tool_blocks_and_breakpoints_map_to_the_messages_api():
+    req = LLMRequest(
+        system=(Block("card", cache="1h"),),
+        turns=(
+            Turn.text("user", "list files"),
+            Turn("assistant", (Block(kind="tool_use", tool_id="t1", tool_name="ls", tool_input={"p": "/"}),)),
+            Turn("user", (Block("a\nb", kind="tool_result", tool_id="t1", cache="5m"),)),
+        ),
+        max_tokens=10,
+    )
+    params = to_params(req, "m")
+    assert params["system"] == [{"type": "text", "text": "card", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    assert params["messages"][1]["content"][0] == {"type": "tool_use", "id": "t1", "name": "ls", "input": {"p": "/"}}
+    assert params["messages"][2]["content"][0]["tool_use_id"] == "t1"
+    assert params["messages"][2]["content"][0]["cache_control"]["ttl"] == "5m"

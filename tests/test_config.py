@@ -1,0 +1,128 @@
+from pathlib import Path
+
+import pytest
+
+from bot.__main__ import main
+from bot.config import ConfigError, apply_overrides, flat_keys, load_config, masked_dump
+
+REPO_CONFIG = Path(__file__).resolve().parent.parent / "config.yaml"
+
+
+def problems(environ=None, path=None) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        load_config(path, environ or {})
+    return err.value.problems
+
+
+def test_shipped_config_is_valid_and_every_key_is_commented():
+    config = load_config(REPO_CONFIG, {}).config
+    assert config.stelis.default_window_ratio == 0.8
+    assert config.stelis.max_depth == 3
+    lines = REPO_CONFIG.read_text().splitlines()
+    for key in flat_keys():
+        leaf = key.split(".")[-1]
+        index = next(i for i, ln in enumerate(lines) if ln.strip().startswith(f"{leaf}:"))
+        assert lines[index - 1].strip().startswith("#"), f"{key} has no comment above it"
+
+
+def test_defaults_choose_the_offline_model_without_a_key():
+    config = load_config(REPO_CONFIG, {}).config
+    assert config.llm.resolved_provider() == "offline"
+    assert load_config(REPO_CONFIG, {"ANTHROPIC_API_KEY": "sk-x"}).config.llm.resolved_provider() == "anthropic"
+
+
+def test_environment_overrides_the_file_including_the_seed_names():
+    loaded = load_config(REPO_CONFIG, {
+        "STELIS_DEFAULT_WINDOW_RATIO": "0.5", "STELIS_MAX_DEPTH": "2",
+        "STELIS_LLM_PROVIDER": "offline", "STELIS_PERSONA_NAME": "Eris",
+        "DISCORD_TOKEN": "tok-123", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+    })
+    c = loaded.config
+    assert (c.stelis.default_window_ratio, c.stelis.max_depth) == (0.5, 2)
+    assert c.persona.name == "Eris"
+    assert c.discord.token.get_secret_value() == "tok-123"
+    assert c.llm.anthropic.base_url == "http://127.0.0.1:9"
+    assert loaded.env_overrides["stelis.max_depth"] == "STELIS_MAX_DEPTH"
+
+
+def test_stelis_config_selects_another_file(tmp_path):
+    other = tmp_path / "other.yaml"
+    other.write_text("persona:\n  name: Other\n")
+    assert load_config(None, {"STELIS_CONFIG": str(other)}).config.persona.name == "Other"
+
+
+def test_each_bad_value_is_named_with_its_value_and_allowed_range():
+    found = problems({
+        "STELIS_DEFAULT_WINDOW_RATIO": "1.5",
+        "STELIS_MAX_DEPTH": "-1",
+        "STELIS_LLM_PROVIDER": "gpt",
+        "STELIS_LLM_CONTEXT_TOKENS": "lots",
+        "STELIS_LOG_LEVEL": "LOUD",
+    })
+    text = "\n".join(found)
+    assert len(found) == 5
+    assert "stelis.default_window_ratio = '1.5' (from STELIS_DEFAULT_WINDOW_RATIO)" in text
+    assert "allowed: 0.0 < value < 1.0" in text
+    assert "stelis.max_depth = '-1' (from STELIS_MAX_DEPTH)" in text and "0 <= value <= 10" in text
+    assert "llm.provider = 'gpt'" in text and "'auto', 'anthropic', 'openai' or 'offline'" in text
+    assert "llm.context_tokens = 'lots'" in text and "valid integer" in text
+    assert "log_level = 'LOUD'" in text
+
+
+def test_bad_values_in_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("persona:\n  name: ''\n  nmae: x\nllm:\n  max_output_tokens: 5\n")
+    found = problems(path=bad)
+    text = "\n".join(found)
+    assert "persona.name = ''" in text and "1 <= length <= 80" in text
+    assert "persona.nmae: unknown key (did you mean name?)" in text
+    assert "llm.max_output_tokens = 5" in text and "16 <= value <= 64000" in text
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    assert "cannot read config file" in problems(path=tmp_path / "missing.yaml")[0]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("persona: [unclosed\n")
+    assert "is not valid YAML" in problems(path=broken)[0]
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- a\n- b\n")
+    assert "must hold a mapping" in problems(path=listy)[0]
+
+
+def test_anthropic_without_a_key_is_refused_with_the_variable_to_set():
+    assert problems({"STELIS_LLM_PROVIDER": "anthropic"}) == [
+        "llm.provider is 'anthropic' but no key is set (set ANTHROPIC_API_KEY)"
+    ]
+
+
+def test_unknown_stelis_variable_warns_with_a_suggestion():
+    loaded = load_config(REPO_CONFIG, {"STELIS_MAX_DEPHT": "2"})
+    assert loaded.warnings == ["ignored STELIS_MAX_DEPHT: not a config key (did you mean STELIS_MAX_DEPTH?)"]
+
+
+def test_secret_values_are_masked_and_never_echoed_in_errors():
+    c = load_config(REPO_CONFIG, {"ANTHROPIC_API_KEY": "sk-secret-1", "DISCORD_TOKEN": "tok-2"}).config
+    dumped = str(masked_dump(c))
+    assert "sk-secret-1" not in dumped and "tok-2" not in dumped and "***" in dumped
+
+
+def test_overrides_are_validated_like_the_file():
+    base = load_config(REPO_CONFIG, {}).config
+    assert apply_overrides(base, {"stelis.max_depth": 1}).stelis.max_depth == 1
+    with pytest.raises(ConfigError, match=r"stelis.max_depth = 99 \(from override\).*0 <= value <= 10"):
+        apply_overrides(base, {"stelis.max_depth": 99})
+    with pytest.raises(ConfigError, match=r"did you mean stelis\.max_depth"):
+        apply_overrides(base, {"stelis.max_dept": 1})
+
+
+def test_check_config_prints_masked_config_and_fails_on_invalid(capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-never-print")
+    monkeypatch.delenv("STELIS_CONFIG", raising=False)
+    assert main(["check-config"]) == 0
+    out = capsys.readouterr().out
+    assert "sk-never-print" not in out and '"api_key": "***"' in out
+    assert "llm provider in use: anthropic" in out
+    monkeypatch.setenv("STELIS_MAX_DEPTH", "many")
+    assert main(["check-config"]) == 2
+    err = capsys.readouterr().err
+    assert "stelis.max_depth = 'many' (from STELIS_MAX_DEPTH)" in err

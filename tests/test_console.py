@@ -1,0 +1,89 @@
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.console import Console
+from bot.engine import Engine
+from bot.providers.offline import OFFLINE_TAG, OfflineLLM
+from memory.llm import LLMError
+from memory.records import Scope
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_console(tmp_path: Path, stdin: str, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env.update(STELIS_DATA_DIR=str(tmp_path / "data"), STELIS_CONSOLE_USER_NAME="mahe")
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], input=stdin, capture_output=True, text=True,
+        cwd=REPO, env=env, timeout=60,
+    )
+
+
+def test_piped_console_replies_per_line_and_remembers_across_runs(tmp_path):
+    first = run_console(tmp_path, "hello, I am Mahe\nmy project is calculator_v2\n", "console")
+    assert first.returncode == 0, first.stderr
+    replies = [ln for ln in first.stdout.splitlines() if ln.startswith("Stelis: ")]
+    assert len(replies) == 2 and all(OFFLINE_TAG in r for r in replies)
+    assert 'You said: "my project is calculator_v2"' in first.stdout
+
+    second = run_console(tmp_path, "what is my project?\n/quit\nnot read after quit\n")  # `run` with no token
+    assert second.returncode == 0, second.stderr
+    assert "[mahe] my project is calculator_v2" in second.stdout
+    assert "not read after quit" not in second.stdout
+    assert (tmp_path / "data" / "stelis.sqlite3").exists()
+
+
+def test_console_refuses_a_bad_config_with_the_key_named(tmp_path):
+    env = {**os.environ, "STELIS_DATA_DIR": str(tmp_path), "STELIS_LLM_MAX_OUTPUT_TOKENS": "0"}
+    bad = subprocess.run([sys.executable, "-m", "bot", "console"], input="", capture_output=True,
+                         text=True, cwd=REPO, env=env, timeout=60)
+    assert bad.returncode == 2
+    assert "llm.max_output_tokens = '0' (from STELIS_LLM_MAX_OUTPUT_TOKENS)" in bad.stderr
+    assert not (tmp_path / "stelis.sqlite3").exists()
+
+
+class Flaky:
+    name = "flaky"
+
+    def __init__(self):
+        self.fail = True
+
+    async def complete(self, request, on_text=None):
+        if self.fail:
+            raise LLMError("The model is rate-limited (429) after 3 retries; try again shortly.")
+        return await OfflineLLM().complete(request, on_text)
+
+    async def aclose(self):
+        return None
+
+
+async def test_help_unknown_commands_and_retry_after_a_failure(make_config):
+    llm = Flaky()
+    engine = await Engine.open(make_config(), llm)
+    out = io.StringIO()
+    script = io.StringIO("/help\n/nope\nhello?\n")
+    await Console(engine, script, out, "mahe").run()
+    text = out.getvalue()
+    assert "/retry" in text and "/quit" in text
+    assert "Unknown command /nope" in text
+    assert "(no reply: The model is rate-limited (429)" in text and "/retry to ask again" in text
+    llm.fail = False
+    out2 = io.StringIO()
+    await Console(engine, io.StringIO("/retry\n"), out2, "mahe").run()
+    assert 'You said: "hello?"' in out2.getvalue()
+    await engine.close()
+
+
+@pytest.mark.parametrize("line", ["", "   "])
+async def test_blank_lines_are_ignored(make_config, line):
+    engine = await Engine.open(make_config(), OfflineLLM())
+    out = io.StringIO()
+    await Console(engine, io.StringIO(line + "\n"), out, "mahe").run()
+    assert out.getvalue() == ""
+    assert await engine.store.count_messages((await engine.thread_for(Scope.console())).id) == 0
+    await engine.close()

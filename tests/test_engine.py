@@ -1,0 +1,117 @@
+import pytest
+
+from bot.engine import Engine, ReplyFailed
+from bot.providers.anthropic_llm import AnthropicLLM
+from bot.providers.offline import OFFLINE_TAG, OfflineLLM
+from memory.llm import LLMError
+from memory.records import Scope
+from memory.store import Store
+from tests.fake_anthropic import validate_request
+
+
+@pytest.fixture
+async def engine(make_config):
+    config = make_config()
+    e = await Engine.open(config, OfflineLLM())
+    yield e
+    await e.close()
+
+
+async def test_hear_then_reply_stores_both_turns(engine):
+    scope = Scope.channel(1, 10)
+    await engine.hear(scope, "hello, I am Mahe", author_name="mahe", external_id=111)
+    reply = await engine.reply(scope)
+    thread = await engine.thread_for(scope)
+    stored = await engine.store.tail(thread.id, 10)
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[1].content == reply.content and reply.content.startswith(OFFLINE_TAG)
+    assert stored[0].author_name == "mahe" and stored[0].external_id == 111
+
+
+async def test_the_same_discord_message_heard_twice_is_stored_once(engine):
+    scope = Scope.channel(1, 10)
+    await engine.hear(scope, "hi", author_name="a", external_id=5)
+    await engine.hear(scope, "hi", author_name="a", external_id=5)
+    assert await engine.store.count_messages((await engine.thread_for(scope)).id) == 1
+
+
+async def test_channels_do_not_see_each_other(engine):
+    await engine.hear(Scope.channel(1, 10), "secret in ten", author_name="a")
+    await engine.hear(Scope.channel(1, 20), "hello twenty", author_name="b")
+    request = await engine.build_request(await engine.thread_for(Scope.channel(1, 20)))
+    assert "secret in ten" not in str(request)
+
+
+async def test_request_is_valid_for_the_messages_api_and_marks_breakpoints(engine):
+    scope = Scope.console()
+    await engine.hear(scope, "first", author_name="u")
+    await engine.hear(scope, "second from someone else", author_name="v")  # merged into one user turn
+    await engine.reply(scope)
+    await engine.hear(scope, "third", author_name="u")
+    request = await engine.build_request(await engine.thread_for(scope))
+    from bot.providers.anthropic_llm import to_params
+
+    params = to_params(request, "m")
+    validate_request(params)
+    assert [m["role"] for m in params["messages"]] == ["user", "assistant", "user"]
+    assert params["messages"][0]["content"][1]["text"] == "[v] second from someone else"
+    assert params["system"][0]["cache_control"]["ttl"] == "1h"
+    assert params["messages"][1]["content"][-1]["cache_control"]["ttl"] == "5m"
+    assert "You are Stelis" in params["system"][0]["text"]
+
+
+async def test_history_is_cut_to_the_token_budget_newest_kept(make_config):
+    config = make_config(llm={"context_tokens": 4096, "max_output_tokens": 256})
+    e = await Engine.open(config, OfflineLLM())
+    scope = Scope.console()
+    for i in range(300):
+        await e.hear(scope, f"message {i} " + "filler words " * 20, author_name="u")
+    request = await e.build_request(await e.thread_for(scope))
+    text = " ".join(b.text for t in request.turns for b in t.blocks)
+    assert "message 299 " in text and "message 0 " not in text
+    await e.close()
+
+
+class Failing:
+    name = "failing"
+
+    async def complete(self, request, on_text=None):
+        raise LLMError("The model is overloaded (529) after 3 retries; try again in a minute.")
+
+    async def aclose(self):
+        return None
+
+
+async def test_an_llm_failure_keeps_the_message_and_says_why(make_config):
+    e = await Engine.open(make_config(), Failing())
+    scope = Scope.console()
+    await e.hear(scope, "are you there?", author_name="u")
+    with pytest.raises(ReplyFailed, match="overloaded"):
+        await e.reply(scope)
+    stored = await e.store.tail((await e.thread_for(scope)).id, 10)
+    assert [m.content for m in stored] == ["are you there?"]
+    await e.close()
+
+
+async def test_replies_come_from_an_anthropic_compatible_server(make_config, fake_anthropic):
+    config = make_config(llm={"provider": "anthropic", "anthropic": {
+        "api_key": "sk-x", "base_url": fake_anthropic.base_url}})
+    e = await Engine.open(config, AnthropicLLM(config.llm.anthropic, config.persona.models))
+    await e.hear(Scope.console(), "ping from the engine", author_name="u")
+    reply = await e.reply(Scope.console())
+    assert reply.content == "fake reply to: [u] ping from the engine"
+    await e.close()
+
+
+async def test_restart_remembers(make_config):
+    config = make_config()
+    e = await Engine.open(config, OfflineLLM())
+    await e.hear(Scope.console(), "remember calculator_v2", author_name="u")
+    await e.reply(Scope.console())
+    await e.close()
+    store = await Store.open(config.database_path)
+    e = Engine(config, store, OfflineLLM())
+    await e.hear(Scope.console(), "what did I say?", author_name="u")
+    reply = await e.reply(Scope.console())
+    assert "remember calculator_v2" in reply.content
+    await e.close()

@@ -1,0 +1,147 @@
+import sqlite3
+
+import pytest
+
+import memory.store as store_module
+from memory.migrations import LATEST_VERSION
+from memory.records import NewMessage, Scope
+from memory.store import Store, StoreError
+from memory.tokens import count_tokens
+
+TABLES = {"threads", "messages", "memory_records", "branches", "settings"}
+
+
+def table_names(path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+async def test_migrations_on_an_empty_file(tmp_path):
+    path = tmp_path / "fresh.sqlite3"
+    s = await Store.open(path)
+    assert await s.schema_version() == LATEST_VERSION
+    async with s.db.execute("PRAGMA journal_mode") as cur:
+        assert (await cur.fetchone())[0] == "wal"
+    async with s.db.execute("PRAGMA foreign_keys") as cur:
+        assert (await cur.fetchone())[0] == 1
+    await s.close()
+    assert table_names(path) >= TABLES
+
+
+async def test_migrations_on_an_already_migrated_file_keep_the_data(tmp_path):
+    path = tmp_path / "db.sqlite3"
+    s = await Store.open(path)
+    root = await s.root_thread("P", Scope.console(), 0.8)
+    await s.append(root.id, NewMessage("user", "keep me"))
+    await s.close()
+    s = await Store.open(path)
+    assert await s.migrate() == 0
+    assert [m.content for m in await s.tail(root.id, 10)] == ["keep me"]
+    await s.close()
+
+
+async def test_a_failing_migration_leaves_nothing_half_done(tmp_path, monkeypatch):
+    path = tmp_path / "db.sqlite3"
+    await (await Store.open(path)).close()
+    broken = "CREATE TABLE extra (x INTEGER); CREATE TABLE extra (x INTEGER)"
+    monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS, broken])
+    monkeypatch.setattr(store_module, "LATEST_VERSION", LATEST_VERSION + 1)
+    with pytest.raises(sqlite3.OperationalError, match="already exists"):
+        await Store.open(path)
+    assert "extra" not in table_names(path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+
+
+async def test_a_database_from_a_newer_stelis_is_refused(tmp_path):
+    path = tmp_path / "future.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {LATEST_VERSION + 5}")
+    with pytest.raises(StoreError, match="newer than this Stelis understands"):
+        await Store.open(path)
+
+
+async def test_root_thread_is_created_once_per_persona_and_scope(store):
+    a = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    b = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    other_persona = await store.root_thread("Q", Scope.channel(1, 2), 0.8)
+    other_channel = await store.root_thread("P", Scope.channel(1, 3), 0.8)
+    assert a.id == b.id
+    assert len({a.id, other_persona.id, other_channel.id}) == 3
+    assert (a.kind, a.depth, a.parent_thread_id, a.guild_id, a.channel_id) == ("root", 0, None, 1, 2)
+
+
+async def test_ingesting_the_same_external_message_twice_stores_it_once(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    first, created = await store.append(root.id, NewMessage("user", "hello", external_id=1234567890123))
+    again, created_again = await store.append(root.id, NewMessage("user", "hello (resent)", external_id=1234567890123))
+    assert created and not created_again
+    assert again.seq == first.seq and again.content == "hello"
+    assert await store.count_messages(root.id) == 1
+
+
+async def test_sequences_are_monotonic_and_never_reused(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    seqs = [(await store.append(root.id, NewMessage("user", f"m{i}", external_id=i)))[0].seq for i in range(5)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 5
+    await store.db.execute("DELETE FROM messages WHERE seq = ?", (seqs[-1],))
+    newer, _ = await store.append(root.id, NewMessage("user", "after delete"))
+    assert newer.seq > seqs[-1]
+
+
+async def test_token_count_is_stored_at_write_and_not_recomputed_on_read(store, monkeypatch):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    text = "Stelis remembers calculator_v2 and <|endoftext|> as plain text."
+    message, _ = await store.append(root.id, NewMessage("user", text))
+    assert message.token_count == count_tokens(text) > 0
+
+    def explode(_text):
+        raise AssertionError("tokenised on read")
+
+    monkeypatch.setattr(store_module, "count_tokens", explode)
+    (read,) = await store.tail(root.id, 5)
+    assert read.token_count == message.token_count
+
+
+async def test_tail_returns_the_newest_oldest_first_through_the_index(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    other = await store.root_thread("P", Scope.console("other"), 0.8)
+    for i in range(10):
+        await store.append(root.id, NewMessage("user", f"m{i}"))
+        await store.append(other.id, NewMessage("user", f"x{i}"))
+    assert [m.content for m in await store.tail(root.id, 3)] == ["m7", "m8", "m9"]
+    async with store.db.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE thread_id = ? AND deleted_at IS NULL"
+        " ORDER BY seq DESC LIMIT ?", (root.id, 3)
+    ) as cur:
+        plan = " ".join(r[3] for r in await cur.fetchall())
+    assert "idx_messages_thread_seq" in plan and "TEMP B-TREE" not in plan
+
+
+async def test_edit_and_delete_by_external_id(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    await store.append(root.id, NewMessage("user", "short", external_id=9))
+    edited = await store.edit_message(9, "a much longer edited message about calculator_v2")
+    assert edited.content.startswith("a much longer") and edited.edited_at is not None
+    assert edited.token_count == count_tokens(edited.content)
+    assert await store.delete_message(9) is True
+    assert await store.delete_message(9) is False
+    assert await store.tail(root.id, 10) == []
+
+
+async def test_schema_rejects_invalid_rows(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.append(root.id, NewMessage("narrator", "x"))  # type: ignore[arg-type]
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.append(999_999, NewMessage("user", "orphan"))  # foreign keys are on
+    assert await store.count_messages(root.id) == 0
+
+
+async def test_settings_round_trip(store):
+    await store.set_setting("channel", 5, "stelis.max_depth", 2)
+    await store.set_setting("channel", 5, "stelis.max_depth", 1)
+    await store.set_setting("guild", 5, "persona.name", "Eris")
+    assert await store.settings("channel", 5) == {"stelis.max_depth": 1}
+    assert await store.delete_setting("channel", 5, "stelis.max_depth") is True
+    assert await store.settings("channel", 5) == {}
