@@ -221,7 +221,8 @@ def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str
     warnings = []
     for var, value in environ.items():
         if var in ENV_ALIASES:
-            found[ENV_ALIASES[var]] = (var, value)
+            if value.strip():  # compose and shells pass unset secrets as empty strings
+                found[ENV_ALIASES[var]] = (var, value)
         elif var in by_env:
             found[by_env[var]] = (var, value)
         elif var.startswith("STELIS_") and var not in ENV_RESERVED:

@@ -93,18 +93,18 @@ class Store:
 
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         """The root thread of a scope for a persona, created on first use."""
-        async with self.transaction() as db:
-            await db.execute(
-                "INSERT INTO threads (persona, kind, depth, window_ratio, scope_key, guild_id,"
-                " channel_id, discord_thread_id, created_at) VALUES (?, 'root', 0, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (persona, scope_key) WHERE kind = 'root' DO NOTHING",
-                (persona, window_ratio, scope.key, scope.guild_id, scope.channel_id,
-                 scope.discord_thread_id, self.clock()),
-            )
-        row = await self._one(
-            "SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'",
-            (persona, scope.key),
-        )
+        lookup = "SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'"
+        row = await self._one(lookup, (persona, scope.key))
+        if row is None:
+            async with self.transaction() as db:
+                await db.execute(
+                    "INSERT INTO threads (persona, kind, depth, window_ratio, scope_key, guild_id,"
+                    " channel_id, discord_thread_id, created_at) VALUES (?, 'root', 0, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (persona, scope_key) WHERE kind = 'root' DO NOTHING",
+                    (persona, window_ratio, scope.key, scope.guild_id, scope.channel_id,
+                     scope.discord_thread_id, self.clock()),
+                )
+            row = await self._one(lookup, (persona, scope.key))
         return _thread(row)
 
     async def thread(self, thread_id: int) -> Thread:

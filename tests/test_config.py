@@ -45,6 +45,11 @@ def test_environment_overrides_the_file_including_the_seed_names():
     assert loaded.env_overrides["stelis.max_depth"] == "STELIS_MAX_DEPTH"
 
 
+def test_empty_outside_variables_count_as_unset():
+    c = load_config(REPO_CONFIG, {"DISCORD_TOKEN": "", "ANTHROPIC_API_KEY": " "}).config
+    assert c.discord.token is None and c.llm.resolved_provider() == "offline"
+
+
 def test_stelis_config_selects_another_file(tmp_path):
     other = tmp_path / "other.yaml"
     other.write_text("persona:\n  name: Other\n")

@@ -1,0 +1,1 @@
+"""Benchmarks that print one JSON object per line (DESIGN.md section 9)."""

@@ -1,0 +1,30 @@
+"""`python -m bench NAME|all`: run benchmarks, one JSON line per result."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+
+from bench import ingest
+
+BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
+    "ingest": ingest.run,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("name", choices=[*BENCHES, "all"])
+    args = parser.parse_args(argv)
+    names = list(BENCHES) if args.name == "all" else [args.name]
+    for name in names:
+        for line in asyncio.run(BENCHES[name]()):
+            print(json.dumps(line), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The Discord front end: events and slash commands translated into engine calls (issue 5)."""

@@ -1,0 +1,57 @@
+from aiohttp import web
+
+from bot.config import ModelTiers, OpenAIConfig
+from bot.providers.openai_llm import OpenAILLM, to_chat_messages
+from memory.llm import Block, LLMRequest, Turn
+
+
+def test_request_maps_to_chat_messages_with_tool_calls():
+    req = LLMRequest(
+        system=(Block("card"), Block("memory")),
+        turns=(
+            Turn.text("user", "list files"),
+            Turn("assistant", (Block("looking"), Block(kind="tool_use", tool_id="c1", tool_name="ls",
+                                                       tool_input={"path": "/"}))),
+            Turn("user", (Block("a.txt", kind="tool_result", tool_id="c1"), Block("and?"))),
+        ),
+        max_tokens=10,
+    )
+    assert to_chat_messages(req) == [
+        {"role": "system", "content": "card\n\nmemory"},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": "looking", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "/"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "user", "content": "and?"},
+    ]
+
+
+async def test_reply_from_an_openai_compatible_server():
+    seen = []
+
+    async def completions(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body)
+        return web.json_response({
+            "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "hello from llama"}}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15,
+                      "prompt_tokens_details": {"cached_tokens": 8}},
+        })
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    llm = OpenAILLM(OpenAIConfig(base_url=f"http://{host}:{port}/v1", max_retries=0), ModelTiers(light="small"))
+    result = await llm.complete(LLMRequest(system=(Block("card"),), turns=(Turn.text("user", "hi"),),
+                                           max_tokens=20, tier="light"))
+    await llm.aclose()
+    await runner.cleanup()
+    assert result.text == "hello from llama"
+    assert (result.usage.input_tokens, result.usage.cache_read_input_tokens, result.usage.output_tokens) == (4, 8, 3)
+    assert seen[0]["model"] == "small" and seen[0]["messages"][0] == {"role": "system", "content": "card"}
