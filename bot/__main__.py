@@ -46,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 3
     logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
-    return asyncio.run(_console(loaded))
+    try:
+        return asyncio.run(_console(loaded))
+    except KeyboardInterrupt:  # the store closed in _console's finally; everything said is saved
+        print(file=sys.stderr)
+        return 130
 
 
 def _check_config(loaded: LoadedConfig) -> int:

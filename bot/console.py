@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -15,6 +16,25 @@ HELP = """Commands:
   /retry         ask for a reply again (after a failure)
   /quit          leave (Ctrl-D works too)
 Anything else is a message to the persona."""
+
+
+async def read_line(stream: TextIO) -> str | None:
+    """A line from a blocking stream without blocking the loop; None at end of input.
+
+    A daemon thread, not the default executor: on Ctrl-C the process must not wait for Enter.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+
+    def read() -> None:
+        try:
+            line = stream.readline()
+        except (OSError, ValueError):  # closed while waiting
+            line = ""
+        loop.call_soon_threadsafe(lambda: done.done() or done.set_result(line))
+
+    threading.Thread(target=read, name="console-stdin", daemon=True).start()
+    return (await done) or None
 
 
 @dataclass
@@ -89,9 +109,7 @@ class Console:
         if self.interactive:
             self.stdout.write(f"{self.user_name}> ")
             self.stdout.flush()
-        # A thread keeps the event loop free while the terminal waits for a line.
-        line = await asyncio.to_thread(self.stdin.readline)
-        return line or None
+        return await read_line(self.stdin)
 
     def _say(self, text: str) -> None:
         self.stdout.write(text + "\n")

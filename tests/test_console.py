@@ -1,3 +1,4 @@
+import asyncio
 import io
 import os
 import subprocess
@@ -87,3 +88,18 @@ async def test_blank_lines_are_ignored(make_config, line):
     assert out.getvalue() == ""
     assert await engine.store.count_messages((await engine.thread_for(Scope.console())).id) == 0
     await engine.close()
+
+
+async def test_console_replies_come_from_the_server_at_anthropic_base_url(tmp_path, fake_anthropic):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env.update(STELIS_DATA_DIR=str(tmp_path), STELIS_LLM_PROVIDER="anthropic", ANTHROPIC_API_KEY="sk-fake",
+               ANTHROPIC_BASE_URL=fake_anthropic.base_url, STELIS_CONSOLE_USER_NAME="mahe")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", cwd=REPO, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"hello server\n"), timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert "Stelis: fake reply to: [mahe] hello server" in out.decode()
+    assert len(fake_anthropic.calls) == 1 and fake_anthropic.calls[0].body["stream"] is True
+    assert "sk-fake" not in (tmp_path / "stelis.log").read_text()
