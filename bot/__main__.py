@@ -75,7 +75,7 @@ async def _console(loaded: LoadedConfig) -> int:
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
              loaded.config.database_path)
     try:
-        return await Console(engine, sys.stdin, sys.stdout, _user_name(loaded)).run()
+        return await Console(engine, sys.stdin, sys.stdout, _user_name(loaded)).run_loop()
     finally:
         await engine.close()
 

@@ -89,10 +89,27 @@ class PersonaConfig(_Model):
 class StelisConfig(_Model):
     default_window_ratio: float = Field(0.8, gt=0.0, lt=1.0)
     max_depth: int = Field(3, ge=0, le=10)
+    chunk_tokens: int = Field(6_000, ge=500, le=200_000)
+    chronicle_tokens: int = Field(800, ge=64, le=8_000)
 
 
 class ContextConfig(_Model):
-    history_messages: int = Field(200, ge=2, le=10_000)
+    low_water: float = Field(0.6, gt=0.1, lt=1.0)
+    locked_turns: int = Field(6, ge=1, le=100)
+    summary_tokens: int = Field(1_200, ge=64, le=16_000)
+    tail_reserve_tokens: int = Field(1_024, ge=0, le=32_000)
+    observation_max_lines: int = Field(120, ge=10, le=100_000)
+    observation_keep_lines: int = Field(40, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _keep_fits(self) -> ContextConfig:
+        if 2 * self.observation_keep_lines >= self.observation_max_lines:
+            raise ValueError("context.observation_keep_lines must be under half of context.observation_max_lines")
+        return self
+
+
+class SnapshotConfig(_Model):
+    interval_seconds: int = Field(300, ge=0, le=86_400)
 
 
 class ConsoleConfig(_Model):
@@ -109,6 +126,7 @@ class Config(_Model):
     stelis: StelisConfig = StelisConfig()
     context: ContextConfig = ContextConfig()
     console: ConsoleConfig = ConsoleConfig()
+    snapshots: SnapshotConfig = SnapshotConfig()
 
     @property
     def database_path(self) -> Path:

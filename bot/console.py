@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from bot.engine import Engine, ReplyFailed
+from memory.anchors import thread_ref
+from memory.context import ContextError
+from memory.llm import LLMError
 from memory.records import Scope
+from memory.threads import Run, StelisError
+from memory.window import LockedBufferTooLarge
 
 HELP = """Commands:
-  /help          this list
-  /retry         ask for a reply again (after a failure)
-  /quit          leave (Ctrl-D works too)
+  /thread new <label>   start a Stelis working thread under the current one
+  /thread end           end the current thread (a chronicle is written) and return to its parent
+  /thread abort         abort the current thread (a partial chronicle when possible)
+  /thread list          the threads of this conversation
+  /tree                 the Stelis tree with status, depth and window sizes
+  /context              the token breakdown of the next request
+  /retry                ask for a reply again (after a failure)
+  /help                 this list
+  /quit                 leave (Ctrl-D works too)
 Anything else is a message to the persona."""
+
+BAR_WIDTH = 50
 
 
 async def read_line(stream: TextIO) -> str | None:
@@ -44,14 +56,21 @@ class Console:
     stdout: TextIO
     user_name: str
     scope: Scope = field(default_factory=Scope.console)
+    run: Run | None = None
 
     @property
     def interactive(self) -> bool:
         return self.stdin.isatty()
 
-    async def run(self) -> int:
+    async def start(self) -> Run:
+        if self.run is None:
+            self.run = await self.engine.new_run(self.scope)
+        return self.run
+
+    async def run_loop(self) -> int:
+        run = await self.start()
         if self.interactive:
-            await self._greet()
+            await self._greet(run)
         while True:
             line = await self._read_line()
             if line is None:
@@ -60,35 +79,83 @@ class Console:
             if not line:
                 continue
             if line.startswith("/"):
-                if not await self._command(line):
+                if not await self.command(line):
                     return 0
                 continue
-            await self.engine.hear(self.scope, line, author_name=self.user_name)
+            await self.engine.hear(self.scope, line, author_name=self.user_name, thread_id=run.current)
             await self._reply()
 
-    async def _command(self, line: str) -> bool:
+    async def command(self, line: str) -> bool:
         """Run a slash command; False means leave."""
-        name, _, _ = line.partition(" ")
-        commands: dict[str, Callable[[], Awaitable[None]]] = {
-            "/help": self._help,
-            "/retry": self._reply,
-        }
-        if name in ("/quit", "/exit"):
-            return False
-        action = commands.get(name)
-        if action is None:
-            self._say(f"Unknown command {name}. Type /help for the list.")
-        else:
-            await action()
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        try:
+            if name in ("/quit", "/exit"):
+                return False
+            if name == "/help":
+                self._say(HELP)
+            elif name == "/retry":
+                await self._reply()
+            elif name == "/thread":
+                await self._thread(rest)
+            elif name == "/tree":
+                await self._tree()
+            elif name == "/context":
+                await self._context()
+            else:
+                self._say(f"Unknown command {name}. Type /help for the list.")
+        except (StelisError, LLMError, ContextError, LockedBufferTooLarge) as exc:
+            self._say(f"(!) {getattr(exc, 'notice', None) or exc}")
         return True
 
-    async def _help(self) -> None:
-        self._say(HELP)
+    async def _thread(self, rest: str) -> None:
+        run = await self.start()
+        action, _, label = rest.partition(" ")
+        if action == "new":
+            if not label.strip():
+                self._say("Usage: /thread new <label>")
+                return
+            thread = await self.engine.start_thread(run, label)
+            self._say(f"Started {thread_ref(thread.id)} \"{thread.label}\" at depth {thread.depth}. "
+                      "Messages now go to this thread; /thread end to finish it.")
+        elif action == "end":
+            self._say("Ending the thread and writing its chronicle...")
+            thread = await self.engine.end_thread(run)
+            self._say(f"Ended {thread_ref(thread.id)} ({thread.status}). Chronicle:\n"
+                      f"{thread.chronicle_summary or '(none)'}")
+        elif action == "abort":
+            thread = await self.engine.abort_thread(run)
+            self._say(f"Aborted {thread_ref(thread.id)}.")
+        elif action == "list":
+            await self._tree()
+        else:
+            self._say("Usage: /thread new <label> | end | abort | list")
+
+    async def _tree(self) -> None:
+        run = await self.start()
+        for row in await self.engine.tree(run.root_id):
+            t = row.thread
+            marker = " <- you are here" if t.id == run.current else ""
+            name = "main conversation" if t.is_root else f"{t.label}"
+            extra = f", keeps {row.protected} of its parent" if row.protected else ""
+            self._say(f"{'  ' * t.depth}{thread_ref(t.id)} {name} [{t.status}] depth {t.depth}, "
+                      f"window {row.window}{extra}{marker}")
+
+    async def _context(self) -> None:
+        run = await self.start()
+        assembly = await self.engine.context(run.current)
+        total = self.engine.config.llm.context_tokens
+        self._say(f"Next request for {thread_ref(run.current)} (window budget {assembly.window_budget} tokens):")
+        for part, tokens in assembly.parts.items():
+            filled = round(BAR_WIDTH * tokens / total) if total else 0
+            bar = "#" * filled + "." * (BAR_WIDTH - filled)
+            self._say(f"  {part:<8} {bar} {tokens:>8}")
 
     async def _reply(self) -> None:
+        run = await self.start()
         self.stdout.write(f"{self.engine.persona}: ")
         try:
-            await self.engine.reply(self.scope, on_text=self._stream)
+            await self.engine.reply(run.current, on_text=self._stream)
         except ReplyFailed as exc:
             self.stdout.write(f"(no reply: {exc.notice} Your message is kept; /retry to ask again.)")
         self.stdout.write("\n")
@@ -98,8 +165,8 @@ class Console:
         self.stdout.write(piece)
         self.stdout.flush()
 
-    async def _greet(self) -> None:
-        remembered = await self.engine.store.count_messages((await self.engine.thread_for(self.scope)).id)
+    async def _greet(self, run: Run) -> None:
+        remembered = await self.engine.store.count_messages(run.root_id)
         self._say(
             f"Stelis console: chatting with {self.engine.persona} on the {self.engine.llm.name} model"
             f" ({remembered} message(s) remembered). /help for commands, /quit to leave."
@@ -107,7 +174,8 @@ class Console:
 
     async def _read_line(self) -> str | None:
         if self.interactive:
-            self.stdout.write(f"{self.user_name}> ")
+            where = "" if self.run is None or not self.run.stack else f" [{thread_ref(self.run.current)}]"
+            self.stdout.write(f"{self.user_name}{where}> ")
             self.stdout.flush()
         return await read_line(self.stdin)
 

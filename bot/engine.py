@@ -1,24 +1,24 @@
-"""The persona runtime shared by the console and the Discord cogs: hear a message, reply to a scope."""
+"""The persona runtime shared by the console and the Discord cogs: hear, reply, Stelis threads, context."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass
 
 from bot.config import Config
 from bot.providers import make_llm
-from memory.llm import LLM, Block, LLMError, LLMRequest, TextSink, Turn
+from memory import threads
+from memory.anchors import thread_ref
+from memory.context import Assembler, Assembly, Budget, ContextError, Persona
+from memory.llm import LLM, LLMError, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
 from memory.store import Store
-from memory.templates import render
-from memory.tokens import MESSAGE_OVERHEAD, count_tokens
-from memory.turns import fit_budget, to_turns
+from memory.threads import Run, StelisError, StelisSettings
+from memory.window import LockedBufferTooLarge, WindowPolicy, protected_size, window_size
 
 log = logging.getLogger(__name__)
-
-SAFETY_MARGIN = 0.05  # token counts are cl100k estimates of another tokenizer
 
 
 class ReplyFailed(Exception):
@@ -29,17 +29,40 @@ class ReplyFailed(Exception):
         self.notice = notice
 
 
+@dataclass(frozen=True)
+class TreeRow:
+    thread: Thread
+    window: int  # the seed's window size at the model's full context
+    protected: int  # what the thread keeps of its parent (0 for a root)
+
+
 class Engine:
     def __init__(self, config: Config, store: Store, llm: LLM):
         self.config = config
         self.store = store
         self.llm = llm
+        self.stelis = StelisSettings(
+            max_depth=config.stelis.max_depth, default_window_ratio=config.stelis.default_window_ratio,
+            chunk_tokens=config.stelis.chunk_tokens, chronicle_tokens=config.stelis.chronicle_tokens,
+        )
+        c = config.context
+        self.assembler = Assembler(
+            store, llm, Persona(config.persona.name, config.persona.card),
+            Budget(config.llm.context_tokens, config.llm.max_output_tokens, tail_reserve=c.tail_reserve_tokens),
+            WindowPolicy(low_water=c.low_water, locked_turns=c.locked_turns, summary_tokens=c.summary_tokens,
+                         observation_max_lines=c.observation_max_lines,
+                         observation_keep_lines=c.observation_keep_lines),
+            self.stelis, clock=store.clock,
+        )
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @classmethod
     async def open(cls, config: Config, llm: LLM | None = None) -> Engine:
+        """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone."""
         store = await Store.open(config.database_path)
-        return cls(config, store, llm or make_llm(config))
+        engine = cls(config, store, llm or make_llm(config))
+        await threads.sweep(store, engine.llm, engine.stelis, live_runs=set())
+        return engine
 
     async def close(self) -> None:
         await self.llm.aclose()
@@ -52,65 +75,70 @@ class Engine:
     async def thread_for(self, scope: Scope) -> Thread:
         return await self.store.root_thread(self.persona, scope, self.config.stelis.default_window_ratio)
 
+    async def new_run(self, scope: Scope) -> Run:
+        return Run(root_id=(await self.thread_for(scope)).id)
+
     async def hear(
-        self,
-        scope: Scope,
-        content: str,
-        *,
-        author_name: str | None = None,
-        author_id: int | None = None,
-        external_id: int | None = None,
-        role: Role = "user",
+        self, scope: Scope, content: str, *, author_name: str | None = None, author_id: int | None = None,
+        external_id: int | None = None, role: Role = "user", thread_id: int | None = None,
     ) -> Message:
-        """Remember a message; the same external id heard twice is stored once."""
-        thread = await self.thread_for(scope)
-        new = NewMessage(role, content, author_id, author_name, external_id=external_id)
-        message, created = await self.store.append(thread.id, new)
+        """Remember a message in the scope's root thread, or in the given thread; duplicates stored once."""
+        target = thread_id if thread_id is not None else (await self.thread_for(scope)).id
+        message, created = await self.store.append(
+            target, NewMessage(role, content, author_id, author_name, external_id=external_id)
+        )
         if not created:
             log.debug("duplicate message %s ignored", external_id)
         return message
 
-    async def reply(self, scope: Scope, on_text: TextSink | None = None) -> Message:
-        """Answer what the scope's thread holds now; store and return the reply. Raises ReplyFailed."""
-        thread = await self.thread_for(scope)
-        async with self._reply_locks[thread.id]:
-            request = await self.build_request(thread)
-            if not request.turns:
-                raise ReplyFailed("There is nothing to reply to yet.")
+    async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
+        """Answer what the thread holds now; store and return the reply. Raises ReplyFailed."""
+        async with self._reply_locks[thread_id]:
             try:
-                result = await self.llm.complete(request, on_text)
+                assembly = await self.assembler.assemble(thread_id)
+                if not assembly.request.turns:
+                    raise ReplyFailed("There is nothing to reply to yet.")
+                result = await self.llm.complete(assembly.request, on_text)
             except LLMError as exc:
-                log.warning("reply failed in thread %d: %s", thread.id, exc.notice)
+                log.warning("reply failed in thread %d: %s", thread_id, exc.notice)
                 raise ReplyFailed(exc.notice) from exc
+            except (LockedBufferTooLarge, ContextError) as exc:
+                raise ReplyFailed(f"The conversation does not fit the model's context: {exc}") from exc
             if not result.text.strip():
                 raise ReplyFailed("The model returned an empty reply.")
             message, _ = await self.store.append(
-                thread.id, NewMessage("assistant", result.text, author_name=self.persona)
+                thread_id, NewMessage("assistant", result.text, author_name=self.persona)
             )
             return message
 
-    async def build_request(self, thread: Thread) -> LLMRequest:
-        """System prompt from the template, then the newest history that fits the budget."""
-        system_text = render(
-            "system.md.j2", persona_name=self.persona, persona_card=self.config.persona.card.strip()
-        )
-        llm = self.config.llm
-        budget = int(llm.context_tokens * (1 - SAFETY_MARGIN)) - llm.max_output_tokens
-        budget -= count_tokens(system_text)
-        recent = await self.store.tail(thread.id, self.config.context.history_messages)
-        turns = to_turns(fit_budget(recent, budget, MESSAGE_OVERHEAD))
-        return LLMRequest(
-            system=(Block(system_text, cache="1h"),),
-            turns=tuple(_mark_stable_prefix(turns)),
-            max_tokens=llm.max_output_tokens,
-            persona=self.persona,
-        )
+    async def context(self, thread_id: int) -> Assembly:
+        """The next request for a thread (what /context shows)."""
+        return await self.assembler.assemble(thread_id)
+
+    # Stelis threads
+
+    async def start_thread(self, run: Run, label: str, chronicle_prompt: str | None = None) -> Thread:
+        return await threads.start(self.store, run, label, self.stelis, chronicle_prompt=chronicle_prompt)
+
+    async def end_thread(self, run: Run, generate_chronicle: bool = True) -> Thread:
+        return await threads.end(self.store, self.llm, run, self.stelis, generate_chronicle=generate_chronicle)
+
+    async def abort_thread(self, run: Run) -> Thread:
+        return await threads.abort(self.store, self.llm, run, self.stelis)
+
+    async def tree(self, root_id: int) -> list[TreeRow]:
+        """The Stelis tree under a root, depth first, with each thread's window at the full context."""
+        rows: list[TreeRow] = []
+
+        async def visit(thread: Thread, ratios: list[float]) -> None:
+            size = window_size(self.config.llm.context_tokens, ratios)
+            parent = window_size(self.config.llm.context_tokens, ratios[:-1]) if ratios else 0
+            rows.append(TreeRow(thread, size, protected_size(parent, thread.window_ratio) if ratios else 0))
+            for child in await self.store.children(thread.id):
+                await visit(child, [*ratios, child.window_ratio])
+
+        await visit(await self.store.thread(root_id), [])
+        return rows
 
 
-def _mark_stable_prefix(turns: list[Turn]) -> list[Turn]:
-    """A cache breakpoint on the last turn that the next request will repeat unchanged."""
-    if len(turns) < 2:
-        return turns
-    stable = turns[-2]
-    marked = replace(stable.blocks[-1], cache="5m")
-    return [*turns[:-2], Turn(stable.role, (*stable.blocks[:-1], marked)), turns[-1]]
+__all__ = ["Engine", "ReplyFailed", "StelisError", "TreeRow", "thread_ref"]

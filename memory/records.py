@@ -52,6 +52,15 @@ class Thread:
     run_id: str | None
     created_at: float
     completed_at: float | None
+    anchor_seq: int | None = None
+    window_start_seq: int | None = None
+    window_summary: str | None = None
+    window_summary_from: int | None = None
+    window_summary_to: int | None = None
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_thread_id is None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import aiosqlite
 
 from memory.migrations import LATEST_VERSION, MIGRATIONS
-from memory.records import Message, NewMessage, Scope, Thread
+from memory.records import MemoryRecord, Message, NewMessage, Scope, Thread
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,68 @@ class Store:
             raise KeyError(f"no thread {thread_id}")
         return _thread(row)
 
+    async def create_thread(
+        self, parent: Thread, *, kind: str, label: str, window_ratio: float, chronicle_prompt: str | None,
+        run_id: str | None, discord_thread_id: int | None = None, branch_id: str | None = None,
+        anchor: NewMessage,
+    ) -> tuple[Thread, Message]:
+        """A child thread and its anchor message in the parent, in one transaction."""
+        now = self.clock()
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "INSERT INTO threads (persona, kind, parent_thread_id, depth, window_ratio, label, chronicle_prompt,"
+                " branch_id, scope_key, guild_id, channel_id, discord_thread_id, run_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (parent.persona, kind, parent.id, parent.depth + 1, window_ratio, label, chronicle_prompt, branch_id,
+                 parent.scope_key, parent.guild_id, parent.channel_id, discord_thread_id, run_id, now),
+            )
+            child_id = cur.lastrowid
+            metadata = {**anchor.metadata, "stelis_thread_id": child_id, "created_at": now}
+            cur = await db.execute(
+                "INSERT INTO messages (thread_id, role, content, metadata, token_count, created_at)"
+                " VALUES (?, 'system', ?, ?, 0, ?)",
+                (parent.id, anchor.content, json.dumps(metadata, ensure_ascii=False), now),
+            )
+            await db.execute("UPDATE threads SET anchor_seq = ? WHERE id = ?", (cur.lastrowid, child_id))
+        anchor_row = await self._one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
+        return await self.thread(child_id), _message(anchor_row)
+
+    async def close_thread(self, ended: Thread, anchor_metadata: dict | None, anchor_tokens: int) -> Thread:
+        """Save an ended thread's status and chronicle and fix its anchor's final form, atomically."""
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE threads SET status = ?, chronicle_summary = ?, completed_at = ? WHERE id = ?",
+                (ended.status, ended.chronicle_summary, ended.completed_at, ended.id),
+            )
+            if anchor_metadata is not None and ended.anchor_seq is not None:
+                await db.execute(
+                    "UPDATE messages SET metadata = ?, token_count = ? WHERE seq = ?",
+                    (json.dumps(anchor_metadata, ensure_ascii=False), anchor_tokens, ended.anchor_seq),
+                )
+        return await self.thread(ended.id)
+
+    async def children(self, thread_id: int) -> list[Thread]:
+        rows = await self._all("SELECT * FROM threads WHERE parent_thread_id = ? ORDER BY id", (thread_id,))
+        return [_thread(r) for r in rows]
+
+    async def active_internal_threads(self) -> list[Thread]:
+        """Active non-root threads not backed by a Discord thread: candidates for the start-up sweep."""
+        rows = await self._all(
+            "SELECT * FROM threads WHERE status = 'active' AND kind != 'root' AND discord_thread_id IS NULL"
+            " ORDER BY depth DESC, id DESC", (),
+        )
+        return [_thread(r) for r in rows]
+
+    async def set_window(self, thread_id: int, start_seq: int, summary: str | None, summary_from: int | None,
+                         summary_to: int | None) -> Thread:
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE threads SET window_start_seq = ?, window_summary = ?, window_summary_from = ?,"
+                " window_summary_to = ? WHERE id = ?",
+                (start_seq, summary, summary_from, summary_to, thread_id),
+            )
+        return await self.thread(thread_id)
+
     # messages
 
     async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
@@ -143,11 +205,56 @@ class Store:
         )
         return [_message(r) for r in reversed(rows)]
 
-    async def count_messages(self, thread_id: int) -> int:
+    async def newest_first(self, thread_id: int, *, before_seq: int | None = None, after_seq: int | None = None,
+                           page: int = 256) -> AsyncIterator[Message]:
+        """Live messages newest first, read in indexed pages so callers stop as soon as they have enough."""
+        upper = before_seq if before_seq is not None else 2**63 - 1
+        lower = after_seq if after_seq is not None else -1
+        while True:
+            rows = await self._all(
+                "SELECT * FROM messages WHERE thread_id = ? AND seq < ? AND seq > ? AND deleted_at IS NULL"
+                " ORDER BY seq DESC LIMIT ?", (thread_id, upper, lower, page),
+            )
+            for row in rows:
+                yield _message(row)
+            if len(rows) < page:
+                return
+            upper = rows[-1]["seq"]
+
+    async def span(self, thread_id: int, first_seq: int | None, before_seq: int | None,
+                   page: int = 512) -> AsyncIterator[Message]:
+        """Live messages oldest first from first_seq (inclusive) up to before_seq (exclusive)."""
+        lower = (first_seq - 1) if first_seq is not None else -1
+        upper = before_seq if before_seq is not None else 2**63 - 1
+        while True:
+            rows = await self._all(
+                "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
+                " ORDER BY seq LIMIT ?", (thread_id, lower, upper, page),
+            )
+            for row in rows:
+                yield _message(row)
+            if len(rows) < page:
+                return
+            lower = rows[-1]["seq"]
+
+    async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:
+        """The newest user and assistant messages, oldest first."""
+        rows = await self._all(
+            "SELECT * FROM messages WHERE thread_id = ? AND role IN ('user', 'assistant') AND deleted_at IS NULL"
+            " ORDER BY seq DESC LIMIT ?", (thread_id, limit),
+        )
+        return [_message(r) for r in reversed(rows)]
+
+    async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
         row = await self._one(
-            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND deleted_at IS NULL", (thread_id,)
+            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND deleted_at IS NULL",
+            (thread_id, after_seq),
         )
         return int(row[0])
+
+    async def message_by_seq(self, seq: int) -> Message | None:
+        row = await self._one("SELECT * FROM messages WHERE seq = ?", (seq,))
+        return _message(row) if row else None
 
     async def message_by_external_id(self, external_id: int) -> Message | None:
         row = await self._one("SELECT * FROM messages WHERE external_id = ?", (external_id,))
@@ -170,6 +277,32 @@ class Store:
                 (self.clock(), external_id),
             )
         return cur.rowcount == 1
+
+    # memory records
+
+    async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
+                             limit: int) -> list[MemoryRecord]:
+        """The newest `limit` versions, oldest first."""
+        rows = await self._all(
+            "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
+            " ORDER BY version DESC LIMIT ?", (persona, scope, scope_id, type_, limit),
+        )
+        return [_record(r) for r in reversed(rows)]
+
+    async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
+                         first_seq: int | None = None, last_seq: int | None = None,
+                         metadata: dict | None = None) -> MemoryRecord:
+        """A new version, allocated inside the write transaction so concurrent writers never collide."""
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "INSERT INTO memory_records (persona, scope, scope_id, type, version, content, first_seq, last_seq,"
+                " metadata, created_at) SELECT ?, ?, ?, ?, COALESCE(MAX(version), 0) + 1, ?, ?, ?, ?, ?"
+                " FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?",
+                (persona, scope, scope_id, type_, content, first_seq, last_seq, json.dumps(metadata or {}),
+                 self.clock(), persona, scope, scope_id, type_),
+            )
+        row = await self._one("SELECT * FROM memory_records WHERE id = ?", (cur.lastrowid,))
+        return _record(row)
 
     # settings
 
@@ -214,6 +347,12 @@ def _statements(script: str) -> list[str]:
 
 def _thread(row: sqlite3.Row) -> Thread:
     return Thread(**{k: row[k] for k in row.keys()})  # noqa: SIM118 - sqlite3.Row is not a mapping
+
+
+def _record(row: sqlite3.Row) -> MemoryRecord:
+    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
+    data["metadata"] = json.loads(data["metadata"])
+    return MemoryRecord(**data)
 
 
 def _message(row: sqlite3.Row) -> Message:

@@ -1,42 +1,81 @@
-"""Stored messages to Messages-API turns: alternating roles, user first, no empty text."""
+"""Rendered messages to Messages-API turns: alternating roles, user first, tool calls answered, no empty text.
+
+Tool calls are stored as an assistant message with metadata `tool_use` (a list of {id, name, input})
+followed by `tool` messages with metadata `tool_use_id`. A call whose result is not stored right
+after it, or a result without its call, is shown as plain text so the request stays valid.
+"""
 
 from __future__ import annotations
 
-from memory.llm import Block, Turn
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from memory.llm import Block, CacheTTL, Turn
 from memory.records import Message
 
-
-def speaker_text(message: Message) -> str:
-    """A user message as the model sees it: the display name first, so many people can talk."""
-    if message.role == "user" and message.author_name:
-        return f"[{message.author_name}] {message.content}"
-    return message.content
+CONTINUATION = "[The conversation continues from before this point.]"
 
 
-def to_turns(messages: list[Message]) -> list[Turn]:
-    """Merge consecutive same-role messages, fold system notes into user turns, drop a leading reply."""
+@dataclass(frozen=True)
+class Piece:
+    """One block on its way into a turn."""
+
+    role: Literal["user", "assistant"]
+    block: Block
+
+
+def to_pieces(messages: Sequence[Message], texts: Sequence[str]) -> list[Piece]:
+    """Blocks for messages whose rendered texts are given (same order)."""
+    pieces: list[Piece] = []
+    answered: set[str] = set()
+    for i, (message, text) in enumerate(zip(messages, texts, strict=True)):
+        if message.role == "assistant":
+            calls = list(message.metadata.get("tool_use") or [])
+            results = _following_results(messages, i)
+            answered = {c["id"] for c in calls} if calls and {c["id"] for c in calls} <= results else set()
+            if text.strip():
+                pieces.append(Piece("assistant", Block(text)))
+            for call in calls:
+                if answered:
+                    pieces.append(Piece("assistant", Block(kind="tool_use", tool_id=call["id"], tool_name=call["name"],
+                                                           tool_input=dict(call.get("input") or {}))))
+                else:
+                    pieces.append(Piece("assistant", Block(f"[called tool {call['name']}; no result was recorded]")))
+        elif message.role == "tool":
+            tool_id = message.metadata.get("tool_use_id")
+            if tool_id in answered:
+                pieces.append(Piece("user", Block(text or "(empty result)", kind="tool_result", tool_id=tool_id)))
+            elif text.strip():
+                pieces.append(Piece("user", Block(f"[tool result]\n{text}")))
+        elif text.strip():
+            answered = set()
+            pieces.append(Piece("user", Block(text)))
+    return pieces
+
+
+def mark(pieces: list[Piece], index: int, ttl: CacheTTL = "5m") -> None:
+    """Put a cache breakpoint on one piece's block."""
+    pieces[index] = replace(pieces[index], block=replace(pieces[index].block, cache=ttl))
+
+
+def to_turns(pieces: Sequence[Piece]) -> list[Turn]:
+    """Merge consecutive same-role pieces into turns; open with a user turn."""
     turns: list[Turn] = []
-    for message in messages:
-        text = speaker_text(message).strip()
-        if not text:
-            continue
-        role = "assistant" if message.role == "assistant" else "user"
-        if message.role == "system":
-            text = f"(note: {text})"
-        if turns and turns[-1].role == role:
-            turns[-1] = Turn(role, (*turns[-1].blocks, Block(text)))
-        elif turns or role == "user":
-            turns.append(Turn(role, (Block(text),)))
+    if pieces and pieces[0].role == "assistant":
+        turns.append(Turn("user", (Block(CONTINUATION),)))
+    for piece in pieces:
+        if turns and turns[-1].role == piece.role:
+            turns[-1] = Turn(piece.role, (*turns[-1].blocks, piece.block))
+        else:
+            turns.append(Turn(piece.role, (piece.block,)))
     return turns
 
 
-def fit_budget(messages: list[Message], budget: int, overhead: int) -> list[Message]:
-    """The newest messages whose stored token counts fit the budget (never re-tokenised)."""
-    kept: list[Message] = []
-    used = 0
-    for message in reversed(messages):
-        used += message.token_count + overhead
-        if used > budget and kept:
+def _following_results(messages: Sequence[Message], i: int) -> set[str]:
+    ids = set()
+    for message in messages[i + 1:]:
+        if message.role != "tool":
             break
-        kept.append(message)
-    return kept[::-1]
+        ids.add(message.metadata.get("tool_use_id"))
+    return ids

@@ -68,14 +68,14 @@ async def test_help_unknown_commands_and_retry_after_a_failure(make_config):
     engine = await Engine.open(make_config(), llm)
     out = io.StringIO()
     script = io.StringIO("/help\n/nope\nhello?\n")
-    await Console(engine, script, out, "mahe").run()
+    await Console(engine, script, out, "mahe").run_loop()
     text = out.getvalue()
     assert "/retry" in text and "/quit" in text
     assert "Unknown command /nope" in text
     assert "(no reply: The model is rate-limited (429)" in text and "/retry to ask again" in text
     llm.fail = False
     out2 = io.StringIO()
-    await Console(engine, io.StringIO("/retry\n"), out2, "mahe").run()
+    await Console(engine, io.StringIO("/retry\n"), out2, "mahe").run_loop()
     assert 'You said: "hello?"' in out2.getvalue()
     await engine.close()
 
@@ -84,7 +84,7 @@ async def test_help_unknown_commands_and_retry_after_a_failure(make_config):
 async def test_blank_lines_are_ignored(make_config, line):
     engine = await Engine.open(make_config(), OfflineLLM())
     out = io.StringIO()
-    await Console(engine, io.StringIO(line + "\n"), out, "mahe").run()
+    await Console(engine, io.StringIO(line + "\n"), out, "mahe").run_loop()
     assert out.getvalue() == ""
     assert await engine.store.count_messages((await engine.thread_for(Scope.console())).id) == 0
     await engine.close()

@@ -20,7 +20,7 @@ async def engine(make_config):
 async def test_hear_then_reply_stores_both_turns(engine):
     scope = Scope.channel(1, 10)
     await engine.hear(scope, "hello, I am Mahe", author_name="mahe", external_id=111)
-    reply = await engine.reply(scope)
+    reply = await engine.reply((await engine.thread_for(scope)).id)
     thread = await engine.thread_for(scope)
     stored = await engine.store.tail(thread.id, 10)
     assert [m.role for m in stored] == ["user", "assistant"]
@@ -38,7 +38,7 @@ async def test_the_same_discord_message_heard_twice_is_stored_once(engine):
 async def test_channels_do_not_see_each_other(engine):
     await engine.hear(Scope.channel(1, 10), "secret in ten", author_name="a")
     await engine.hear(Scope.channel(1, 20), "hello twenty", author_name="b")
-    request = await engine.build_request(await engine.thread_for(Scope.channel(1, 20)))
+    request = (await engine.context((await engine.thread_for(Scope.channel(1, 20))).id)).request
     assert "secret in ten" not in str(request)
 
 
@@ -46,9 +46,9 @@ async def test_request_is_valid_for_the_messages_api_and_marks_breakpoints(engin
     scope = Scope.console()
     await engine.hear(scope, "first", author_name="u")
     await engine.hear(scope, "second from someone else", author_name="v")  # merged into one user turn
-    await engine.reply(scope)
+    await engine.reply((await engine.thread_for(scope)).id)
     await engine.hear(scope, "third", author_name="u")
-    request = await engine.build_request(await engine.thread_for(scope))
+    request = (await engine.context((await engine.thread_for(scope)).id)).request
     from bot.providers.anthropic_llm import to_params
 
     params = to_params(request, "m")
@@ -66,9 +66,13 @@ async def test_history_is_cut_to_the_token_budget_newest_kept(make_config):
     scope = Scope.console()
     for i in range(300):
         await e.hear(scope, f"message {i} " + "filler words " * 20, author_name="u")
-    request = await e.build_request(await e.thread_for(scope))
-    text = " ".join(b.text for t in request.turns for b in t.blocks)
-    assert "message 299 " in text and "message 0 " not in text
+    assembly = await e.context((await e.thread_for(scope)).id)
+    blocks = [b.text for t in assembly.request.turns for b in t.blocks]
+    summary = next(i for i, b in enumerate(blocks) if b.startswith("[Memory Summary]"))
+    history = " ".join(blocks[summary + 1:])
+    assert assembly.cut and "message 299 " in history and "message 0 " not in history
+    assert "message 0 " in blocks[summary]  # folded into the summary, not lost
+    assert sum(assembly.parts[p] for p in ("summary", "history")) <= assembly.window_budget
     await e.close()
 
 
@@ -87,7 +91,7 @@ async def test_an_llm_failure_keeps_the_message_and_says_why(make_config):
     scope = Scope.console()
     await e.hear(scope, "are you there?", author_name="u")
     with pytest.raises(ReplyFailed, match="overloaded"):
-        await e.reply(scope)
+        await e.reply((await e.thread_for(scope)).id)
     stored = await e.store.tail((await e.thread_for(scope)).id, 10)
     assert [m.content for m in stored] == ["are you there?"]
     await e.close()
@@ -98,7 +102,7 @@ async def test_replies_come_from_an_anthropic_compatible_server(make_config, fak
         "api_key": "sk-x", "base_url": fake_anthropic.base_url}})
     e = await Engine.open(config, AnthropicLLM(config.llm.anthropic, config.persona.models))
     await e.hear(Scope.console(), "ping from the engine", author_name="u")
-    reply = await e.reply(Scope.console())
+    reply = await e.reply((await e.thread_for(Scope.console())).id)
     assert reply.content == "fake reply to: [u] ping from the engine"
     await e.close()
 
@@ -107,11 +111,11 @@ async def test_restart_remembers(make_config):
     config = make_config()
     e = await Engine.open(config, OfflineLLM())
     await e.hear(Scope.console(), "remember calculator_v2", author_name="u")
-    await e.reply(Scope.console())
+    await e.reply((await e.thread_for(Scope.console())).id)
     await e.close()
     store = await Store.open(config.database_path)
     e = Engine(config, store, OfflineLLM())
     await e.hear(Scope.console(), "what did I say?", author_name="u")
-    reply = await e.reply(Scope.console())
+    reply = await e.reply((await e.thread_for(Scope.console())).id)
     assert "remember calculator_v2" in reply.content
     await e.close()

@@ -33,6 +33,7 @@ _STOPWORDS = {
 }
 _SPEAKER = re.compile(r"^([^\s:][^:\n]{0,39}):\s+(.*)$")  # "name: text" transcript lines
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_TRANSCRIPT = re.compile(r"<transcript>\n?(.*?)\n?</transcript>", re.DOTALL)
 _SUMMARY_BUDGET = 600  # tokens; the identifier list may go past it, never lose a name
 
 
@@ -110,7 +111,10 @@ class OfflineLLM:
 
 
 def _material(turns: tuple[Turn, ...]) -> str:
-    return "\n".join(b.text for t in turns if t.role == "user" for b in t.blocks if b.text)
+    """What a summary request asks about: the transcript inside its tags, else all user text."""
+    text = "\n".join(b.text for t in turns if t.role == "user" for b in t.blocks if b.text)
+    inside = _TRANSCRIPT.search(text)
+    return inside.group(1) if inside else text
 
 
 def _reply(request: LLMRequest) -> str:

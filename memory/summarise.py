@@ -1,0 +1,78 @@
+"""Neutral summarisation in chunks: a record too long for one request is summarised part by part,
+and the part summaries are combined, never truncated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory.llm import LLM, Block, LLMRequest, Tier, Turn
+from memory.templates import render
+from memory.tokens import count_tokens
+
+COMBINE_INSTRUCTION = (
+    "These are summaries of consecutive parts of one record, oldest first. Combine them into one "
+    "summary that keeps every fact they hold."
+)
+MAX_COMBINE_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    tokens: int
+
+    @classmethod
+    def of(cls, text: str) -> Line:
+        return cls(text, count_tokens(text))
+
+
+async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_tokens: int, max_tokens: int,
+                    tier: Tier = "standard") -> str:
+    """One summary of all lines; raises LLMError if the model fails."""
+    for _ in range(MAX_COMBINE_ROUNDS):
+        chunks = chunk(lines, chunk_tokens)
+        if len(chunks) == 1:
+            return await _request(llm, instruction, chunks[0], None, max_tokens, tier)
+        parts = [
+            await _request(llm, instruction, part, (i + 1, len(chunks)), max_tokens, tier)
+            for i, part in enumerate(chunks)
+        ]
+        lines = [Line.of(f"Part {i + 1}: {text}") for i, text in enumerate(parts)]
+        instruction = COMBINE_INSTRUCTION
+    return "\n\n".join(line.text for line in lines)  # the model keeps writing long parts: keep them all
+
+
+def chunk(lines: list[Line], chunk_tokens: int) -> list[list[Line]]:
+    """Consecutive groups of lines within the token size; a line longer than that is split by characters."""
+    chunks: list[list[Line]] = [[]]
+    used = 0
+    for line in _split_long(lines, chunk_tokens):
+        if chunks[-1] and used + line.tokens > chunk_tokens:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(line)
+        used += line.tokens
+    return chunks
+
+
+def _split_long(lines: list[Line], chunk_tokens: int) -> list[Line]:
+    out = []
+    for line in lines:
+        if line.tokens <= chunk_tokens:
+            out.append(line)
+            continue
+        pieces = -(-line.tokens // chunk_tokens)
+        size = -(-len(line.text) // pieces)
+        out.extend(Line.of(line.text[i:i + size]) for i in range(0, len(line.text), size))
+    return out
+
+
+async def _request(llm: LLM, instruction: str, lines: list[Line], part: tuple[int, int] | None,
+                   max_tokens: int, tier: Tier) -> str:
+    text = render("summarise_request.md.j2", instruction=instruction, transcript="\n".join(x.text for x in lines),
+                  part=part[0] if part else None, parts=part[1] if part else None)
+    request = LLMRequest(
+        system=(Block(render("summarise_system.md.j2")),), turns=(Turn.text("user", text),),
+        max_tokens=max_tokens, tier=tier, purpose="summary",
+    )
+    return (await llm.complete(request)).text.strip()

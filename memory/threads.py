@@ -1,0 +1,178 @@
+"""The Stelis thread tree (seed 000): start under a parent, end with a chronicle, abort, sweep."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Literal
+from uuid import uuid4
+
+from memory import anchors
+from memory.llm import LLM, LLMError
+from memory.records import Thread
+from memory.store import Store
+from memory.summarise import Line, summarise
+from memory.transcript import transcript_lines
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHRONICLE_PROMPT = (
+    "Summarise this working session for the persona who worked in it: the goal, what was done, the "
+    "results, and anything left open."
+)
+PARTIAL_NOTE = "(partial: the session ended before it was finished)"
+
+
+@dataclass(frozen=True)
+class StelisSettings:
+    max_depth: int = 3
+    default_window_ratio: float = 0.8
+    chunk_tokens: int = 6_000  # largest transcript part in one summarisation request
+    chronicle_tokens: int = 800  # longest chronicle the model may write
+
+
+class StelisError(Exception):
+    """A Stelis operation that cannot be done; the message says why and what to do instead."""
+
+
+@dataclass
+class Run:
+    """One run of the persona (a console session, a playbook): its stack of active Stelis threads."""
+
+    root_id: int
+    id: str = field(default_factory=lambda: uuid4().hex)
+    stack: list[int] = field(default_factory=list)
+
+    @property
+    def current(self) -> int:
+        return self.stack[-1] if self.stack else self.root_id
+
+
+async def lineage(store: Store, thread: Thread) -> list[Thread]:
+    """The thread, then its parent, up to the root."""
+    chain = [thread]
+    while chain[-1].parent_thread_id is not None:
+        chain.append(await store.thread(chain[-1].parent_thread_id))
+    return chain
+
+
+async def start(
+    store: Store, run: Run, label: str, settings: StelisSettings, *, window_ratio: float | None = None,
+    chronicle_prompt: str | None = None, kind: Literal["stelis", "subagent"] = "stelis",
+    discord_thread_id: int | None = None, branch_id: str | None = None,
+) -> Thread:
+    """Open a Stelis thread under the run's current thread and anchor it there."""
+    parent = await store.thread(run.current)
+    label = label.strip()
+    ratio = settings.default_window_ratio if window_ratio is None else window_ratio
+    if not label:
+        raise StelisError("a Stelis thread needs a label")
+    if not 0 < ratio < 1:
+        raise StelisError(f"window_ratio must be between 0 and 1 (exclusive), not {ratio}")
+    if parent.status != "active":
+        raise StelisError(f"{anchors.thread_ref(parent.id)} is {parent.status}; start threads under an active one")
+    if parent.depth >= settings.max_depth:
+        raise StelisError(
+            f"cannot start a Stelis thread under {anchors.thread_ref(parent.id)} at depth {parent.depth}: "
+            f"the maximum depth is {settings.max_depth} (stelis.max_depth)"
+        )
+    child, _ = await store.create_thread(
+        parent, kind=kind, label=label, window_ratio=ratio, chronicle_prompt=chronicle_prompt, run_id=run.id,
+        discord_thread_id=discord_thread_id, branch_id=branch_id, anchor=anchors.new_anchor(label),
+    )
+    run.stack.append(child.id)
+    log.info("stelis start %s label=%r depth=%d parent=%d", anchors.thread_ref(child.id), label, child.depth,
+             parent.id)
+    return child
+
+
+async def end(store: Store, llm: LLM, run: Run, settings: StelisSettings, *, generate_chronicle: bool = True) -> Thread:
+    """End the run's innermost thread with a chronicle and return to its parent.
+
+    If the chronicle cannot be written the thread ends aborted (with what could be made) and the
+    LLMError is raised after the state is saved.
+    """
+    if not run.stack:
+        raise StelisError("no Stelis thread is active in this run")
+    thread = await store.thread(run.stack[-1])
+    try:
+        return await finish(store, llm, thread, settings, status="completed", chronicle=generate_chronicle)
+    finally:
+        run.stack.pop()
+
+
+async def abort(store: Store, llm: LLM | None, run: Run, settings: StelisSettings) -> Thread:
+    """Abort the run's innermost thread, with a partial chronicle when one can be made."""
+    if not run.stack:
+        raise StelisError("no Stelis thread is active in this run")
+    thread = await store.thread(run.stack.pop())
+    return await finish(store, llm, thread, settings, status="aborted", chronicle=llm is not None)
+
+
+async def finish(store: Store, llm: LLM | None, thread: Thread, settings: StelisSettings, *,
+                 status: Literal["completed", "aborted"], chronicle: bool) -> Thread:
+    """Close a thread (aborting its active descendants first) and fix its anchor's full form.
+
+    A completion whose chronicle fails still closes the thread, as aborted, then raises the LLMError.
+    """
+    if thread.status != "active":
+        raise StelisError(f"{anchors.thread_ref(thread.id)} has already {thread.status}")
+    for child in await store.children(thread.id):
+        if child.status == "active":
+            await finish(store, llm, child, settings, status="aborted", chronicle=chronicle)
+    text, failure, final_status = None, None, status
+    try:
+        if chronicle and llm is not None:
+            text = await write_chronicle(store, llm, thread, settings, partial=status == "aborted")
+    except LLMError as exc:
+        failure, final_status = exc, "aborted"
+        log.warning("chronicle of %s failed: %s", anchors.thread_ref(thread.id), exc.notice)
+    except asyncio.CancelledError:
+        await asyncio.shield(_close(store, thread, "aborted", None))
+        raise
+    closed = await _close(store, thread, final_status, text)
+    log.info("stelis %s %s", final_status, anchors.thread_ref(thread.id))
+    if failure is not None and status == "completed":
+        raise failure
+    return closed
+
+
+async def _close(store: Store, thread: Thread, status: str, chronicle: str | None) -> Thread:
+    """One write: the thread's status and chronicle, and its anchor's final full form."""
+    ended = replace(thread, status=status, chronicle_summary=chronicle, completed_at=store.clock())
+    count = await store.count_messages(thread.id)
+    final = anchors.render_final(ended, count, await store.last_exchanges(thread.id, anchors.LAST_EXCHANGES))
+    anchor = await store.message_by_seq(thread.anchor_seq) if thread.anchor_seq else None
+    meta = anchors.final_metadata(anchor.metadata, ended, final) if anchor else None
+    return await store.close_thread(ended, meta, anchors.cached_tokens(final))
+
+
+async def write_chronicle(store: Store, llm: LLM, thread: Thread, settings: StelisSettings, *,
+                          partial: bool = False) -> str | None:
+    """Summarise every message of the thread with its chronicle prompt; None for an empty thread."""
+    chain = await lineage(store, thread)
+    lines = [Line(text, tokens) async for text, tokens in transcript_lines(store, thread, {t.id for t in chain})]
+    if not lines:
+        return None
+    text = await summarise(llm, thread.chronicle_prompt or DEFAULT_CHRONICLE_PROMPT, lines,
+                           chunk_tokens=settings.chunk_tokens, max_tokens=settings.chronicle_tokens)
+    return f"{PARTIAL_NOTE}\n{text}" if partial else text
+
+
+async def sweep(store: Store, llm: LLM | None, settings: StelisSettings, live_runs: set[str]) -> list[Thread]:
+    """At start-up: abort active internal threads whose run is gone (Discord-backed ones stay active)."""
+    swept = []
+    for thread in await store.active_internal_threads():
+        if thread.run_id in live_runs:
+            continue
+        current = await store.thread(thread.id)
+        if current.status != "active":  # closed already as a descendant of an earlier one
+            continue
+        try:
+            swept.append(await finish(store, llm, current, settings, status="aborted", chronicle=llm is not None))
+        except LLMError:
+            swept.append(await store.thread(thread.id))
+    if swept:
+        log.warning("swept %d Stelis thread(s) whose run was gone to aborted", len(swept))
+    return swept
