@@ -149,7 +149,7 @@ class Console:
         for part, tokens in assembly.parts.items():
             filled = round(BAR_WIDTH * tokens / total) if total else 0
             bar = "#" * filled + "." * (BAR_WIDTH - filled)
-            self._say(f"  {part:<8} {bar} {tokens:>8}")
+            self._say(f"  {part:<8} {bar} {tokens:>8} {100 * tokens / total:5.1f}%")
 
     async def _reply(self) -> None:
         run = await self.start()

@@ -41,8 +41,8 @@ def window_size(capacity: int, ratios: Sequence[float]) -> int:
 
 
 def protected_size(parent_window: int, ratio: float) -> int:
-    """What a Stelis thread keeps of its parent: parent window × (1 − ratio)."""
-    return int(parent_window * (1 - ratio))
+    """What a Stelis thread keeps of its parent: parent window × (1 − ratio), so the two sum to the parent's."""
+    return parent_window - int(parent_window * ratio)  # not int(w * (1 - r)): 1 - 0.8 is 0.19999...
 
 
 def locked_start(items: Sequence[Item], turns: int) -> int:

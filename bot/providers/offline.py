@@ -10,6 +10,7 @@ from memory.llm import LLMRequest, LLMResult, TextSink, Turn, Usage
 from memory.tokens import count_tokens
 
 OFFLINE_TAG = "[offline model]"
+TAIL_MARK = "[Now: "  # the volatile tail (templates/tail.md.j2) is context, not something anyone said
 
 # Names, numbers and identifiers: what a summary must never lose. Boundaries are ASCII-only so
 # that "Tokyo" inside Japanese text still counts as a word of its own.
@@ -139,7 +140,7 @@ def _reply(request: LLMRequest) -> str:
 
 
 def _user_lines(turns: tuple[Turn, ...]) -> list[str]:
-    texts = [b.text for t in turns if t.role == "user" for b in t.blocks]
+    texts = [b.text for t in turns if t.role == "user" for b in t.blocks if not b.text.startswith(TAIL_MARK)]
     return [ln for text in texts for ln in text.splitlines() if ln.strip()]
 
 
