@@ -1,0 +1,206 @@
+import pytest
+
+from bot.providers.offline import OfflineLLM
+from memory import threads
+from memory.anchors import is_anchor, render_anchor, sees_brief
+from memory.llm import LLMError, LLMResult
+from memory.records import NewMessage, Scope
+from memory.threads import Run, StelisError, StelisSettings
+from memory.transcript import message_text
+
+SETTINGS = StelisSettings(max_depth=3, chunk_tokens=600, chronicle_tokens=200)
+
+
+class Recording:
+    """An LLM that records requests and answers each summary with a numbered part."""
+
+    name = "recording"
+
+    def __init__(self, fail: bool = False):
+        self.requests = []
+        self.fail = fail
+
+    async def complete(self, request, on_text=None):
+        self.requests.append(request)
+        if self.fail:
+            raise LLMError("The model is overloaded (529) after 3 retries; try again in a minute.")
+        return LLMResult(text=f"summary #{len(self.requests)}")
+
+    async def aclose(self):
+        return None
+
+
+async def tree(store):
+    """root -> stelis_1 -> stelis_1_1, root -> stelis_2 (the seed's example)."""
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    s1 = await threads.start(store, run, "Autonomy", SETTINGS)
+    s11 = await threads.start(store, run, "ClaudeCode", SETTINGS)
+    other = Run(root.id)
+    s2 = await threads.start(store, other, "Other task", SETTINGS)
+    return root, s1, s11, s2, run
+
+
+async def anchor_of(store, thread):
+    return await store.message_by_seq(thread.anchor_seq)
+
+
+async def lineage_ids(store, thread):
+    return {t.id for t in await threads.lineage(store, thread)}
+
+
+async def test_the_seeds_ancestor_table(store):
+    root, s1, s11, s2, _ = await tree(store)
+    rows = [  # (viewer, anchored, brief?)
+        (s1, s1, True),
+        (s11, s1, True),
+        (s11, s11, True),
+        (root, s1, False),
+        (s2, s1, False),
+    ]
+    for viewer, anchored, brief in rows:
+        rendered = render_anchor(await anchor_of(store, anchored), await lineage_ids(store, viewer))
+        assert sees_brief(await lineage_ids(store, viewer), anchored.id) is brief
+        if brief:
+            assert rendered == f"[Stelis thread {anchored.label} (stelis:{anchored.id}) started]"
+        else:
+            assert rendered.startswith(f"[Stelis thread: {anchored.label}]\n- ID: stelis:{anchored.id}\n- Started: ")
+            assert "- Ended: in progress" in rendered
+
+
+async def test_start_inserts_the_seed_anchor_into_the_parent(store):
+    root, s1, s11, _, _ = await tree(store)
+    anchor = await anchor_of(store, s1)
+    assert anchor.thread_id == root.id and anchor.role == "system" and anchor.content == ""
+    assert anchor.metadata["type"] == "stelis_anchor"
+    assert anchor.metadata["stelis_thread_id"] == s1.id and anchor.metadata["stelis_label"] == "Autonomy"
+    assert isinstance(anchor.metadata["created_at"], float)
+    assert (await anchor_of(store, s11)).thread_id == s1.id
+    assert (root.depth, s1.depth, s11.depth) == (0, 1, 2)
+    assert s1.window_ratio == 0.8 and s1.kind == "stelis" and s1.status == "active"
+
+
+async def test_depth_limit_is_refused_with_a_clear_error(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    for label in ("one", "two", "three"):
+        await threads.start(store, run, label, SETTINGS)
+    with pytest.raises(StelisError, match=r"at depth 3: the maximum depth is 3 \(stelis.max_depth\)"):
+        await threads.start(store, run, "four", SETTINGS)
+    assert len(run.stack) == 3
+    with pytest.raises(StelisError, match="needs a label"):
+        await threads.start(store, Run(root.id), "  ", SETTINGS)
+    with pytest.raises(StelisError, match="window_ratio must be between 0 and 1"):
+        await threads.start(store, Run(root.id), "x", SETTINGS, window_ratio=1.5)
+
+
+async def test_nested_starts_are_stack_safe(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    outer = await threads.start(store, run, "outer", SETTINGS)
+    inner = await threads.start(store, run, "inner", SETTINGS)
+    assert run.current == inner.id
+    ended = await threads.end(store, OfflineLLM(), run, SETTINGS)
+    assert ended.id == inner.id and run.current == outer.id  # back to the outer, not the root
+    await threads.end(store, OfflineLLM(), run, SETTINGS)
+    assert run.current == root.id
+    with pytest.raises(StelisError, match="no Stelis thread is active"):
+        await threads.end(store, OfflineLLM(), run, SETTINGS)
+
+
+async def test_anchor_full_form_before_and_after_completion(store):
+    root, s1, s11, _, run = await tree(store)
+    await store.append(s11.id, NewMessage("user", "build calculator_v2", author_name="mahe"))
+    await store.append(s11.id, NewMessage("assistant", "done: calculator_v2 ready"))
+    before = render_anchor(await anchor_of(store, s11), {root.id})
+    llm = Recording()
+    ended = await threads.end(store, llm, run, SETTINGS)
+    after = render_anchor(await anchor_of(store, s11), {root.id})
+    assert before != after
+    assert ended.status == "completed" and ended.chronicle_summary == "summary #1"
+    assert "- Ended: " in after and "in progress" not in after and "- Messages: 2" in after
+    assert "## Chronicle\nsummary #1" in after
+    assert "[user]: build calculator_v2" in after and "[assistant]: done: calculator_v2 ready" in after
+    # fixed forever: later activity cannot change it
+    await store.append(s1.id, NewMessage("user", "more work in the parent"))
+    assert render_anchor(await anchor_of(store, s11), {root.id}) == after
+    # the chronicle request is neutral: a summary, not an in-character turn
+    request = llm.requests[0]
+    assert request.purpose == "summary" and "not a participant" in request.system[0].text
+    assert "<transcript>" in request.turns[0].blocks[0].text
+
+
+async def test_anchor_after_abort_is_marked_and_keeps_a_partial_chronicle(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    child = await threads.start(store, run, "risky", SETTINGS, chronicle_prompt="What broke?")
+    await store.append(child.id, NewMessage("user", "try deploy ISSUE-7"))
+    aborted = await threads.abort(store, Recording(), run, SETTINGS)
+    rendered = render_anchor(await anchor_of(store, child), {root.id})
+    assert aborted.status == "aborted" and run.current == root.id
+    assert "(aborted)" in rendered and "(partial" in rendered
+
+
+async def test_a_failed_chronicle_ends_the_thread_aborted_and_says_why(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    child = await threads.start(store, run, "doomed", SETTINGS)
+    await store.append(child.id, NewMessage("user", "hello"))
+    with pytest.raises(LLMError, match="overloaded"):
+        await threads.end(store, Recording(fail=True), run, SETTINGS)
+    assert (await store.thread(child.id)).status == "aborted"
+    assert run.current == root.id
+    assert "(aborted)" in render_anchor(await anchor_of(store, child), {root.id})
+
+
+async def test_a_long_thread_is_chronicled_in_chunks_and_combined(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    child = await threads.start(store, run, "long", SETTINGS, chronicle_prompt="Summarise the build.")
+    for i in range(60):
+        await store.append(child.id, NewMessage("user", f"step {i}: " + "detail words " * 10, author_name="m"))
+    llm = Recording()
+    ended = await threads.end(store, llm, run, SETTINGS)
+    parts = [r for r in llm.requests if "This is part" in r.turns[0].blocks[0].text]
+    assert len(parts) >= 3
+    transcript = "".join(r.turns[0].blocks[0].text for r in parts)
+    for i in range(60):  # every message reached the model: nothing truncated
+        assert f"step {i}:" in transcript
+    combine = llm.requests[-1].turns[0].blocks[0].text
+    assert "Combine them" in combine and "Part 1: summary #1" in combine
+    assert ended.chronicle_summary == f"summary #{len(llm.requests)}"
+    assert all("Summarise the build." in r.turns[0].blocks[0].text for r in parts)
+
+
+async def test_ending_a_thread_aborts_its_active_descendants(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    outer = await threads.start(store, run, "outer", SETTINGS)
+    inner = await threads.start(store, Run(outer.id), "inner (another run)", SETTINGS)
+    await threads.end(store, OfflineLLM(), run, SETTINGS)
+    assert (await store.thread(outer.id)).status == "completed"
+    assert (await store.thread(inner.id)).status == "aborted"
+
+
+async def test_startup_sweep_aborts_orphans_but_keeps_discord_threads(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    gone = Run(root.id)
+    orphan = await threads.start(store, gone, "left behind", SETTINGS)
+    await store.append(orphan.id, NewMessage("user", "half done"))
+    discord = await threads.start(store, Run(root.id), "discord thread", SETTINGS, discord_thread_id=999)
+    alive = Run(root.id)
+    running = await threads.start(store, alive, "still running", SETTINGS)
+    swept = await threads.sweep(store, OfflineLLM(), SETTINGS, live_runs={alive.id})
+    assert [t.id for t in swept] == [orphan.id]
+    assert (await store.thread(orphan.id)).status == "aborted"
+    assert (await store.thread(discord.id)).status == "active"
+    assert (await store.thread(running.id)).status == "active"
+    assert "(aborted)" in render_anchor(await anchor_of(store, orphan), {root.id})
+
+
+async def test_transcript_rendering_of_anchors_depends_on_the_viewer(store):
+    root, s1, s11, _, _ = await tree(store)
+    anchor = await anchor_of(store, s11)
+    assert is_anchor(anchor)
+    assert message_text(anchor, await lineage_ids(store, s11)).endswith("started]")
+    assert message_text(anchor, await lineage_ids(store, s1)).startswith("[Stelis thread: ClaudeCode]")
