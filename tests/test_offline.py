@@ -3,6 +3,7 @@ from hypothesis import strategies as st
 
 from bot.providers.offline import OFFLINE_TAG, OfflineLLM, extractive_summary, identifiers
 from memory.llm import Block, LLMRequest, Turn
+from memory.tokens import count_tokens
 
 TRANSCRIPT = """alice: Hi! Let's deploy calculator_v2 to #ops on 2026-03-14 at 10:30.
 bob: Sure. The ticket is ISSUE-42 and the docs are at https://example.com/docs?v=2.
@@ -29,11 +30,17 @@ def test_summary_keeps_every_name_number_and_identifier():
     assert "weather" not in summary  # the sentence with nothing to keep is left out
 
 
-def test_summary_under_a_tiny_budget_still_lists_every_identifier():
-    summary = extractive_summary(TRANSCRIPT, budget=12)
+def test_summary_under_a_small_budget_lists_identifiers_before_quotes():
+    summary = extractive_summary(TRANSCRIPT, budget=110)
     assert "Also mentioned:" in summary
     for name in KEEP:
         assert name in summary, name
+
+
+def test_summary_never_exceeds_its_budget_and_counts_what_it_left_out():
+    summary = extractive_summary(TRANSCRIPT, budget=25)
+    assert count_tokens(summary) <= 25
+    assert summary.endswith("more)")
 
 
 def test_summary_is_deterministic():
@@ -42,12 +49,16 @@ def test_summary_is_deterministic():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.from_regex(r"[A-Z][a-z]{2,8}_v[0-9]{1,3}", fullmatch=True), min_size=1, max_size=30),
-       st.integers(min_value=5, max_value=200))
-def test_no_identifier_is_ever_lost(names, budget):
+       st.integers(min_value=20, max_value=400))
+def test_identifiers_are_kept_or_counted_never_silently_lost(names, budget):
     text = "\n".join(f"user{i}: we talked about {n} today." for i, n in enumerate(names))
     summary = extractive_summary(text, budget=budget)
-    for n in names:
-        assert n in summary
+    assert count_tokens(summary) <= budget
+    lost = [n for n in names if n not in summary]
+    if lost:
+        assert summary.endswith("more)")
+    if budget >= 12 * len(names) + 20:
+        assert not lost
 
 
 async def test_offline_summary_request_summarises_the_user_material():

@@ -199,7 +199,7 @@ async def test_startup_sweep_aborts_orphans_but_keeps_discord_threads(store):
 
 
 async def test_transcript_rendering_of_anchors_depends_on_the_viewer(store):
-    root, s1, s11, _, _ = await tree(store)
+    _root, s1, s11, _, _ = await tree(store)
     anchor = await anchor_of(store, s11)
     assert is_anchor(anchor)
     assert message_text(anchor, await lineage_ids(store, s11)).endswith("started]")

@@ -65,10 +65,16 @@ def sentences(text: str) -> list[str]:
 
 
 def extractive_summary(text: str, budget: int = _SUMMARY_BUDGET) -> str:
-    """Quote the sentences that cover the most new identifiers, in order; list any left over."""
+    """Within `budget` tokens: quote the sentences that cover the most identifiers, then list the rest.
+
+    Identifiers come first: quotes get only what the full list leaves, and when even the list does not
+    fit, it says how many names were left out rather than dropping them silently.
+    """
     parts = sentences(text)
     if not parts:
         return "(nothing to summarise)"
+    names = identifiers(text)
+    quote_budget = budget - count_tokens("Also mentioned: " + ", ".join(names)) - 8
     ids = [set(identifiers(s)) for s in parts]
     candidates = set(range(len(parts)))
     covered: set[str] = set()
@@ -80,15 +86,25 @@ def extractive_summary(text: str, budget: int = _SUMMARY_BUDGET) -> str:
         if not ids[best] - covered:
             break
         cost = count_tokens(parts[best])
-        if used + cost <= budget:
+        if used + cost <= quote_budget:
             chosen.append(best)
             covered |= ids[best]
             used += cost
-    summary = "\n".join(parts[i] for i in sorted(chosen or [0]))
-    missing = [x for x in identifiers(text) if x not in summary]
-    if missing:
-        summary += "\nAlso mentioned: " + ", ".join(missing)
-    return summary
+    summary = "\n".join(parts[i] for i in sorted(chosen))
+    missing = [x for x in names if x not in summary]
+    listed: list[str] = []
+    used = count_tokens(summary) + 4
+    for name in missing:
+        cost = count_tokens(name) + 1
+        if used + cost > budget - 6:
+            break
+        listed.append(name)
+        used += cost
+    if listed:
+        summary += ("\n" if summary else "") + "Also mentioned: " + ", ".join(listed)
+    if len(listed) < len(missing):
+        summary += f" (+{len(missing) - len(listed)} more)"
+    return summary or parts[0]
 
 
 class OfflineLLM:
@@ -96,7 +112,10 @@ class OfflineLLM:
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         started = time.monotonic()
-        text = extractive_summary(_material(request.turns)) if request.purpose == "summary" else _reply(request)
+        if request.purpose == "summary":
+            text = extractive_summary(_material(request.turns), request.max_tokens)
+        else:
+            text = _reply(request)
         if on_text:
             on_text(text)
         usage = Usage(

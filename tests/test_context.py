@@ -1,0 +1,261 @@
+import asyncio
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory import threads
+from memory.context import _starts_turn
+from memory.records import Scope
+from memory.store import Store
+from memory.threads import Run, StelisSettings
+from memory.transcript import message_text
+from memory.window import Item, LockedBufferTooLarge, locked_start
+from tests.context_helpers import (
+    all_text,
+    answer,
+    assembler,
+    blocks,
+    body,
+    say,
+    stable_prefix,
+    tool_burst,
+)
+from tests.fake_anthropic import FakeAnthropic, validate_request
+
+
+async def root(store):
+    return await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+
+
+async def test_request_layout_and_breakpoints(store):
+    r = await root(store)
+    await store.add_record("Stelis", "channel", 2, "long_term", "Mahe likes tea.")
+    await say(store, r.id, "hello")
+    await answer(store, r.id, "hi Mahe")
+    await say(store, r.id, "how are you?")
+    a = await assembler(store).assemble(r.id)
+    params = body(a)
+    validate_request(params)
+    assert params["system"][0]["text"].startswith("You are Stelis.")
+    assert "Mahe likes tea." in params["system"][1]["text"]
+    assert [b["cache_control"]["ttl"] for b in params["system"]] == ["1h", "1h"]
+    ttls = [ttl for _, _, ttl in blocks(a) if ttl]
+    assert len(ttls) <= 4
+    last_user = params["messages"][-1]["content"]
+    assert last_user[-1]["text"] == "[mahe] how are you?"  # the new message is last, after the tail
+    assert last_user[-2]["text"].startswith("[Now: ")
+    assert "cache_control" in params["messages"][-2]["content"][-1]  # history ends at a breakpoint
+
+
+async def test_appending_keeps_every_block_before_the_tail_identical(store):
+    r = await root(store)
+    asm = assembler(store, context_tokens=20_000)
+    await say(store, r.id, "first")
+    previous = await asm.assemble(r.id)
+    for i in range(8):
+        await answer(store, r.id, f"reply {i}")
+        await say(store, r.id, f"message {i}")
+        current = await asm.assemble(r.id)
+        assert not current.cut
+        prefix = stable_prefix(previous)
+        assert [c for c, _, _ in blocks(current)][: len(prefix)] == prefix
+        previous = current
+
+
+async def test_a_child_thread_stays_cache_stable_while_its_parent_talks(store):
+    r = await root(store)
+    for i in range(4):
+        await say(store, r.id, f"parent message {i}")
+        await answer(store, r.id, f"parent reply {i}")
+    run = Run(r.id)
+    child = await threads.start(store, run, "Coding", StelisSettings())
+    asm = assembler(store, context_tokens=20_000)
+    await say(store, child.id, "start coding")
+    before = await asm.assemble(child.id)
+    await say(store, r.id, "meanwhile, in the channel")
+    await answer(store, r.id, "answered in the channel")
+    await answer(store, child.id, "coding started")
+    await say(store, child.id, "continue")
+    after = await asm.assemble(child.id)
+    prefix = stable_prefix(before)
+    assert [c for c, _, _ in blocks(after)][: len(prefix)] == prefix
+    text = all_text(after)
+    assert "[mahe] parent message 3" in text  # the parent's protected region
+    assert "[Stelis thread Coding (stelis:" in text and "started]" in text  # its own anchor: brief
+    assert "Meanwhile in the main conversation: 2 new message(s)" in text  # parent news: tail only
+    assert "meanwhile, in the channel" not in "".join(prefix)
+
+
+async def test_the_parent_keeps_an_active_childs_changing_part_in_the_tail(store):
+    r = await root(store)
+    run = Run(r.id)
+    child = await threads.start(store, run, "Research", StelisSettings())
+    await say(store, r.id, "how is the research going?")
+    asm = assembler(store, context_tokens=20_000)
+    first = await asm.assemble(r.id)
+    await say(store, child.id, "reading paper 1")
+    await answer(store, child.id, "paper 1 read")
+    second = await asm.assemble(r.id)
+    assert "- Ended: in progress" in "".join(stable_prefix(first))
+    assert stable_prefix(first) == stable_prefix(second)
+    assert "0 message(s) so far" in all_text(first)
+    assert "2 message(s) so far" in all_text(second) and "[assistant]: paper 1 read" in all_text(second)
+
+
+async def test_the_protected_region_is_the_parents_share(store):
+    r = await root(store)
+    for i in range(80):
+        await say(store, r.id, f"parent message {i} " + "words " * 20)
+    child = await threads.start(store, Run(r.id), "Task", StelisSettings())
+    await say(store, child.id, "go")
+    a = await assembler(store, context_tokens=8_000).assemble(child.id)
+    capacity = int(8_000 * 0.95) - 200 - a.parts["system"] - a.parts["memory"] - 200
+    assert 0 < a.parts["parent"] <= capacity - int(capacity * 0.8)
+    assert a.window_budget == int(capacity * 0.8)
+    text = all_text(a)
+    assert "parent message 79 " in text and "parent message 0 " not in text
+
+
+async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
+    r = await root(store)
+    asm = assembler(store, context_tokens=3_000)
+    for i in range(120):
+        await say(store, r.id, f"note {i}: code ISSUE-{i} " + "filler " * 10)
+        await answer(store, r.id, f"ok {i}")
+    a = await asm.assemble(r.id)
+    thread = await store.thread(r.id)
+    assert a.cut and thread.window_start_seq is not None
+    summary = next(b.text for t in a.request.turns for b in t.blocks if b.text.startswith("[Memory Summary]"))
+    assert f"(messages {thread.window_summary_from}-{thread.window_summary_to})" in summary
+    assert "ISSUE-0" in summary  # identifiers survive the fold (offline summariser)
+    again = await asm.assemble(r.id)
+    assert not again.cut and stable_prefix(again) == stable_prefix(a)  # the start holds until the next overflow
+
+
+async def test_oversized_tool_output_is_reduced_in_the_request_not_in_the_store(store):
+    r = await root(store)
+    await say(store, r.id, "run the build")
+    await tool_burst(store, r.id, calls=2, lines=500, tag="t")
+    await say(store, r.id, "and?")
+    a = await assembler(store, context_tokens=20_000).assemble(r.id)
+    validate_request(body(a))
+    results = [b for t in a.request.turns for b in t.blocks if b.kind == "tool_result"]
+    assert len(results) == 2 and all(b.text.startswith("[Data Truncated]") for b in results)
+    assert "(490 lines omitted)" in results[0].text
+    stored = [m for m in await store.tail(r.id, 10) if m.role == "tool"]
+    assert all(len(m.content.splitlines()) == 500 for m in stored)
+
+
+async def test_an_oversized_locked_buffer_is_refused(store):
+    r = await root(store)
+    for i in range(3):
+        await say(store, r.id, "huge " * 900 + str(i))
+    with pytest.raises(LockedBufferTooLarge, match="the last 3 turns alone need"):
+        await assembler(store, context_tokens=3_000).assemble(r.id)
+
+
+async def test_orphan_tool_calls_and_results_render_as_text(store):
+    r = await root(store)
+    await say(store, r.id, "try")
+    await store.append(r.id, _new("assistant", "calling", tool_use=[{"id": "x1", "name": "run", "input": {}}]))
+    await say(store, r.id, "interrupting before the result")
+    await store.append(r.id, _new("tool", "late result", tool_use_id="x1"))
+    await say(store, r.id, "well?")
+    a = await assembler(store, context_tokens=20_000).assemble(r.id)
+    validate_request(body(a))
+    text = all_text(a)
+    assert "[called tool run; no result was recorded]" in text and "[tool result]\nlate result" in text
+
+
+def _new(role, content, **metadata):
+    from memory.records import NewMessage
+
+    return NewMessage(role, content, metadata=metadata)
+
+
+# property test: random histories with tool bursts, long outputs and cuts
+
+EVENTS = st.lists(
+    st.one_of(
+        st.tuples(st.just("say"), st.integers(1, 120)),
+        st.tuples(st.just("reply"), st.integers(1, 160)),
+        st.tuples(st.just("tools"), st.integers(1, 3), st.sampled_from([1, 5, 60])),
+    ),
+    min_size=4, max_size=45,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(EVENTS)
+def test_assembly_invariants_over_random_histories(events):
+    asyncio.run(_check_invariants(events))
+
+
+async def _check_invariants(events):
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await Store.open(Path(tmp) / "p.sqlite3")
+        try:
+            r = await root(store)
+            asm = assembler(store, context_tokens=4_000, locked_turns=2)
+            previous = None
+            for n, event in enumerate(events):
+                if event[0] == "say":
+                    await say(store, r.id, f"m{n} " + "word " * event[1])
+                elif event[0] == "reply":
+                    await answer(store, r.id, f"r{n} " + "answer " * event[1])
+                else:
+                    await tool_burst(store, r.id, event[1], event[2], tag=f"e{n}")
+                if event[0] != "say":
+                    continue
+                stored = [(m.seq, m.content, m.token_count, m.metadata) for m in await store.tail(r.id, 10_000)]
+                try:
+                    current = await asm.assemble(r.id)
+                except LockedBufferTooLarge:
+                    previous = None
+                    continue
+                validate_request(body(current))
+                assert len([1 for _, _, ttl in blocks(current) if ttl]) <= 4
+                after = [(m.seq, m.content, m.token_count, m.metadata) for m in await store.tail(r.id, 10_000)]
+                assert after == stored  # assembly never changes stored messages
+                await _locked_buffer_is_verbatim(store, r.id, current, asm.policy)
+                if previous is not None and not current.cut:
+                    prefix = stable_prefix(previous)
+                    assert [c for c, _, _ in blocks(current)][: len(prefix)] == prefix
+                previous = current
+        finally:
+            await store.close()
+
+
+async def _locked_buffer_is_verbatim(store, thread_id, assembly, policy):
+    """The last K turns reach the model whole and in order (tool output reduced, never cut or summarised)."""
+    messages = await store.tail(thread_id, 10_000)
+    items = [Item(m.seq, 0, _starts_turn(m)) for m in messages]
+    locked = messages[locked_start(items, policy.locked_turns):]
+    sent = [b.text for t in assembly.request.turns for b in t.blocks if b.text]
+    position = 0
+    for message in locked:
+        expected = message_text(message, {thread_id}, policy)
+        if not expected.strip():
+            continue
+        found = [i for i in range(position, len(sent)) if sent[i] == expected or sent[i].endswith(expected)]
+        assert found, f"locked message {message.seq} missing or altered"
+        position = found[0] + 1
+
+
+async def test_fake_server_accepts_assembled_requests_through_the_sdk(store, fake_anthropic):
+    from bot.config import AnthropicConfig, ModelTiers
+    from bot.providers.anthropic_llm import AnthropicLLM
+
+    r = await root(store)
+    await say(store, r.id, "hello")
+    await tool_burst(store, r.id, 2, 50, "sdk")
+    await say(store, r.id, "done?")
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    a = await assembler(store, context_tokens=20_000).assemble(r.id)
+    result = await llm.complete(a.request)
+    await llm.aclose()
+    assert result.text.startswith("fake reply to:") and fake_anthropic.calls[-1].status == 200
+    assert isinstance(fake_anthropic, FakeAnthropic)
