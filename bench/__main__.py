@@ -8,9 +8,10 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import ingest
+from bench import context_latency, ingest
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
+    "context_latency": context_latency.run,
     "ingest": ingest.run,
 }
 

@@ -196,6 +196,23 @@ class Store:
             row = await self._one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
         return _message(row), created
 
+    async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
+                          created: list[float] | None = None) -> int:
+        """Store many messages in one transaction (imports, benchmarks); explicit seqs keep an export's order."""
+        now = self.clock()
+        rows = [
+            (seqs[i] if seqs else None, thread_id, m.role, m.author_id, m.author_name, m.content,
+             json.dumps(m.metadata, ensure_ascii=False), count_tokens(m.content), m.external_id,
+             created[i] if created else now)
+            for i, m in enumerate(messages)
+        ]
+        async with self.transaction() as db:
+            await db.executemany(
+                "INSERT INTO messages (seq, thread_id, role, author_id, author_name, content, metadata, token_count,"
+                " external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
+            )
+        return len(rows)
+
     async def tail(self, thread_id: int, limit: int) -> list[Message]:
         """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""
         rows = await self._all(

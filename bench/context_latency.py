@@ -1,0 +1,87 @@
+"""Context assembly latency at 1k, 10k and 100k stored messages in one thread (anchors and tool pairs mixed in)."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.history import assistant_message, tool_pair, user_message
+from memory import threads
+from memory.context import Assembler, Budget, Persona
+from memory.llm import LLMResult
+from memory.records import NewMessage, Scope
+from memory.store import Store
+from memory.threads import Run, StelisSettings
+from memory.window import WindowPolicy
+
+SIZES = (1_000, 10_000, 100_000)
+CONTEXT_TOKENS = 32_000
+SAMPLES = 60
+
+
+class InstantSummary:
+    """The fold's summariser replaced by a constant: this bench times assembly, not the model."""
+
+    name = "instant"
+
+    async def complete(self, request, on_text=None):
+        return LLMResult(text="Earlier: the team discussed calculator_v2, deploys and coffee.")
+
+    async def aclose(self):
+        return None
+
+
+async def build(store: Store, size: int, rng: random.Random) -> int:
+    root = await store.root_thread("Stelis", Scope.channel(1, 1), 0.8)
+    settings = StelisSettings()
+    batch: list[NewMessage] = []
+    n = 0
+    while n < size:
+        if n % 500 == 250:  # a finished Stelis thread anchored here
+            await store.append_many(root.id, batch)
+            batch = []
+            run = Run(root.id)
+            child = await threads.start(store, run, f"task {n}", settings)
+            await store.append_many(child.id, [user_message(rng, n), assistant_message(rng, n)])
+            await threads.finish(store, None, child, settings, status="completed", chronicle=False)
+            n += 1
+            continue
+        if n % 40 == 20:
+            batch.extend(tool_pair(rng, n))
+            n += 2
+            continue
+        batch.append(user_message(rng, n) if n % 2 == 0 else assistant_message(rng, n))
+        n += 1
+    await store.append_many(root.id, batch)
+    await threads.start(store, Run(root.id), "still running", settings)  # one live anchor for the tail
+    return root.id
+
+
+async def measure(size: int) -> dict:
+    rng = random.Random(size)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await Store.open(Path(tmp) / "bench.sqlite3")
+        thread_id = await build(store, size, rng)
+        assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
+                              Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
+        await assembler.assemble(thread_id)  # the first call makes the one cut a long history needs
+        timings = []
+        for i in range(SAMPLES):
+            await store.append(thread_id, user_message(rng, size + i))
+            started = time.perf_counter()
+            await assembler.assemble(thread_id)
+            timings.append((time.perf_counter() - started) * 1000)
+            await store.append(thread_id, assistant_message(rng, size + i))
+        await store.close()
+    timings.sort()
+    return {"bench": "context_latency", "messages": size, "p50_ms": round(statistics.median(timings), 2),
+            "p95_ms": round(timings[int(len(timings) * 0.95) - 1], 2)}
+
+
+async def run() -> list[dict]:
+    results = [await measure(size) for size in SIZES]
+    ratio = results[-1]["p50_ms"] / results[0]["p50_ms"]
+    return [*results, {"bench": "context_latency", "ratio_p50_100k_1k": round(ratio, 2)}]
