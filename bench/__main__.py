@@ -8,9 +8,10 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import context_latency, ingest
+from bench import cache_efficiency, context_latency, ingest
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
+    "cache_efficiency": cache_efficiency.run,
     "context_latency": context_latency.run,
     "ingest": ingest.run,
 }
