@@ -23,6 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="Discord when DISCORD_TOKEN is set, else the console (default)")
     sub.add_parser("console", help="chat with the persona in this terminal")
     sub.add_parser("check-config", help="print the effective config (secrets masked); non-zero if invalid")
+    snap = sub.add_parser("snapshot", help="export or import a thread's context snapshot (JSON)")
+    snap_sub = snap.add_subparsers(dest="action", required=True)
+    export = snap_sub.add_parser("export", help="write a thread's snapshot")
+    export.add_argument("thread", type=int, help="thread id (see /tree in the console)")
+    export.add_argument("--out", type=Path, help="file to write, '-' for standard output "
+                        "(default: <data_dir>/snapshots/thread-<id>.json)")
+    restore = snap_sub.add_parser("import", help="restore snapshots into an empty database")
+    restore.add_argument("files", type=Path, nargs="+")
     args = parser.parse_args(argv)
 
     try:
@@ -37,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if command == "check-config":
         return _check_config(loaded)
     config = loaded.config
+    if command == "snapshot":
+        logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
+        return asyncio.run(_snapshot(loaded, args))
     if command == "run" and config.discord.token is not None:
         logs.configure(config.log_level, config.secrets())
         print(
@@ -76,6 +87,37 @@ async def _console(loaded: LoadedConfig) -> int:
              loaded.config.database_path)
     try:
         return await Console(engine, sys.stdin, sys.stdout, _user_name(loaded)).run_loop()
+    finally:
+        await engine.close()
+
+
+async def _snapshot(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from bot.engine import Engine
+    from memory import snapshots
+
+    engine = await Engine.open(loaded.config)
+    try:
+        if args.action == "export":
+            try:
+                snapshot = await engine.export_snapshot(args.thread)
+            except KeyError:
+                print(f"stelis: no thread {args.thread} in {loaded.config.database_path}", file=sys.stderr)
+                return 2
+            if str(args.out) == "-":
+                print(json.dumps(snapshot, ensure_ascii=False, indent=1))
+            else:
+                path = args.out or engine.snapshot_dir / f"thread-{args.thread}.json"
+                snapshots.write(path, snapshot)
+                print(f"wrote {path} ({len(snapshot['messages'])} messages, {snapshot['tokenCount']} tokens)")
+            return 0
+        for path in args.files:
+            try:
+                thread = await snapshots.restore(engine.store, snapshots.read(path))
+            except snapshots.SnapshotError as exc:
+                print(f"stelis: {exc}", file=sys.stderr)
+                return 2
+            print(f"restored thread {thread.id} ({thread.kind}, {thread.label or thread.scope_key}) from {path}")
+        return 0
     finally:
         await engine.close()
 

@@ -6,10 +6,11 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.config import Config
 from bot.providers import make_llm
-from memory import threads
+from memory import snapshots, threads
 from memory.anchors import thread_ref
 from memory.context import Assembler, Assembly, Budget, ContextError, Persona
 from memory.llm import LLM, LLMError, TextSink
@@ -55,6 +56,8 @@ class Engine:
             self.stelis, clock=store.clock,
         )
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._dirty: set[int] = set()  # threads whose snapshot is out of date
+        self._snapshotter: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, config: Config, llm: LLM | None = None) -> Engine:
@@ -62,11 +65,46 @@ class Engine:
         store = await Store.open(config.database_path)
         engine = cls(config, store, llm or make_llm(config))
         await threads.sweep(store, engine.llm, engine.stelis, live_runs=set())
+        if config.snapshots.interval_seconds > 0:
+            engine._snapshotter = asyncio.create_task(engine._snapshot_every(config.snapshots.interval_seconds))
         return engine
 
     async def close(self) -> None:
+        """Write the snapshots still due, then close the model client and the database."""
+        if self._snapshotter is not None:
+            self._snapshotter.cancel()
+        await self.write_snapshots()
         await self.llm.aclose()
         await self.store.close()
+
+    # snapshots
+
+    @property
+    def snapshot_dir(self) -> Path:
+        return self.config.data_dir / "snapshots"
+
+    async def export_snapshot(self, thread_id: int) -> dict:
+        return await snapshots.export(self.store, self.assembler, thread_id)
+
+    async def write_snapshots(self) -> list[Path]:
+        """Snapshot every thread that changed since its last snapshot; a failure is logged, never fatal."""
+        written = []
+        for thread_id in sorted(self._dirty):
+            path = self.snapshot_dir / f"thread-{thread_id}.json"
+            try:
+                snapshot = await self.export_snapshot(thread_id)
+                await asyncio.to_thread(snapshots.write, path, snapshot)
+            except (LLMError, LockedBufferTooLarge, ContextError, OSError) as exc:
+                log.warning("snapshot of thread %d not written: %s", thread_id, exc)
+                continue
+            self._dirty.discard(thread_id)
+            written.append(path)
+        return written
+
+    async def _snapshot_every(self, seconds: int) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            await self.write_snapshots()
 
     @property
     def persona(self) -> str:
@@ -87,6 +125,7 @@ class Engine:
         message, created = await self.store.append(
             target, NewMessage(role, content, author_id, author_name, external_id=external_id)
         )
+        self._dirty.add(target)
         if not created:
             log.debug("duplicate message %s ignored", external_id)
         return message
@@ -109,6 +148,7 @@ class Engine:
             message, _ = await self.store.append(
                 thread_id, NewMessage("assistant", result.text, author_name=self.persona)
             )
+            self._dirty.add(thread_id)
             return message
 
     async def context(self, thread_id: int) -> Assembly:

@@ -55,6 +55,8 @@ class Assembly:
     parts: dict[str, int] = field(default_factory=dict)
     window_budget: int = 0
     cut: bool = False
+    parent_messages: list[Message] = field(default_factory=list)  # the parent's protected region
+    window_messages: list[Message] = field(default_factory=list)  # the window, the new message included
 
 
 class ContextError(Exception):
@@ -94,7 +96,7 @@ class Assembler:
             protected = await self._protected(chain[1], thread, protected_size(parent_window, thread.window_ratio),
                                               viewer)
         window, thread, cut = await self._window(thread, own_budget, viewer, naive)
-
+        drawn = list(window)
         trigger = window.pop() if window and window[-1].role == "user" else None
         head = self._pieces(protected, viewer)
         summary = thread.window_summary if not naive else None
@@ -126,7 +128,7 @@ class Assembler:
             "output": self.budget.max_output_tokens,
         }
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
-        return Assembly(request, thread, parts, own_budget, cut)
+        return Assembly(request, thread, parts, own_budget, cut, protected, drawn)
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, viewer: set[int]) -> list[Message]:
         """The parent's newest messages up to this thread's anchor, within budget, opening on a turn."""
@@ -198,8 +200,8 @@ class Assembler:
                 child_id = int(message.metadata["stelis_thread_id"])
                 if child_id in lineage_ids:
                     continue
-                child = await self.store.thread(child_id)
-                if child.status == "active":
+                child = await self.store.find_thread(child_id)
+                if child is not None and child.status == "active":
                     count = await self.store.count_messages(child_id)
                     last = await self.store.last_exchanges(child_id, anchors.LAST_EXCHANGES)
                     live.append(anchors.render_live(child, count, last))

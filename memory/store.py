@@ -9,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +109,23 @@ class Store:
         return _thread(row)
 
     async def thread(self, thread_id: int) -> Thread:
-        row = await self._one("SELECT * FROM threads WHERE id = ?", (thread_id,))
-        if row is None:
+        found = await self.find_thread(thread_id)
+        if found is None:
             raise KeyError(f"no thread {thread_id}")
-        return _thread(row)
+        return found
+
+    async def find_thread(self, thread_id: int) -> Thread | None:
+        row = await self._one("SELECT * FROM threads WHERE id = ?", (thread_id,))
+        return _thread(row) if row else None
+
+    async def insert_thread(self, thread: Thread) -> Thread:
+        """A thread with its id as given (snapshot import into an empty database)."""
+        data = asdict(thread)
+        columns = ", ".join(data)
+        async with self.transaction() as db:
+            await db.execute(f"INSERT INTO threads ({columns}) VALUES ({', '.join('?' * len(data))})",
+                             tuple(data.values()))
+        return await self.thread(thread.id)
 
     async def create_thread(
         self, parent: Thread, *, kind: str, label: str, window_ratio: float, chronicle_prompt: str | None,
@@ -197,13 +211,13 @@ class Store:
         return _message(row), created
 
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
-                          created: list[float] | None = None) -> int:
-        """Store many messages in one transaction (imports, benchmarks); explicit seqs keep an export's order."""
+                          created: list[float] | None = None, tokens: list[int] | None = None) -> int:
+        """Store many messages in one transaction (imports, benchmarks); an export's seqs and counts are kept."""
         now = self.clock()
         rows = [
             (seqs[i] if seqs else None, thread_id, m.role, m.author_id, m.author_name, m.content,
-             json.dumps(m.metadata, ensure_ascii=False), count_tokens(m.content), m.external_id,
-             created[i] if created else now)
+             json.dumps(m.metadata, ensure_ascii=False), tokens[i] if tokens else count_tokens(m.content),
+             m.external_id, created[i] if created else now)
             for i, m in enumerate(messages)
         ]
         async with self.transaction() as db:
@@ -308,14 +322,15 @@ class Store:
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
-                         metadata: dict | None = None) -> MemoryRecord:
-        """A new version, allocated inside the write transaction so concurrent writers never collide."""
+                         metadata: dict | None = None, version: int | None = None) -> MemoryRecord:
+        """A new version, allocated inside the write transaction so concurrent writers never collide
+        (or the given version, for an import)."""
         async with self.transaction() as db:
             cur = await db.execute(
                 "INSERT INTO memory_records (persona, scope, scope_id, type, version, content, first_seq, last_seq,"
-                " metadata, created_at) SELECT ?, ?, ?, ?, COALESCE(MAX(version), 0) + 1, ?, ?, ?, ?, ?"
+                " metadata, created_at) SELECT ?, ?, ?, ?, COALESCE(?, MAX(version) + 1, 1), ?, ?, ?, ?, ?"
                 " FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?",
-                (persona, scope, scope_id, type_, content, first_seq, last_seq, json.dumps(metadata or {}),
+                (persona, scope, scope_id, type_, version, content, first_seq, last_seq, json.dumps(metadata or {}),
                  self.clock(), persona, scope, scope_id, type_),
             )
         row = await self._one("SELECT * FROM memory_records WHERE id = ?", (cur.lastrowid,))
