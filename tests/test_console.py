@@ -103,3 +103,39 @@ async def test_console_replies_come_from_the_server_at_anthropic_base_url(tmp_pa
     assert "Stelis: fake reply to: [mahe] hello server" in out.decode()
     assert len(fake_anthropic.calls) == 1 and fake_anthropic.calls[0].body["stream"] is True
     assert "sk-fake" not in (tmp_path / "stelis.log").read_text()
+
+
+async def test_thread_commands_tree_and_context(make_config):
+    engine = await Engine.open(make_config(llm={"context_tokens": 100_000}), OfflineLLM())
+    out = io.StringIO()
+    script = "\n".join([
+        "hello main", "/thread new Coding Session", "write calculator_v2", "/thread new", "/tree",
+        "/thread new Deep dive", "/context", "/thread end", "/thread abort", "/thread end", "/thread bogus",
+        "/thread list",
+    ]) + "\n"
+    await Console(engine, io.StringIO(script), out, "mahe").run_loop()
+    text = out.getvalue()
+    assert 'Started stelis:2 "Coding Session" at depth 1' in text
+    assert "Usage: /thread new <label>" in text
+    assert "stelis:1 main conversation [active] depth 0, window 100000" in text
+    assert "  stelis:2 Coding Session [active] depth 1, window 80000, keeps 20000 of its parent <- you are here" in text
+    assert "Next request for stelis:3" in text
+    for part in ("system", "parent", "history", "tail", "free"):
+        assert f"  {part}" in text
+    assert "#" in text.split("Next request for stelis:3")[1]  # the bar
+    assert "Ended stelis:3 (completed). Chronicle:" in text
+    assert "Aborted stelis:2." in text
+    assert "(!) no Stelis thread is active in this run" in text
+    assert "Usage: /thread new <label> | end | abort | list" in text
+    assert "stelis:2 Coding Session [aborted]" in text and "stelis:3 Deep dive [completed]" in text
+    root = await engine.thread_for(Scope.console())
+    assert [m.content for m in await engine.store.tail(root.id, 10) if m.role == "user"] == ["hello main"]
+    await engine.close()
+
+
+async def test_depth_limit_in_the_console_is_a_clear_message(make_config):
+    engine = await Engine.open(make_config(stelis={"max_depth": 1}), OfflineLLM())
+    out = io.StringIO()
+    await Console(engine, io.StringIO("/thread new one\n/thread new two\n"), out, "mahe").run_loop()
+    assert "(!) cannot start a Stelis thread under stelis:2 at depth 1: the maximum depth is 1" in out.getvalue()
+    await engine.close()
