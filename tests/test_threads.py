@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from bot.providers.offline import OfflineLLM
@@ -204,3 +206,27 @@ async def test_transcript_rendering_of_anchors_depends_on_the_viewer(store):
     assert is_anchor(anchor)
     assert message_text(anchor, await lineage_ids(store, s11)).endswith("started]")
     assert message_text(anchor, await lineage_ids(store, s1)).startswith("[Stelis thread: ClaudeCode]")
+
+
+class Slow:
+    name = "slow"
+
+    async def complete(self, request, on_text=None):
+        await asyncio.sleep(3600)
+
+    async def aclose(self):
+        return None
+
+
+async def test_cancelling_an_end_leaves_the_thread_aborted(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    run = Run(root.id)
+    child = await threads.start(store, run, "interrupted", SETTINGS)
+    await store.append(child.id, NewMessage("user", "work"))
+    task = asyncio.create_task(threads.end(store, Slow(), run, SETTINGS))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await store.thread(child.id)).status == "aborted"
+    assert run.current == root.id
