@@ -38,19 +38,19 @@ class DiscordConfig(_Model):
     sharded: bool = False
 
 
-class AnthropicConfig(_Model):
+class _Endpoint(_Model):
     api_key: SecretStr | None = None
     base_url: str | None = None
     timeout_seconds: float = Field(60.0, gt=0, le=600)
     max_retries: int = Field(3, ge=0, le=10)
+
+
+class AnthropicConfig(_Endpoint):
     stream: bool = True
 
 
-class OpenAIConfig(_Model):
-    api_key: SecretStr | None = None
-    base_url: str | None = None
-    timeout_seconds: float = Field(60.0, gt=0, le=600)
-    max_retries: int = Field(3, ge=0, le=10)
+class OpenAIConfig(_Endpoint):
+    pass
 
 
 class LLMConfig(_Model):

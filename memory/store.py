@@ -236,37 +236,36 @@ class Store:
         )
         return [_message(r) for r in reversed(rows)]
 
-    async def newest_first(self, thread_id: int, *, before_seq: int | None = None, after_seq: int | None = None,
-                           page: int = 256) -> AsyncIterator[Message]:
+    def newest_first(self, thread_id: int, *, before_seq: int | None = None, after_seq: int | None = None,
+                     page: int = 256) -> AsyncIterator[Message]:
         """Live messages newest first, read in indexed pages so callers stop as soon as they have enough."""
-        upper = before_seq if before_seq is not None else 2**63 - 1
-        lower = after_seq if after_seq is not None else -1
-        while True:
-            rows = await self._all(
-                "SELECT * FROM messages WHERE thread_id = ? AND seq < ? AND seq > ? AND deleted_at IS NULL"
-                " ORDER BY seq DESC LIMIT ?", (thread_id, upper, lower, page),
-            )
-            for row in rows:
-                yield _message(row)
-            if len(rows) < page:
-                return
-            upper = rows[-1]["seq"]
+        return self._pages(thread_id, after_seq, before_seq, page, newest_first=True)
 
-    async def span(self, thread_id: int, first_seq: int | None, before_seq: int | None,
-                   page: int = 512) -> AsyncIterator[Message]:
+    def span(self, thread_id: int, first_seq: int | None, before_seq: int | None,
+             page: int = 512) -> AsyncIterator[Message]:
         """Live messages oldest first from first_seq (inclusive) up to before_seq (exclusive)."""
-        lower = (first_seq - 1) if first_seq is not None else -1
-        upper = before_seq if before_seq is not None else 2**63 - 1
+        return self._pages(thread_id, None if first_seq is None else first_seq - 1, before_seq, page,
+                           newest_first=False)
+
+    async def _pages(self, thread_id: int, lower: int | None, upper: int | None, page: int,
+                     newest_first: bool) -> AsyncIterator[Message]:
+        """Messages strictly between lower and upper seqs, page by page through the (thread, seq) index."""
+        lower = -1 if lower is None else lower
+        upper = 2**63 - 1 if upper is None else upper
+        order = "DESC" if newest_first else "ASC"
         while True:
             rows = await self._all(
                 "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
-                " ORDER BY seq LIMIT ?", (thread_id, lower, upper, page),
+                f" ORDER BY seq {order} LIMIT ?", (thread_id, lower, upper, page),
             )
             for row in rows:
                 yield _message(row)
             if len(rows) < page:
                 return
-            lower = rows[-1]["seq"]
+            if newest_first:
+                upper = rows[-1]["seq"]
+            else:
+                lower = rows[-1]["seq"]
 
     async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:
         """The newest user and assistant messages, oldest first."""
