@@ -11,12 +11,11 @@ from pathlib import Path
 from bot.config import Config
 from bot.providers import make_llm
 from memory import snapshots, threads
-from memory.anchors import thread_ref
 from memory.context import Assembler, Assembly, Budget, ContextError, Persona
 from memory.llm import LLM, LLMError, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
 from memory.store import Store
-from memory.threads import Run, StelisError, StelisSettings
+from memory.threads import Run, StelisSettings
 from memory.window import LockedBufferTooLarge, WindowPolicy, protected_size, window_size
 
 log = logging.getLogger(__name__)
@@ -180,5 +179,3 @@ class Engine:
         await visit(await self.store.thread(root_id), [])
         return rows
 
-
-__all__ = ["Engine", "ReplyFailed", "StelisError", "TreeRow", "thread_ref"]
