@@ -21,7 +21,8 @@ class Scope:
 
     @classmethod
     def console(cls, name: str = "default") -> Scope:
-        return cls(key=f"console:{name}")
+        # Channel 0 with no guild: the console remembers like a DM, and never reaches a guild.
+        return cls(key=f"console:{name}", channel_id=0)
 
     @classmethod
     def channel(cls, guild_id: int, channel_id: int) -> Scope:
@@ -89,6 +90,41 @@ class NewMessage:
     author_name: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     external_id: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryChannel:
+    """Bookkeeping of one remembered conversation (a channel's root thread, a DM, a Discord thread)."""
+
+    thread_id: int
+    persona: str
+    guild_id: int | None
+    channel_id: int | None
+    discord_thread_id: int | None
+    name: str | None
+    public: int
+    shareable: int | None
+    paused: int
+    last_message_at: float | None
+    pending_count: int
+    covered_seq: int | None
+    due_at: float | None
+    failures: int
+    long_term_pending: int
+
+    @property
+    def shared(self) -> bool:
+        """May this conversation's memory reach other channels and the workspace memory?"""
+        if self.guild_id is None:
+            return False  # DMs and the console never reach a guild
+        return bool(self.public if self.shareable is None else self.shareable)
+
+    @property
+    def scope(self) -> tuple[str, int]:
+        """The memory-record scope: a Discord thread's own, else its channel's."""
+        if self.discord_thread_id is not None:
+            return "thread", self.discord_thread_id
+        return "channel", self.channel_id if self.channel_id is not None else 0
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ class Store:
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         """The root thread of a scope for a persona, created on first use."""
         lookup = "SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'"
-        row = await self._one(lookup, (persona, scope.key))
+        row = await self.fetch_one(lookup, (persona, scope.key))
         if row is None:
             async with self.transaction() as db:
                 await db.execute(
@@ -105,7 +105,7 @@ class Store:
                     (persona, window_ratio, scope.key, scope.guild_id, scope.channel_id,
                      scope.discord_thread_id, self.clock()),
                 )
-            row = await self._one(lookup, (persona, scope.key))
+            row = await self.fetch_one(lookup, (persona, scope.key))
         return _thread(row)
 
     async def thread(self, thread_id: int) -> Thread:
@@ -115,7 +115,7 @@ class Store:
         return found
 
     async def find_thread(self, thread_id: int) -> Thread | None:
-        row = await self._one("SELECT * FROM threads WHERE id = ?", (thread_id,))
+        row = await self.fetch_one("SELECT * FROM threads WHERE id = ?", (thread_id,))
         return _thread(row) if row else None
 
     async def insert_thread(self, thread: Thread) -> Thread:
@@ -150,7 +150,7 @@ class Store:
                 (parent.id, anchor.content, json.dumps(metadata, ensure_ascii=False), now),
             )
             await db.execute("UPDATE threads SET anchor_seq = ? WHERE id = ?", (cur.lastrowid, child_id))
-        anchor_row = await self._one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
+        anchor_row = await self.fetch_one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
         return await self.thread(child_id), _message(anchor_row)
 
     async def close_thread(self, ended: Thread, anchor_metadata: dict | None, anchor_tokens: int) -> Thread:
@@ -168,12 +168,12 @@ class Store:
         return await self.thread(ended.id)
 
     async def children(self, thread_id: int) -> list[Thread]:
-        rows = await self._all("SELECT * FROM threads WHERE parent_thread_id = ? ORDER BY id", (thread_id,))
+        rows = await self.fetch_all("SELECT * FROM threads WHERE parent_thread_id = ? ORDER BY id", (thread_id,))
         return [_thread(r) for r in rows]
 
     async def active_internal_threads(self) -> list[Thread]:
         """Active non-root threads not backed by a Discord thread: candidates for the start-up sweep."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT * FROM threads WHERE status = 'active' AND kind != 'root' AND discord_thread_id IS NULL"
             " ORDER BY depth DESC, id DESC", (),
         )
@@ -205,9 +205,9 @@ class Store:
             created = cur.rowcount == 1
             seq = cur.lastrowid if created else None
         if created:
-            row = await self._one("SELECT * FROM messages WHERE seq = ?", (seq,))
+            row = await self.fetch_one("SELECT * FROM messages WHERE seq = ?", (seq,))
         else:
-            row = await self._one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
+            row = await self.fetch_one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
         return _message(row), created
 
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
@@ -229,7 +229,7 @@ class Store:
 
     async def tail(self, thread_id: int, limit: int) -> list[Message]:
         """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT * FROM messages WHERE thread_id = ? AND deleted_at IS NULL"
             " ORDER BY seq DESC LIMIT ?",
             (thread_id, limit),
@@ -254,7 +254,7 @@ class Store:
         upper = 2**63 - 1 if upper is None else upper
         order = "DESC" if newest_first else "ASC"
         while True:
-            rows = await self._all(
+            rows = await self.fetch_all(
                 "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
                 f" ORDER BY seq {order} LIMIT ?", (thread_id, lower, upper, page),
             )
@@ -269,25 +269,25 @@ class Store:
 
     async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:
         """The newest user and assistant messages, oldest first."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT * FROM messages WHERE thread_id = ? AND role IN ('user', 'assistant') AND deleted_at IS NULL"
             " ORDER BY seq DESC LIMIT ?", (thread_id, limit),
         )
         return [_message(r) for r in reversed(rows)]
 
     async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND deleted_at IS NULL",
             (thread_id, after_seq),
         )
         return int(row[0])
 
     async def message_by_seq(self, seq: int) -> Message | None:
-        row = await self._one("SELECT * FROM messages WHERE seq = ?", (seq,))
+        row = await self.fetch_one("SELECT * FROM messages WHERE seq = ?", (seq,))
         return _message(row) if row else None
 
     async def message_by_external_id(self, external_id: int) -> Message | None:
-        row = await self._one("SELECT * FROM messages WHERE external_id = ?", (external_id,))
+        row = await self.fetch_one("SELECT * FROM messages WHERE external_id = ?", (external_id,))
         return _message(row) if row else None
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
@@ -313,11 +313,11 @@ class Store:
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
                              limit: int) -> list[MemoryRecord]:
         """The newest `limit` versions, oldest first."""
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
             " ORDER BY version DESC LIMIT ?", (persona, scope, scope_id, type_, limit),
         )
-        return [_record(r) for r in reversed(rows)]
+        return [record_from_row(r) for r in reversed(rows)]
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
@@ -332,13 +332,13 @@ class Store:
                 (persona, scope, scope_id, type_, version, content, first_seq, last_seq, json.dumps(metadata or {}),
                  self.clock(), persona, scope, scope_id, type_),
             )
-        row = await self._one("SELECT * FROM memory_records WHERE id = ?", (cur.lastrowid,))
-        return _record(row)
+        row = await self.fetch_one("SELECT * FROM memory_records WHERE id = ?", (cur.lastrowid,))
+        return record_from_row(row)
 
     # settings
 
     async def settings(self, scope: str, scope_id: int) -> dict[str, Any]:
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT key, value FROM settings WHERE scope = ? AND scope_id = ?", (scope, scope_id)
         )
         return {r["key"]: json.loads(r["value"]) for r in rows}
@@ -361,11 +361,11 @@ class Store:
 
     # plumbing
 
-    async def _one(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
+    async def fetch_one(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
         async with self.db.execute(sql, params) as cur:
             return await cur.fetchone()
 
-    async def _all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+    async def fetch_all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
         async with self.db.execute(sql, params) as cur:
             return list(await cur.fetchall())
 
@@ -380,7 +380,7 @@ def _thread(row: sqlite3.Row) -> Thread:
     return Thread(**{k: row[k] for k in row.keys()})  # noqa: SIM118 - sqlite3.Row is not a mapping
 
 
-def _record(row: sqlite3.Row) -> MemoryRecord:
+def record_from_row(row: sqlite3.Row) -> MemoryRecord:
     data = {k: row[k] for k in row.keys()}  # noqa: SIM118
     data["metadata"] = json.loads(data["metadata"])
     return MemoryRecord(**data)
