@@ -1,0 +1,144 @@
+"""Versioned short-term memory and long-term consolidation (seed 004).
+
+A due conversation gets one new short-term version summarising only the messages since the last
+one, with the previous versions as context; then its channel's long-term memory is merged with it.
+The workspace (guild) long-term memory is merged from the shareable channels once per run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from memory import channels
+from memory.channels import Triggers
+from memory.identifiers import identifiers
+from memory.llm import LLM, Block, LLMError, LLMRequest, Turn
+from memory.records import MemoryChannel, MemoryRecord
+from memory.store import Store
+from memory.summarise import Line, summarise
+from memory.templates import render
+from memory.transcript import message_text, message_tokens
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    triggers: Triggers = field(default_factory=Triggers)
+    history_count: int = 5  # short-term versions given as context and shown in prompts
+    short_term_tokens: int = 600
+    long_term_tokens: int = 1_500
+    chunk_tokens: int = 6_000
+    retry_seconds: float = 60.0  # first back-off after a failure; doubles each time
+
+
+@dataclass(frozen=True)
+class Outcome:
+    thread_id: int
+    short_term: MemoryRecord | None = None
+    long_term: MemoryRecord | None = None
+    error: str | None = None
+
+
+async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings, now: float,
+                 force: bool = False) -> Outcome:
+    """Bring one conversation's memory up to date; an LLM failure writes nothing and schedules a retry."""
+    scope, scope_id = ch.scope
+    try:
+        if ch.long_term_pending:  # a crash between the short-term save and the long-term update
+            await _long_term(store, llm, ch, settings, now)
+        messages = [m async for m in store.span(ch.thread_id, (ch.covered_seq or 0) + 1, None)]
+        previous = await store.recent_records(ch.persona, scope, scope_id, "short_term", settings.history_count)
+        if not messages and force and previous:  # regenerate the latest version over its own range
+            latest = previous.pop()
+            messages = [m async for m in store.span(ch.thread_id, latest.first_seq, (latest.last_seq or 0) + 1)]
+        if not messages:
+            await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
+            return Outcome(ch.thread_id)
+        pins = await channels.pins(store, ch.persona, scope, scope_id)
+        lines = [Line(f"[{m.author_name or m.role}]: {text}", message_tokens(m, text))
+                 for m in messages if (text := message_text(m, {ch.thread_id})).strip()]
+        instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
+        content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
+                                            max_tokens=settings.short_term_tokens), pins)
+        record = await channels.save_short_term(
+            store, ch, content, messages[0].seq, messages[-1].seq, ch.pending_count, now, settings.triggers,
+            {"messages": len(messages), "pins": pins},
+        )
+        log.info("short-term memory v%d for thread %d covers messages %d-%d", record.version, ch.thread_id,
+                 record.first_seq, record.last_seq)
+        long_term = await _long_term(store, llm, await channels.channel(store, ch.thread_id), settings, now) \
+            if scope == "channel" else None
+        return Outcome(ch.thread_id, record, long_term)
+    except LLMError as exc:
+        delay = await channels.failed(store, ch.thread_id, now, settings.retry_seconds)
+        log.warning("memory update of thread %d failed (%s); retry in %.0f s", ch.thread_id, exc.notice, delay)
+        return Outcome(ch.thread_id, error=exc.notice)
+
+
+async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings,
+                     now: float) -> MemoryRecord | None:
+    """Merge the channel's latest short-term version into its long-term memory (a new long-term version)."""
+    scope, scope_id = ch.scope
+    latest = await store.recent_records(ch.persona, scope, scope_id, "short_term", 1)
+    if not latest:
+        await channels.long_term_saved(store, ch.thread_id, now, settings.triggers)
+        return None
+    new = latest[-1]
+    existing = await store.recent_records(ch.persona, scope, scope_id, "long_term", 1)
+    pins = await channels.pins(store, ch.persona, scope, scope_id)
+    merged = await merge(llm, f"channel {ch.name or ch.channel_id}", existing[-1] if existing else None,
+                         [(f"v{new.version}", new.content)], pins, settings)
+    record = await store.add_record(
+        ch.persona, scope, scope_id, "long_term", merged, existing[-1].first_seq if existing else new.first_seq,
+        new.last_seq, {"from_short_term": new.version},
+    )
+    await channels.long_term_saved(store, ch.thread_id, now, settings.triggers)
+    return record
+
+
+async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,
+                           settings: MemorySettings) -> MemoryRecord | None:
+    """Merge the guild's shareable channels' long-term memories into the workspace memory."""
+    sources = []
+    for ch in await channels.shared_channels(store, persona, guild_id):
+        found = await store.recent_records(persona, "channel", ch.channel_id or 0, "long_term", 1)
+        if found:
+            sources.append((f"#{ch.name or ch.channel_id} lt-v{found[-1].version}", found[-1].content))
+    if not sources:
+        return None
+    existing = await store.recent_records(persona, "workspace", guild_id, "long_term", 1)
+    pins = await channels.pins(store, persona, "workspace", guild_id)
+    merged = await merge(llm, "this server", existing[-1] if existing else None, sources, pins, settings)
+    return await store.add_record(persona, "workspace", guild_id, "long_term", merged,
+                                  metadata={"sources": [name for name, _ in sources]})
+
+
+async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: list[tuple[str, str]],
+                pins: list[str], settings: MemorySettings) -> str:
+    """One neutral merge request; whatever names and numbers the model drops are put back, with provenance."""
+    material = []
+    if existing:
+        material.append(f"[existing long-term memory v{existing.version}]\n{existing.content}")
+    material.extend(f"[{name}]\n{content}" for name, content in sources)
+    request = LLMRequest(
+        system=(Block(render("summarise_system.md.j2")),),
+        turns=(Turn.text("user", render("long_term_request.md.j2", subject=subject, pins=pins)
+                         + "\n\n<transcript>\n" + "\n\n".join(material) + "\n</transcript>"),),
+        max_tokens=settings.long_term_tokens, purpose="summary",
+    )
+    merged = (await llm.complete(request)).text.strip()
+    if existing:
+        lost = [x for x in identifiers(existing.content) if x not in merged]
+        if lost:
+            merged += f"\nKept from long-term v{existing.version}: " + ", ".join(lost)
+    return keep_pins(merged, pins)
+
+
+def keep_pins(text: str, pins: list[str]) -> str:
+    """Pinned facts survive every summary: any the model left out are appended word for word."""
+    missing = [p for p in pins if p not in text]
+    if missing:
+        text += "\nPinned: " + "; ".join(missing)
+    return text
