@@ -108,6 +108,22 @@ class ContextConfig(_Model):
         return self
 
 
+class ShortTermHistoryConfig(_Model):
+    enabled: bool = True
+    max_history_count: int = Field(5, ge=1, le=50)
+    conversation_idle_seconds: int = Field(7_200, ge=60, le=30 * 86_400)
+    message_threshold: int = Field(50, ge=2, le=10_000)
+
+
+class MemoryConfig(_Model):
+    scan_interval_seconds: int = Field(60, ge=5, le=86_400)
+    concurrency: int = Field(2, ge=1, le=32)
+    retry_seconds: int = Field(60, ge=1, le=86_400)
+    short_term_tokens: int = Field(600, ge=64, le=8_000)
+    long_term_tokens: int = Field(1_500, ge=64, le=16_000)
+    shared_channels: int = Field(5, ge=0, le=50)
+
+
 class SnapshotConfig(_Model):
     interval_seconds: int = Field(300, ge=0, le=86_400)
 
@@ -127,6 +143,8 @@ class Config(_Model):
     context: ContextConfig = ContextConfig()
     console: ConsoleConfig = ConsoleConfig()
     snapshots: SnapshotConfig = SnapshotConfig()
+    short_term_history: ShortTermHistoryConfig = ShortTermHistoryConfig()
+    memory: MemoryConfig = MemoryConfig()
 
     @property
     def database_path(self) -> Path:

@@ -8,12 +8,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Config
+from bot.clock import Clock
+from bot.config import Config, apply_overrides
+from bot.memory_scheduler import MemoryScheduler, MemoryWorker
 from bot.providers import make_llm
-from memory import snapshots, threads
+from memory import channels, snapshots, threads
+from memory.channels import Triggers
 from memory.context import Assembler, Assembly, Budget, ContextError, Persona
 from memory.llm import LLM, LLMError, TextSink
-from memory.records import Message, NewMessage, Role, Scope, Thread
+from memory.records import MemoryChannel, MemoryRecord, Message, NewMessage, Role, Scope, Thread
+from memory.short_term import MemorySettings, Outcome
 from memory.store import Store
 from memory.threads import Run, StelisSettings
 from memory.window import LockedBufferTooLarge, WindowPolicy, protected_size, window_size
@@ -36,11 +40,26 @@ class TreeRow:
     protected: int  # what the thread keeps of its parent (0 for a root)
 
 
+@dataclass(frozen=True)
+class MemoryView:
+    """What /memory shows: the bookkeeping, the current versions and the pins."""
+
+    channel: MemoryChannel
+    long_term: MemoryRecord | None
+    short_term: list[MemoryRecord]
+    pins: list[str]
+
+
+class MemoryAdminError(Exception):
+    """An admin memory operation that cannot be done; the message says why."""
+
+
 class Engine:
-    def __init__(self, config: Config, store: Store, llm: LLM):
+    def __init__(self, config: Config, store: Store, llm: LLM, clock: Clock | None = None):
         self.config = config
         self.store = store
         self.llm = llm
+        self.clock = clock or Clock()
         self.stelis = StelisSettings(
             max_depth=config.stelis.max_depth, default_window_ratio=config.stelis.default_window_ratio,
             chunk_tokens=config.stelis.chunk_tokens, chronicle_tokens=config.stelis.chronicle_tokens,
@@ -54,27 +73,154 @@ class Engine:
                          observation_keep_lines=c.observation_keep_lines),
             self.stelis, clock=store.clock,
         )
+        self.assembler.memory_versions = config.short_term_history.max_history_count
+        self.memory = MemoryWorker(store, llm, self.memory_settings, store.clock, config.memory.concurrency)
+        self.scheduler: MemoryScheduler | None = None
+        self._settings_cache: dict[tuple[int | None, int | None], Config] = {}
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._dirty: set[int] = set()  # threads whose snapshot is out of date
         self._snapshotter: asyncio.Task[None] | None = None
 
     @classmethod
-    async def open(cls, config: Config, llm: LLM | None = None) -> Engine:
+    async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None) -> Engine:
         """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone."""
-        store = await Store.open(config.database_path)
-        engine = cls(config, store, llm or make_llm(config))
+        clock = clock or Clock()
+        store = await Store.open(config.database_path, clock=clock)
+        engine = cls(config, store, llm or make_llm(config), clock)
         await threads.sweep(store, engine.llm, engine.stelis, live_runs=set())
         if config.snapshots.interval_seconds > 0:
             engine._snapshotter = asyncio.create_task(engine._snapshot_every(config.snapshots.interval_seconds))
         return engine
 
+    async def start_memory(self) -> None:
+        """Start the memory scheduler (front ends call this; tests drive the worker directly)."""
+        self.scheduler = MemoryScheduler(self.memory, self.config.memory.scan_interval_seconds)
+        await self.scheduler.start()
+
     async def close(self) -> None:
-        """Write the snapshots still due, then close the model client and the database."""
+        """Stop the scheduler, write the snapshots still due, then close the model client and the database."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if self._snapshotter is not None:
             self._snapshotter.cancel()
         await self.write_snapshots()
         await self.llm.aclose()
         await self.store.close()
+
+    # settings and memory
+
+    async def settings_for(self, guild_id: int | None, channel_id: int | None) -> Config:
+        """The config with the guild's, then the channel's, overrides applied (validated, cached)."""
+        key = (guild_id, channel_id)
+        if key not in self._settings_cache:
+            overrides = {}
+            if guild_id is not None:
+                overrides.update(await self.store.settings("guild", guild_id))
+            if channel_id is not None:
+                overrides.update(await self.store.settings("channel", channel_id))
+            self._settings_cache[key] = apply_overrides(self.config, overrides) if overrides else self.config
+        return self._settings_cache[key]
+
+    async def set_setting(self, scope: str, scope_id: int, key: str, value: object) -> Config:
+        """Store a per-guild or per-channel override after validating it; raises ConfigError."""
+        base = await self.settings_for(scope_id if scope == "guild" else None, None)
+        validated = apply_overrides(base, {key: value})
+        await self.store.set_setting(scope, scope_id, key, value)
+        self._settings_cache.clear()
+        return validated
+
+    async def reset_setting(self, scope: str, scope_id: int, key: str) -> bool:
+        removed = await self.store.delete_setting(scope, scope_id, key)
+        self._settings_cache.clear()
+        return removed
+
+    async def memory_settings(self, ch: MemoryChannel | None) -> MemorySettings:
+        config = await self.settings_for(ch.guild_id, ch.channel_id) if ch else self.config
+        m = config.memory
+        return MemorySettings(
+            triggers=_triggers(config), history_count=config.short_term_history.max_history_count,
+            short_term_tokens=m.short_term_tokens, long_term_tokens=m.long_term_tokens,
+            chunk_tokens=config.stelis.chunk_tokens, retry_seconds=m.retry_seconds,
+        )
+
+    async def describe_channel(self, scope: Scope, *, name: str | None = None, public: bool | None = None) -> None:
+        """What the front end knows: the channel's name and whether @everyone can read it."""
+        thread = await self.thread_for(scope)
+        await channels.ensure_channel(self.store, thread)
+        flags: dict = {}
+        if name is not None:
+            flags["name"] = name
+        if public is not None:
+            flags["public"] = int(public)
+        if flags:
+            await channels.set_flags(self.store, thread.id, **flags)
+
+    async def memory_view(self, scope: Scope) -> MemoryView:
+        thread = await self.thread_for(scope)
+        ch = await channels.ensure_channel(self.store, thread)
+        kind, scope_id = ch.scope
+        config = await self.settings_for(thread.guild_id, thread.channel_id)
+        short = await self.store.recent_records(self.persona, kind, scope_id, "short_term",
+                                                config.short_term_history.max_history_count)
+        long = await self.store.recent_records(self.persona, kind, scope_id, "long_term", 1)
+        pins = await channels.pins(self.store, self.persona, kind, scope_id)
+        return MemoryView(ch, long[-1] if long else None, short, pins)
+
+    async def memory_history(self, scope: Scope, type_: str = "short_term", limit: int = 25) -> list[MemoryRecord]:
+        view = await self.memory_view(scope)
+        kind, scope_id = view.channel.scope
+        return await self.store.recent_records(self.persona, kind, scope_id, type_, limit)
+
+    async def memory_pin(self, scope: Scope, fact: str, pinned: bool = True) -> bool:
+        if not fact.strip():
+            raise MemoryAdminError("a pinned fact cannot be empty")
+        kind, scope_id = (await self.memory_view(scope)).channel.scope
+        if pinned:
+            return await channels.pin(self.store, self.persona, kind, scope_id, fact)
+        return await channels.unpin(self.store, self.persona, kind, scope_id, fact)
+
+    async def memory_edit(self, scope: Scope, content: str, *, from_version: int | None = None) -> MemoryRecord:
+        """Replace the current short-term memory by a new version (history keeps the old one)."""
+        if not content.strip():
+            raise MemoryAdminError("the edited memory cannot be empty")
+        view = await self.memory_view(scope)
+        kind, scope_id = view.channel.scope
+        base = await self._version(view, from_version) if from_version else (view.short_term or [None])[-1]
+        return await self.store.add_record(
+            self.persona, kind, scope_id, "short_term", content.strip(), base.first_seq if base else None,
+            base.last_seq if base else None, {"edited_from": base.version if base else None},
+        )
+
+    async def memory_rollback(self, scope: Scope, version: int) -> MemoryRecord:
+        """Make an earlier version current again, as a new version (nothing is deleted)."""
+        view = await self.memory_view(scope)
+        kind, scope_id = view.channel.scope
+        old = await self._version(view, version)
+        return await self.store.add_record(self.persona, kind, scope_id, "short_term", old.content, old.first_seq,
+                                           old.last_seq, {"rolled_back_to": version})
+
+    async def memory_regenerate(self, scope: Scope) -> Outcome:
+        thread = await self.thread_for(scope)
+        await channels.ensure_channel(self.store, thread)
+        return await self.memory.run_channel(thread.id, force=True)
+
+    async def memory_pause(self, scope: Scope, paused: bool) -> None:
+        thread = await self.thread_for(scope)
+        await channels.ensure_channel(self.store, thread)
+        await channels.set_flags(self.store, thread.id, paused=int(paused))
+
+    async def memory_share(self, scope: Scope, shareable: bool | None) -> None:
+        """Opt a channel in or out of sharing (None: follow its visibility)."""
+        thread = await self.thread_for(scope)
+        await channels.ensure_channel(self.store, thread)
+        await channels.set_flags(self.store, thread.id, shareable=None if shareable is None else int(shareable))
+
+    async def _version(self, view: MemoryView, version: int) -> MemoryRecord:
+        kind, scope_id = view.channel.scope
+        for record in await self.store.recent_records(self.persona, kind, scope_id, "short_term", 10_000):
+            if record.version == version:
+                return record
+        raise MemoryAdminError(f"there is no short-term memory version {version} here")
 
     # snapshots
 
@@ -127,7 +273,21 @@ class Engine:
         self._dirty.add(target)
         if not created:
             log.debug("duplicate message %s ignored", external_id)
+        else:
+            await self._note(target, message.created_at)
         return message
+
+    async def _note(self, thread_id: int, at: float) -> None:
+        """Count a message towards its conversation's next short-term version and re-arm its timer."""
+        thread = await self.store.thread(thread_id)
+        if not (thread.is_root or thread.discord_thread_id is not None):
+            return  # internal Stelis threads are remembered through their chronicles
+        config = await self.settings_for(thread.guild_id, thread.channel_id)
+        if not config.short_term_history.enabled:
+            return
+        ch = await channels.note_message(self.store, thread, at, _triggers(config))
+        if self.scheduler is not None:
+            self.scheduler.arm(thread_id, ch.due_at)
 
     async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
         """Answer what the thread holds now; store and return the reply. Raises ReplyFailed."""
@@ -179,3 +339,7 @@ class Engine:
         await visit(await self.store.thread(root_id), [])
         return rows
 
+
+def _triggers(config: Config) -> Triggers:
+    history = config.short_term_history
+    return Triggers(idle_seconds=history.conversation_idle_seconds, threshold=history.message_threshold)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memory import anchors
-from memory.layers import memory_layers
+from memory.layers import SHORT_TERM_VERSIONS, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier
 from memory.records import Message, Thread
 from memory.store import Store
@@ -73,6 +73,7 @@ class Assembler:
         self.policy = policy
         self.stelis = stelis
         self.clock = clock
+        self.memory_versions = SHORT_TERM_VERSIONS
 
     async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False) -> Assembly:
         """The next request for a thread; may cut its window (one summarisation call) first."""
@@ -80,7 +81,7 @@ class Assembler:
         chain = await lineage(self.store, thread)
         viewer = {t.id for t in chain}
         system_text = render("system.md.j2", persona_name=self.persona.name, persona_card=self.persona.card.strip())
-        layers = await memory_layers(self.store, thread)
+        layers = await memory_layers(self.store, thread, chain[-1], self.memory_versions)
         system_tokens, layer_tokens = anchors.cached_tokens(system_text), anchors.cached_tokens(layers)
         capacity = (int(self.budget.context_tokens * (1 - self.budget.safety_margin)) - self.budget.max_output_tokens
                     - system_tokens - layer_tokens - self.budget.tail_reserve)

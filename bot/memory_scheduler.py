@@ -1,0 +1,105 @@
+"""Runs memory updates: a due-scan over SQLite (the source of truth) and APScheduler timers per channel."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from memory import channels, short_term
+from memory.llm import LLM, LLMError
+from memory.records import MemoryChannel
+from memory.short_term import MemorySettings, Outcome
+from memory.store import Store
+
+log = logging.getLogger(__name__)
+
+SettingsFor = Callable[[MemoryChannel | None], Awaitable[MemorySettings]]  # None: the base settings
+
+
+class MemoryWorker:
+    """One update at a time per channel, at most `concurrency` updates (and so LLM calls) at once."""
+
+    def __init__(self, store: Store, llm: LLM, settings_for: SettingsFor, clock: Callable[[], float],
+                 concurrency: int = 2):
+        self.store = store
+        self.llm = llm
+        self.settings_for = settings_for
+        self.clock = clock
+        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._slots = asyncio.Semaphore(concurrency)
+
+    async def run_due(self) -> list[Outcome]:
+        """Update every due channel, then each touched guild's workspace memory once."""
+        due = await channels.due(self.store, self.clock())
+        outcomes = list(await asyncio.gather(*(self.run_channel(ch.thread_id) for ch in due)))
+        guilds = {(ch.persona, ch.guild_id) for ch, done in zip(due, outcomes, strict=True)
+                  if done.long_term is not None and ch.shared and ch.guild_id is not None}
+        for persona, guild_id in sorted(guilds):
+            await self._workspace(persona, guild_id)
+        return outcomes
+
+    async def run_channel(self, thread_id: int, force: bool = False) -> Outcome:
+        """Update one channel if it is (still) due, or now when forced; a failure never escapes."""
+        async with self._locks[thread_id]:
+            ch = await channels.channel(self.store, thread_id)
+            now = self.clock()
+            if ch is None or (not force and (ch.paused or ch.due_at is None or ch.due_at > now)):
+                return Outcome(thread_id)
+            try:
+                async with self._slots:
+                    return await short_term.update(self.store, self.llm, ch, await self.settings_for(ch), now, force)
+            except Exception as exc:  # one channel's bug must not stop the others
+                log.exception("memory update of thread %d crashed", thread_id)
+                await channels.failed(self.store, thread_id, now, (await self.settings_for(ch)).retry_seconds)
+                return Outcome(thread_id, error=f"internal error: {exc}")
+
+    async def _workspace(self, persona: str, guild_id: int) -> None:
+        try:
+            async with self._slots:
+                await short_term.update_workspace(self.store, self.llm, persona, guild_id,
+                                                  await self.settings_for(None))
+        except LLMError as exc:
+            log.warning("workspace memory of guild %d not updated: %s (next run tries again)", guild_id, exc.notice)
+
+
+class MemoryScheduler:
+    """APScheduler drives the worker: a periodic due-scan, and a timer per channel pushed back by messages.
+
+    Timers only wake the due-scan early; deadlines live in SQLite, so a restart loses nothing.
+    """
+
+    def __init__(self, worker: MemoryWorker, scan_interval: float):
+        self.worker = worker
+        self.scan_interval = scan_interval
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+
+    async def start(self) -> None:
+        self.scheduler.start()
+        self.scheduler.add_job(self.worker.run_due, "interval", seconds=self.scan_interval, id="memory-due-scan",
+                               next_run_time=datetime.now(UTC), max_instances=1, coalesce=True)
+        for thread_id, due_at in await channels.upcoming(self.worker.store):
+            self.arm(thread_id, due_at)
+
+    def arm(self, thread_id: int, due_at: float | None) -> None:
+        """(Re)set a channel's timer: each message moves it to the new deadline."""
+        job_id = f"memory-{thread_id}"
+        if due_at is None:
+            if self.scheduler.get_job(job_id):
+                self.scheduler.remove_job(job_id)
+            return
+        delay = max(0.0, due_at - self.worker.clock())
+        self.scheduler.add_job(self.worker.run_due, "date", id=job_id, replace_existing=True,
+                               run_date=datetime.now(UTC) + timedelta(seconds=delay), misfire_grace_time=None)
+
+    def deadline(self, thread_id: int) -> datetime | None:
+        job = self.scheduler.get_job(f"memory-{thread_id}")
+        return job.next_run_time if job else None
+
+    def stop(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
