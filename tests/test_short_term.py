@@ -1,0 +1,322 @@
+"""Versioned short-term memory, long-term consolidation and the scheduler (seed 004), on a controllable clock."""
+
+import asyncio
+
+import pytest
+
+from bot.clock import Clock
+from bot.engine import Engine, MemoryAdminError
+from bot.providers.offline import OfflineLLM
+from memory import channels
+from memory.llm import LLMError, LLMResult
+from memory.records import Scope
+
+IDLE = 7_200
+THRESHOLD = 5
+GENERAL = Scope.channel(10, 100)
+RANDOM = Scope.channel(10, 101)
+SECRET = Scope.channel(10, 102)
+OTHER_GUILD = Scope.channel(20, 200)
+DM = Scope.dm(7, 300)
+
+
+class Scripted:
+    """Answers summaries with a numbered text that quotes the material, and can be told to fail."""
+
+    name = "scripted"
+
+    def __init__(self):
+        self.requests = []
+        self.fail = 0
+
+    async def complete(self, request, on_text=None):
+        self.requests.append(request)
+        if self.fail:
+            self.fail -= 1
+            raise LLMError("The model is overloaded (529) after 3 retries; try again in a minute.")
+        text = request.turns[-1].blocks[-1].text
+        material = text.split("<transcript>")[-1].split("</transcript>")[0].strip().replace("\n", " | ")
+        return LLMResult(text=f"summary #{len(self.requests)}: {material[:400]}")
+
+    async def aclose(self):
+        return None
+
+
+@pytest.fixture
+async def world(make_config):
+    clock = Clock()
+    llm = Scripted()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, llm, clock)
+    for scope, name, public in ((GENERAL, "general", True), (RANDOM, "random", True), (SECRET, "secret", False),
+                                (OTHER_GUILD, "elsewhere", True)):
+        await engine.describe_channel(scope, name=name, public=public)
+    yield engine, clock, llm
+    await engine.close()
+
+
+async def say(engine, scope, *texts, name="mahe"):
+    for text in texts:
+        await engine.hear(scope, text, author_name=name)
+
+
+async def versions(engine, scope, type_="short_term"):
+    return await engine.memory_history(scope, type_)
+
+
+async def test_no_memory_yet_is_due_once_there_are_messages(world):
+    engine, _clock, _ = world
+    assert await engine.memory.run_due() == []
+    await say(engine, GENERAL, "hello, first message")
+    outcomes = await engine.memory.run_due()
+    assert [o.short_term.version for o in outcomes if o.short_term] == [1]
+
+
+async def first_version(engine, clock, scope=GENERAL):
+    await say(engine, scope, "seed message about calculator_v2")
+    await engine.memory.run_due()
+    assert len(await versions(engine, scope)) == 1
+
+
+@pytest.mark.parametrize(("idle", "messages", "due"), [
+    (IDLE, 1, True),           # idle reached and something new
+    (IDLE, 0, False),          # idle reached but nothing new: no identical version
+    (IDLE - 1, 1, False),      # something new, not idle yet, under the threshold
+    (0, THRESHOLD, True),      # threshold reached without idling
+    (IDLE, THRESHOLD, True),   # both: still exactly one version
+    (IDLE - 1, THRESHOLD - 1, False),  # neither
+])
+async def test_trigger_combinations(world, idle, messages, due):
+    engine, clock, _ = world
+    await first_version(engine, clock)
+    await say(engine, GENERAL, *[f"new message {i}" for i in range(messages)])
+    clock.advance(idle)
+    await engine.memory.run_due()
+    await engine.memory.run_due()  # a second scan never adds a duplicate
+    assert len(await versions(engine, GENERAL)) == (2 if due else 1)
+
+
+async def test_a_burst_gives_one_version_and_the_next_covers_only_what_is_new(world):
+    engine, clock, llm = world
+    await first_version(engine, clock)
+    await say(engine, GENERAL, *[f"burst {i}" for i in range(THRESHOLD - 1)])
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    history = await versions(engine, GENERAL)
+    assert len(history) == 2 and history[1].first_seq > history[0].last_seq
+    request = next(r for r in reversed(llm.requests) if "short-term memory of this conversation" in
+                   r.turns[0].blocks[0].text)
+    text = request.turns[0].blocks[0].text
+    assert "burst 0" in text and "seed message" not in text.split("<transcript>")[1]  # only the new messages
+    assert "v1: summary" in text  # the previous version is given as context
+
+
+async def test_each_version_updates_the_channel_long_term_memory(world):
+    engine, clock, _ = world
+    await first_version(engine, clock)
+    await say(engine, GENERAL, "the deploy is on 2026-12-01")
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    long_term = await versions(engine, GENERAL, "long_term")
+    assert len(long_term) == 2 and long_term[-1].metadata == {"from_short_term": 2}
+    assert "calculator_v2" in long_term[-1].content  # the earlier fact is still there
+
+
+async def test_workspace_memory_is_updated_once_per_run_from_shareable_channels_only(world):
+    engine, _clock, _llm = world
+    await say(engine, GENERAL, "general talks about calculator_v2")
+    await say(engine, RANDOM, "random talks about Tokyo")
+    await say(engine, SECRET, "secret plan ISSUE-99")
+    await engine.memory.run_due()
+    workspace = await engine.store.recent_records("Stelis", "workspace", 10, "long_term", 10)
+    assert len(workspace) == 1
+    assert "calculator_v2" in workspace[0].content and "Tokyo" in workspace[0].content
+    assert "ISSUE-99" not in workspace[0].content
+    assert sorted(workspace[0].metadata["sources"]) == ["#general lt-v1", "#random lt-v1"]
+
+
+async def test_pinned_facts_survive(world):
+    engine, _clock, llm = world
+    await engine.memory_pin(GENERAL, "Mahe's birthday is 03-14")
+    await say(engine, GENERAL, "talking about the weather")
+    await engine.memory.run_due()
+    view = await engine.memory_view(GENERAL)
+    assert "Mahe's birthday is 03-14" in view.short_term[-1].content
+    assert "Mahe's birthday is 03-14" in view.long_term.content
+    assert "Pinned facts: keep each" in llm.requests[0].turns[0].blocks[0].text
+    assert await engine.memory_pin(GENERAL, "Mahe's birthday is 03-14", pinned=False)
+    with pytest.raises(MemoryAdminError, match="cannot be empty"):
+        await engine.memory_pin(GENERAL, "  ")
+
+
+async def test_edit_rollback_regenerate_and_pause(world):
+    engine, clock, _ = world
+    await first_version(engine, clock)
+    edited = await engine.memory_edit(GENERAL, "corrected memory")
+    assert edited.version == 2 and edited.metadata["edited_from"] == 1
+    rolled = await engine.memory_rollback(GENERAL, 1)
+    assert rolled.version == 3 and rolled.content == (await versions(engine, GENERAL))[0].content
+    with pytest.raises(MemoryAdminError, match="no short-term memory version 9"):
+        await engine.memory_rollback(GENERAL, 9)
+    regenerated = await engine.memory_regenerate(GENERAL)  # nothing new: re-summarise the latest range
+    assert regenerated.short_term.version == 4
+    await engine.memory_pause(GENERAL, True)
+    await say(engine, GENERAL, *[f"while paused {i}" for i in range(THRESHOLD)])
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    assert len(await versions(engine, GENERAL)) == 4
+    await engine.memory_pause(GENERAL, False)
+    await engine.memory.run_due()
+    assert len(await versions(engine, GENERAL)) == 5
+
+
+async def test_an_llm_failure_writes_nothing_and_retries_with_back_off(world):
+    engine, clock, llm = world
+    await say(engine, GENERAL, "hello")
+    llm.fail = 1
+    outcomes = await engine.memory.run_due()
+    assert outcomes[0].error and await versions(engine, GENERAL) == []
+    assert await engine.memory.run_due() == []  # not before the back-off
+    clock.advance(61)
+    await engine.memory.run_due()
+    assert len(await versions(engine, GENERAL)) == 1
+
+
+async def test_one_channels_failure_does_not_stop_the_others(world):
+    engine, _clock, llm = world
+    await say(engine, GENERAL, "one")
+    await say(engine, RANDOM, "two")
+    llm.fail = 1
+    outcomes = await engine.memory.run_due()
+    assert sorted(bool(o.error) for o in outcomes) == [False, True]
+
+
+async def test_a_crash_between_short_and_long_term_is_repaired(world):
+    engine, clock, llm = world
+    await say(engine, GENERAL, "remember calculator_v2")
+    llm.fail = 0
+    original = Scripted.complete
+    calls = {"n": 0}
+
+    async def die_on_long_term(self, request, on_text=None):
+        calls["n"] += 1
+        if "Update the long-term memory" in request.turns[0].blocks[0].text:
+            raise LLMError("crash in the middle")
+        return await original(self, request, on_text)
+
+    Scripted.complete = die_on_long_term
+    try:
+        await engine.memory.run_due()
+    finally:
+        Scripted.complete = original
+    ch = await channels.channel(engine.store, (await engine.thread_for(GENERAL)).id)
+    assert ch.long_term_pending == 1 and len(await versions(engine, GENERAL)) == 1
+    assert await versions(engine, GENERAL, "long_term") == []
+    clock.advance(61)
+    await engine.memory.run_due()
+    assert len(await versions(engine, GENERAL, "long_term")) == 1
+    assert len(await versions(engine, GENERAL)) == 1  # repaired without a new short-term version
+
+
+async def test_concurrent_version_allocation_never_collides(world):
+    engine, _clock, _ = world
+    results = await asyncio.gather(*(engine.memory_edit(GENERAL, f"edit {i}") for i in range(20)))
+    assert sorted(r.version for r in results) == list(range(1, 21))
+
+
+async def test_restart_recomputes_deadlines_and_skips_nothing(make_config):
+    clock = Clock()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, Scripted(), clock)
+    await say(engine, GENERAL, "first")
+    await engine.memory.run_due()
+    await say(engine, GENERAL, "said just before the restart")
+    await engine.close()
+    clock.advance(IDLE + 1)
+    engine = await Engine.open(config, Scripted(), clock)
+    await engine.start_memory()  # the first due-scan runs at start
+    for _ in range(50):
+        if len(await versions(engine, GENERAL)) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len(await versions(engine, GENERAL)) == 2
+    await engine.close()
+
+
+async def test_each_message_pushes_the_idle_timer_back(world):
+    from datetime import UTC, datetime
+
+    engine, clock, _ = world
+    await engine.start_memory()
+    await first_version(engine, clock)
+    thread_id = (await engine.thread_for(GENERAL)).id
+
+    def remaining() -> float:
+        return (engine.scheduler.deadline(thread_id) - datetime.now(UTC)).total_seconds()
+
+    await say(engine, GENERAL, "one")
+    assert remaining() == pytest.approx(IDLE, abs=5)
+    clock.advance(600)
+    ch = await channels.channel(engine.store, thread_id)
+    engine.scheduler.arm(thread_id, ch.due_at)  # ten quiet minutes later the deadline is nearer
+    assert remaining() == pytest.approx(IDLE - 600, abs=5)
+    await say(engine, GENERAL, "two")  # a message pushes it back
+    assert remaining() == pytest.approx(IDLE, abs=5)
+
+
+async def test_prompt_order_labels_and_isolation(world):
+    engine, clock, _ = world
+    for scope, text in ((GENERAL, "general fact calculator_v2"), (RANDOM, "random fact Tokyo"),
+                        (SECRET, "secret fact ISSUE-99"), (OTHER_GUILD, "other guild fact Osaka"),
+                        (DM, "dm fact Kyoto")):
+        await say(engine, scope, text)
+    await engine.memory.run_due()
+    for i in range(2):
+        await say(engine, GENERAL, f"more general {i}")
+        clock.advance(IDLE)
+        await engine.memory.run_due()
+
+    def layers(scope):
+        async def get():
+            request = (await engine.context((await engine.thread_for(scope)).id)).request
+            return request.system[1].text if len(request.system) > 1 else ""
+        return get()
+
+    general = await layers(GENERAL)
+    assert general.index("# Memory of this server") < general.index("# Memory of #random") \
+        < general.index("# Memory of this conversation")
+    own = general[general.index("# Memory of this conversation"):]
+    assert own.index("## Long-term memory") < own.index("## Recent events (short-term memory, oldest first)")
+    assert "### Memory 1 of 3 (oldest), v1" in own and "### Memory 3 of 3 (newest), v3" in own
+    assert own.index("Memory 1 of 3") < own.index("Memory 2 of 3") < own.index("Memory 3 of 3")
+    assert "ISSUE-99" not in general and "Osaka" not in general and "Kyoto" not in general
+    secret = await layers(SECRET)
+    assert "ISSUE-99" in secret and "Tokyo" in secret  # a private channel sees the shared ones
+    dm = await layers(DM)
+    assert "Kyoto" in dm and "calculator_v2" not in dm and "Memory of this server" not in dm
+    elsewhere = await layers(OTHER_GUILD)
+    assert "Osaka" in elsewhere and "calculator_v2" not in elsewhere and "Tokyo" not in elsewhere
+    await engine.memory_share(SECRET, True)  # an admin opts the private channel in
+    assert "ISSUE-99" in await layers(GENERAL)
+
+
+async def test_per_channel_overrides_are_validated_and_used(world):
+    engine, clock, _ = world
+    from bot.config import ConfigError
+
+    await engine.set_setting("channel", 101, "short_term_history.message_threshold", 2)
+    with pytest.raises(ConfigError, match=r"short_term_history.message_threshold = 1 \(from override\)"):
+        await engine.set_setting("channel", 101, "short_term_history.message_threshold", 1)
+    await first_version(engine, clock, RANDOM)
+    await say(engine, RANDOM, "a", "b")  # two messages reach this channel's threshold
+    await engine.memory.run_due()
+    assert len(await versions(engine, RANDOM)) == 2
+
+
+async def test_disabled_short_term_history_writes_nothing(make_config):
+    engine = await Engine.open(make_config(short_term_history={"enabled": False}), OfflineLLM())
+    await say(engine, GENERAL, "hello")
+    assert await engine.memory.run_due() == []
+    await engine.close()
