@@ -85,6 +85,7 @@ async def _console(loaded: LoadedConfig) -> int:
         return 2
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
              loaded.config.database_path)
+    await engine.start_memory()
     try:
         return await Console(engine, sys.stdin, sys.stdout, _user_name(loaded)).run_loop()
     finally:

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from bot.engine import Engine, ReplyFailed
+from bot.engine import Engine, MemoryAdminError, ReplyFailed
 from memory.anchors import thread_ref
 from memory.context import ContextError
 from memory.llm import LLMError
@@ -22,6 +22,14 @@ HELP = """Commands:
   /thread list          the threads of this conversation
   /tree                 the Stelis tree with status, depth and window sizes
   /context              the token breakdown of the next request
+  /memory               this conversation's memory: versions, ranges, pins
+  /memory history       every short-term version
+  /memory pin <fact>    a fact summaries must keep (/memory unpin <fact> to drop it)
+  /memory edit <text>   replace the current short-term memory (as a new version)
+  /memory rollback <v>  make version v current again (as a new version)
+  /memory regenerate    write a new version now
+  /memory pause|resume  stop or restart automatic updates here
+  /idle <seconds>       let time pass (a demo clock) and run the memory updates that fall due
   /retry                ask for a reply again (after a failure)
   /help                 this list
   /quit                 leave (Ctrl-D works too)
@@ -102,9 +110,13 @@ class Console:
                 await self._tree()
             elif name == "/context":
                 await self._context()
+            elif name == "/memory":
+                await self._memory(rest)
+            elif name == "/idle":
+                await self._idle(rest)
             else:
                 self._say(f"Unknown command {name}. Type /help for the list.")
-        except (StelisError, LLMError, ContextError, LockedBufferTooLarge) as exc:
+        except (StelisError, LLMError, ContextError, LockedBufferTooLarge, MemoryAdminError) as exc:
             self._say(f"(!) {getattr(exc, 'notice', None) or exc}")
         return True
 
@@ -150,6 +162,79 @@ class Console:
             filled = round(BAR_WIDTH * tokens / total) if total else 0
             bar = "#" * filled + "." * (BAR_WIDTH - filled)
             self._say(f"  {part:<8} {bar} {tokens:>8} {100 * tokens / total:5.1f}%")
+
+    async def _memory(self, rest: str) -> None:
+        action, _, arg = rest.partition(" ")
+        arg = arg.strip()
+        engine = self.engine
+        if action in ("", "show"):
+            view = await engine.memory_view(self.scope)
+            ch = view.channel
+            state = "paused" if ch.paused else (f"next update due in {max(0, ch.due_at - engine.clock()):.0f} s"
+                                                if ch.due_at is not None else "nothing pending")
+            self._say(f"Memory of this conversation: {ch.pending_count} message(s) since the last version; {state}.")
+            if view.long_term:
+                self._say(f"Long-term (v{view.long_term.version}):\n{view.long_term.content}")
+            for record in view.short_term:
+                self._say(f"Short-term v{record.version} (messages {record.first_seq}-{record.last_seq}):\n"
+                          f"{record.content}")
+            if not (view.long_term or view.short_term):
+                self._say("No memory written yet. Talk a little, then /idle 7200 or /memory regenerate.")
+            for fact in view.pins:
+                self._say(f"Pinned: {fact}")
+        elif action == "history":
+            for record in await engine.memory_history(self.scope):
+                self._say(f"v{record.version} (messages {record.first_seq}-{record.last_seq}): "
+                          f"{record.content.splitlines()[0] if record.content else ''}")
+        elif action in ("pin", "unpin"):
+            done = await engine.memory_pin(self.scope, arg, pinned=action == "pin")
+            self._say(f"{'Pinned' if action == 'pin' else 'Unpinned'}: {arg}" if done else "(nothing changed)")
+        elif action == "edit":
+            record = await engine.memory_edit(self.scope, arg)
+            self._say(f"Short-term memory v{record.version} written.")
+        elif action == "rollback":
+            if not arg.isdigit():
+                self._say("Usage: /memory rollback <version number>")
+                return
+            record = await engine.memory_rollback(self.scope, int(arg))
+            self._say(f"Version {arg} is current again, as v{record.version}.")
+        elif action == "regenerate":
+            self._say("Writing a new short-term memory...")
+            self._outcome(await engine.memory_regenerate(self.scope))
+        elif action in ("pause", "resume"):
+            await engine.memory_pause(self.scope, action == "pause")
+            self._say(f"Automatic memory updates {'paused' if action == 'pause' else 'resumed'} here.")
+        else:
+            self._say("Usage: /memory [show | history | pin <fact> | unpin <fact> | edit <text> | rollback <v> | "
+                      "regenerate | pause | resume]")
+
+    async def _idle(self, rest: str) -> None:
+        try:
+            seconds = float(rest)
+        except ValueError:
+            self._say("Usage: /idle <seconds>, for example /idle 7200")
+            return
+        if seconds <= 0:
+            self._say("Usage: /idle <seconds> with a positive number")
+            return
+        self.engine.clock.advance(seconds)
+        self._say(f"(time passes: {seconds:.0f} s)")
+        outcomes = await self.engine.memory.run_due()
+        for outcome in outcomes:
+            self._outcome(outcome)
+        if not outcomes:
+            self._say("(no memory update was due)")
+
+    def _outcome(self, outcome) -> None:
+        if outcome.error:
+            self._say(f"(!) memory update failed: {outcome.error} It will be retried.")
+        elif outcome.short_term:
+            r = outcome.short_term
+            self._say(f"Short-term memory v{r.version} written (messages {r.first_seq}-{r.last_seq}):\n{r.content}")
+            if outcome.long_term:
+                self._say(f"Long-term memory updated (v{outcome.long_term.version}).")
+        else:
+            self._say("(nothing new to remember)")
 
     async def _reply(self) -> None:
         run = await self.start()

@@ -19,7 +19,7 @@ from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import StelisSettings, lineage
-from memory.transcript import message_text, message_tokens
+from memory.transcript import message_text, message_tokens, transcript_line
 from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import Item, WindowPolicy, plan_cut, protected_size, window_size
 
@@ -180,11 +180,11 @@ class Assembler:
             lines.append(Line.of(f"[earlier summary]: {thread.window_summary}"))
         first = last = None
         async for message in self.store.span(thread.id, thread.window_start_seq, new_start):
-            text = message_text(message, viewer, self.policy)
             first = first if first is not None else message.seq
             last = message.seq
-            if text.strip():
-                lines.append(Line(f"[{message.role}]: {text}", message_tokens(message, text)))
+            line = transcript_line(message, viewer, self.policy)
+            if line is not None:
+                lines.append(Line(*line))
         summary = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
                                   max_tokens=self.policy.summary_tokens, tier="light")
         covered_from = thread.window_summary_from if thread.window_summary_from is not None else first

@@ -18,7 +18,7 @@ from memory.records import MemoryChannel, MemoryRecord
 from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
-from memory.transcript import message_text, message_tokens
+from memory.transcript import transcript_line
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,7 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
         pins = await channels.pins(store, ch.persona, scope, scope_id)
-        lines = [Line(f"[{m.author_name or m.role}]: {text}", message_tokens(m, text))
-                 for m in messages if (text := message_text(m, {ch.thread_id})).strip()]
+        lines = [Line(*line) for m in messages if (line := transcript_line(m, {ch.thread_id})) is not None]
         instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
         content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
                                             max_tokens=settings.short_term_tokens), pins)
@@ -130,7 +129,8 @@ async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: 
     )
     merged = (await llm.complete(request)).text.strip()
     if existing:
-        lost = [x for x in identifiers(existing.content) if x not in merged]
+        present = set(identifiers(merged))
+        lost = [x for x in identifiers(existing.content) if x not in present]
         if lost:
             merged += f"\nKept from long-term v{existing.version}: " + ", ".join(lost)
     return keep_pins(merged, pins)

@@ -34,13 +34,21 @@ def message_tokens(message: Message, text: str) -> int:
     return cached_tokens(text) + MESSAGE_OVERHEAD
 
 
+def transcript_line(message: Message, lineage: Collection[int],
+                    policy: WindowPolicy = DEFAULT_POLICY) -> tuple[str, int] | None:
+    """`[speaker]: text` with its token count, or None for a message with nothing to show."""
+    text = message_text(message, lineage, policy)
+    if not text.strip():
+        return None
+    speaker = message.role if message.role != "user" else f"user {message.author_name or ''}".strip()
+    body = text.removeprefix(f"[{message.author_name}] ") if message.role == "user" else text
+    return f"[{speaker}]: {body}", message_tokens(message, text) + 2
+
+
 async def transcript_lines(store: Store, thread: Thread, lineage: Collection[int],
                            policy: WindowPolicy = DEFAULT_POLICY) -> AsyncIterator[tuple[str, int]]:
     """Every live message of a thread as a transcript line with its token count, oldest first."""
     async for message in store.span(thread.id, None, None):
-        text = message_text(message, lineage, policy)
-        if not text.strip():
-            continue
-        speaker = message.role if message.role != "user" else f"user {message.author_name or ''}".strip()
-        body = text.removeprefix(f"[{message.author_name}] ") if message.role == "user" else text
-        yield f"[{speaker}]: {body}", message_tokens(message, text) + 2
+        line = transcript_line(message, lineage, policy)
+        if line is not None:
+            yield line

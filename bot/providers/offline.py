@@ -44,7 +44,8 @@ def extractive_summary(text: str, budget: int = _SUMMARY_BUDGET) -> str:
             covered |= ids[best]
             used += cost
     summary = "\n".join(parts[i] for i in sorted(chosen))
-    missing = [x for x in names if x not in summary]
+    present = set(identifiers(summary))  # not substring tests: "0" is not kept by "20"
+    missing = [x for x in names if x not in present]
     listed: list[str] = []
     used = count_tokens(summary) + 4
     for name in missing:
