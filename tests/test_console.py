@@ -140,3 +140,31 @@ async def test_depth_limit_in_the_console_is_a_clear_message(make_config):
     await Console(engine, io.StringIO("/thread new one\n/thread new two\n"), out, "mahe").run_loop()
     assert "(!) cannot start a Stelis thread under stelis:2 at depth 1: the maximum depth is 1" in out.getvalue()
     await engine.close()
+
+
+async def test_memory_commands_and_idle_show_a_version_appear(make_config):
+    from bot.clock import Clock
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM(), Clock())
+    out = io.StringIO()
+    script = "\n".join([
+        "/memory", "/idle 10", "I am Mahe, building calculator_v2", "/idle 10", "it ships on 2026-12-01",
+        "/memory pin Mahe likes green tea", "/idle 7200", "/memory", "/memory history", "/memory rollback 1",
+        "/memory rollback x", "/memory edit corrected by hand", "/memory pause", "/memory resume",
+        "/memory regenerate", "/memory bogus", "/idle soon", "/memory unpin Mahe likes green tea",
+    ]) + "\n"
+    await Console(engine, io.StringIO(script), out, "mahe").run_loop()
+    text = out.getvalue()
+    assert "No memory written yet" in text and "(no memory update was due)" in text
+    assert "Short-term memory v1 written (messages 1-2)" in text  # the first message: no memory yet, so due
+    assert "Short-term memory v2 written" in text and "Long-term memory updated (v2)." in text
+    assert "Pinned: Mahe likes green tea" in text
+    assert "v1 (messages 1-2): [user mahe]: I am Mahe, building calculator_v2" in text
+    assert "Version 1 is current again, as v3." in text
+    assert "Usage: /memory rollback <version number>" in text
+    assert "Short-term memory v4 written." in text
+    assert "Automatic memory updates paused here." in text and "Automatic memory updates resumed here." in text
+    assert "Short-term memory v5 written" in text
+    assert "Usage: /memory [show | history" in text and "Usage: /idle <seconds>" in text
+    assert "Unpinned: Mahe likes green tea" in text
+    await engine.close()
