@@ -8,11 +8,12 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import cache_efficiency, context_latency, ingest
+from bench import cache_efficiency, context_latency, due_scan, ingest
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
     "cache_efficiency": cache_efficiency.run,
     "context_latency": context_latency.run,
+    "due_scan": due_scan.run,
     "ingest": ingest.run,
 }
 

@@ -320,3 +320,12 @@ async def test_disabled_short_term_history_writes_nothing(make_config):
     await say(engine, GENERAL, "hello")
     assert await engine.memory.run_due() == []
     await engine.close()
+
+
+async def test_the_due_scan_is_an_indexed_range_query(store):
+    async with store.db.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM memory_channels WHERE due_at IS NOT NULL AND paused = 0 AND due_at <= ?"
+        " ORDER BY due_at LIMIT ?", (0, 10),
+    ) as cur:
+        plan = " ".join(r[3] for r in await cur.fetchall())
+    assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_due (due_at>")
