@@ -329,3 +329,23 @@ async def test_the_due_scan_is_an_indexed_range_query(store):
     ) as cur:
         plan = " ".join(r[3] for r in await cur.fetchall())
     assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_due (due_at>")
+
+
+async def test_a_discord_threads_short_term_memory_is_overwritten_in_place(world):
+    from memory import threads
+    from memory.threads import Run, StelisSettings
+
+    engine, clock, _ = world
+    root = await engine.thread_for(GENERAL)
+    backed = await threads.start(engine.store, Run(root.id), "thread in Discord", StelisSettings(),
+                                 discord_thread_id=555)
+    for text in ("first thread talk about Kyoto", "second thread talk about Nara"):
+        await engine.hear(GENERAL, text, author_name="mahe", thread_id=backed.id)
+        clock.advance(IDLE)
+        await engine.memory.run_due()
+    records = await engine.store.recent_records("Stelis", "thread", 555, "short_term", 10)
+    assert len(records) == 1 and records[0].version == 1
+    assert "Nara" in records[0].content
+    assert await engine.store.recent_records("Stelis", "workspace", 10, "short_term", 10) == []
+    layers = (await engine.context(backed.id)).request.system[1].text
+    assert "# Memory of this Discord thread" in layers and "Nara" in layers
