@@ -145,21 +145,23 @@ class Engine:
 
     async def describe_channel(self, scope: Scope, *, name: str | None = None, public: bool | None = None) -> None:
         """What the front end knows: the channel's name and whether @everyone can read it."""
-        thread = await self.thread_for(scope)
-        await channels.ensure_channel(self.store, thread)
+        ch = await self._memory_channel(scope)
         flags: dict = {}
         if name is not None:
             flags["name"] = name
         if public is not None:
             flags["public"] = int(public)
         if flags:
-            await channels.set_flags(self.store, thread.id, **flags)
+            await channels.set_flags(self.store, ch.thread_id, **flags)
+
+    async def _memory_channel(self, scope: Scope) -> MemoryChannel:
+        """The memory bookkeeping of a scope's conversation, created on first use."""
+        return await channels.ensure_channel(self.store, await self.thread_for(scope))
 
     async def memory_view(self, scope: Scope) -> MemoryView:
-        thread = await self.thread_for(scope)
-        ch = await channels.ensure_channel(self.store, thread)
+        ch = await self._memory_channel(scope)
         kind, scope_id = ch.scope
-        config = await self.settings_for(thread.guild_id, thread.channel_id)
+        config = await self.settings_for(ch.guild_id, ch.channel_id)
         short = await self.store.recent_records(self.persona, kind, scope_id, "short_term",
                                                 config.short_term_history.max_history_count)
         long = await self.store.recent_records(self.persona, kind, scope_id, "long_term", 1)
@@ -200,20 +202,15 @@ class Engine:
                                            old.last_seq, {"rolled_back_to": version})
 
     async def memory_regenerate(self, scope: Scope) -> Outcome:
-        thread = await self.thread_for(scope)
-        await channels.ensure_channel(self.store, thread)
-        return await self.memory.run_channel(thread.id, force=True)
+        return await self.memory.run_channel((await self._memory_channel(scope)).thread_id, force=True)
 
     async def memory_pause(self, scope: Scope, paused: bool) -> None:
-        thread = await self.thread_for(scope)
-        await channels.ensure_channel(self.store, thread)
-        await channels.set_flags(self.store, thread.id, paused=int(paused))
+        await channels.set_flags(self.store, (await self._memory_channel(scope)).thread_id, paused=int(paused))
 
     async def memory_share(self, scope: Scope, shareable: bool | None) -> None:
         """Opt a channel in or out of sharing (None: follow its visibility)."""
-        thread = await self.thread_for(scope)
-        await channels.ensure_channel(self.store, thread)
-        await channels.set_flags(self.store, thread.id, shareable=None if shareable is None else int(shareable))
+        ch = await self._memory_channel(scope)
+        await channels.set_flags(self.store, ch.thread_id, shareable=None if shareable is None else int(shareable))
 
     async def _version(self, view: MemoryView, version: int) -> MemoryRecord:
         kind, scope_id = view.channel.scope
