@@ -263,28 +263,27 @@ class Engine:
         external_id: int | None = None, role: Role = "user", thread_id: int | None = None,
     ) -> Message:
         """Remember a message in the scope's root thread, or in the given thread; duplicates stored once."""
-        target = thread_id if thread_id is not None else (await self.thread_for(scope)).id
+        thread = await (self.store.thread(thread_id) if thread_id is not None else self.thread_for(scope))
         message, created = await self.store.append(
-            target, NewMessage(role, content, author_id, author_name, external_id=external_id)
+            thread.id, NewMessage(role, content, author_id, author_name, external_id=external_id)
         )
-        self._dirty.add(target)
+        self._dirty.add(thread.id)
         if not created:
             log.debug("duplicate message %s ignored", external_id)
         else:
-            await self._note(target, message.created_at)
+            await self._note(thread, message.created_at)
         return message
 
-    async def _note(self, thread_id: int, at: float) -> None:
+    async def _note(self, thread: Thread, at: float) -> None:
         """Count a message towards its conversation's next short-term version and re-arm its timer."""
-        thread = await self.store.thread(thread_id)
         if not (thread.is_root or thread.discord_thread_id is not None):
             return  # internal Stelis threads are remembered through their chronicles
         config = await self.settings_for(thread.guild_id, thread.channel_id)
         if not config.short_term_history.enabled:
             return
-        ch = await channels.note_message(self.store, thread, at, _triggers(config))
+        due_at = await channels.note_message(self.store, thread, at, _triggers(config))
         if self.scheduler is not None:
-            self.scheduler.arm(thread_id, ch.due_at)
+            self.scheduler.arm(thread.id, due_at)
 
     async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
         """Answer what the thread holds now; store and return the reply. Raises ReplyFailed."""

@@ -27,21 +27,27 @@ class Triggers:
     threshold: int = 50
 
 
-async def note_message(store: Store, thread: Thread, at: float, triggers: Triggers) -> MemoryChannel:
-    """Count a new message and push the idle deadline back (sooner when the threshold is reached)."""
+async def note_message(store: Store, thread: Thread, at: float, triggers: Triggers) -> float | None:
+    """Count a new message and push the idle deadline back (sooner when the threshold is reached).
+
+    Returns the conversation's new deadline, for its timer.
+    """
     async with store.transaction() as db:
-        await db.execute(
+        cur = await db.execute(
             "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id,"
             " last_message_at, pending_count, due_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)"
             " ON CONFLICT (thread_id) DO UPDATE SET last_message_at = excluded.last_message_at,"
             " pending_count = pending_count + 1,"
             " due_at = CASE WHEN failures > 0 THEN due_at"
             "   WHEN covered_seq IS NULL OR pending_count + 1 >= ? THEN ?"
-            "   ELSE ? END",
+            "   ELSE ? END"
+            " RETURNING due_at",
             (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id, at, at,
              triggers.threshold, at, at + triggers.idle_seconds),
         )
-    return await channel(store, thread.id)  # type: ignore[return-value]
+        row = await cur.fetchone()
+        await cur.close()
+    return row[0]
 
 
 async def channel(store: Store, thread_id: int) -> MemoryChannel | None:
