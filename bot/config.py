@@ -36,6 +36,8 @@ class DiscordConfig(_Model):
     token: SecretStr | None = None
     command_prefix: str = Field("!", min_length=1, max_length=5)
     sharded: bool = False
+    reply_policy: Literal["off", "listen", "mention", "chat"] = "mention"
+    personas: list[int] = Field(default_factory=list)  # bot user ids of other persona bots to listen to
 
 
 class _Endpoint(_Model):

@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.branches import Branches
 from bot.clock import Clock
 from bot.config import Config, apply_overrides
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
@@ -76,6 +77,7 @@ class Engine:
         self.assembler.memory_versions = config.short_term_history.max_history_count
         self.memory = MemoryWorker(store, llm, self.memory_settings, store.clock, config.memory.concurrency)
         self.scheduler: MemoryScheduler | None = None
+        self.branches = Branches(self)
         self._settings_cache: dict[tuple[int | None, int | None], Config] = {}
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._dirty: set[int] = set()  # threads whose snapshot is out of date
@@ -273,6 +275,27 @@ class Engine:
         else:
             await self._note(thread, message.created_at)
         return message
+
+    async def edit_message(self, external_id: int, content: str) -> Message | None:
+        """A message edited in Discord: the next context shows the new text."""
+        message = await self.store.edit_message(external_id, content)
+        if message is not None:
+            self._dirty.add(message.thread_id)
+        return message
+
+    async def delete_message(self, external_id: int) -> bool:
+        """A message deleted in Discord leaves every later context."""
+        message = await self.store.message_by_external_id(external_id)
+        if message is not None:
+            self._dirty.add(message.thread_id)
+        return await self.store.delete_message(external_id)
+
+    async def last_seen(self, thread_id: int) -> int | None:
+        """The newest remembered Discord message id in a thread (backfill starts after it)."""
+        return await self.store.last_external_id(thread_id)
+
+    async def reply_policy(self, guild_id: int | None, channel_id: int | None) -> str:
+        return (await self.settings_for(guild_id, channel_id)).discord.reply_policy
 
     async def _note(self, thread: Thread, at: float) -> None:
         """Count a message towards its conversation's next short-term version and re-arm its timer."""

@@ -34,6 +34,15 @@ def new_anchor(label: str) -> NewMessage:
     return NewMessage("system", "", metadata={"type": ANCHOR_TYPE, "stelis_label": label})
 
 
+def resume_anchor(previous: Message) -> NewMessage:
+    """The first message of a resumed branch session: an anchor to the previous session (seed 001).
+
+    Rendered from the new session it is not an ancestor, so it shows the full form: chronicle and
+    the last raw exchanges of the previous session.
+    """
+    return NewMessage("system", "", metadata=dict(previous.metadata))
+
+
 def thread_ref(thread_id: int) -> str:
     return f"stelis:{thread_id}"
 

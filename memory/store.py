@@ -308,6 +308,53 @@ class Store:
             )
         return cur.rowcount == 1
 
+    # branches (seed 001)
+
+    async def create_branch(self, branch_id: str, persona: str, branch_type: str, label: str, scope_key: str,
+                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None) -> dict:
+        async with self.transaction() as db:
+            await db.execute(
+                "INSERT INTO branches (id, persona, branch_type, label, scope_key, guild_id, channel_id,"
+                " discord_thread_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id,
+                 self.clock()),
+            )
+        return await self.branch(branch_id)  # type: ignore[return-value]
+
+    async def branch(self, branch_id: str) -> dict | None:
+        row = await self.fetch_one("SELECT * FROM branches WHERE id = ?", (branch_id,))
+        return dict(row) if row else None
+
+    async def branches(self, persona: str, scope_key: str, status: str | None = None,
+                       branch_type: str | None = None) -> list[dict]:
+        rows = await self.fetch_all(
+            "SELECT * FROM branches WHERE persona = ? AND scope_key = ? AND (? IS NULL OR status = ?)"
+            " AND (? IS NULL OR branch_type = ?) ORDER BY created_at DESC",
+            (persona, scope_key, status, status, branch_type, branch_type),
+        )
+        return [dict(r) for r in rows]
+
+    async def update_branch(self, branch_id: str, *, status: str | None = None, current_thread_id: int | None = None,
+                            label: str | None = None) -> None:
+        now = self.clock()
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE branches SET status = COALESCE(?, status), current_thread_id = COALESCE(?, current_thread_id),"
+                " label = COALESCE(?, label),"
+                " suspended_at = CASE WHEN ? = 'suspended' THEN ? ELSE suspended_at END,"
+                " completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END WHERE id = ?",
+                (status, current_thread_id, label, status, now, status, now, branch_id),
+            )
+
+    async def branch_threads(self, branch_id: str) -> list[Thread]:
+        rows = await self.fetch_all("SELECT * FROM threads WHERE branch_id = ? ORDER BY id", (branch_id,))
+        return [_thread(r) for r in rows]
+
+    async def last_external_id(self, thread_id: int) -> int | None:
+        """The newest Discord message id remembered in a thread: where a backfill after a reconnect starts."""
+        row = await self.fetch_one("SELECT MAX(external_id) FROM messages WHERE thread_id = ?", (thread_id,))
+        return row[0]
+
     # memory records
 
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,

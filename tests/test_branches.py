@@ -1,0 +1,58 @@
+import pytest
+
+from bot.engine import Engine
+from bot.providers.offline import OfflineLLM
+from memory.anchors import is_anchor, render_anchor
+from memory.records import Scope
+
+CHANNEL = Scope.channel(1, 100)
+
+
+@pytest.fixture
+async def engine(make_config):
+    e = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    yield e
+    await e.close()
+
+
+async def test_discord_thread_lifecycle_as_a_branch(engine):
+    root = await engine.thread_for(CHANNEL)
+    first = await engine.branches.session(CHANNEL, 555, "Novel chapter 1")
+    assert first.discord_thread_id == 555 and first.parent_thread_id == root.id and first.branch_id == "discord-555"
+    anchor = await engine.store.message_by_seq(first.anchor_seq)
+    assert anchor.thread_id == root.id and is_anchor(anchor)
+    assert (await engine.branches.session(CHANNEL, 555, "ignored")).id == first.id  # same session while active
+    await engine.hear(CHANNEL, "write the opening of calculator_v2 saga", author_name="mahe", thread_id=first.id)
+    await engine.reply(first.id)
+
+    archived = await engine.branches.archive(555)
+    assert archived.status == "completed" and archived.chronicle_summary
+    branch = await engine.store.branch("discord-555")
+    assert branch["status"] == "suspended"
+    from_parent = render_anchor(await engine.store.message_by_seq(first.anchor_seq), {root.id})
+    assert "## Chronicle" in from_parent and "calculator_v2" in from_parent
+
+    resumed = await engine.branches.session(CHANNEL, 555, "Novel chapter 1")
+    assert resumed.id != first.id and resumed.branch_id == "discord-555"
+    opening = (await engine.store.tail(resumed.id, 5))[0]
+    assert is_anchor(opening) and opening.metadata["stelis_thread_id"] == first.id
+    context = (await engine.context(resumed.id)).request
+    text = "\n".join(b.text for t in context.turns for b in t.blocks)
+    assert f"- ID: stelis:{first.id}" in text and "## Chronicle" in text and "## Last exchanges" in text
+    assert (await engine.store.branch("discord-555"))["status"] == "active"
+
+    deleted = await engine.branches.delete(555)
+    assert deleted.status == "aborted" and (await engine.store.branch("discord-555"))["status"] == "completed"
+    assert await engine.branches.delete(999) is None
+
+
+async def test_edits_and_deletes_change_the_next_context(engine):
+    root = await engine.thread_for(CHANNEL)
+    await engine.hear(CHANNEL, "my cat is Tama", author_name="mahe", external_id=11)
+    await engine.hear(CHANNEL, "secret: 1234", author_name="mahe", external_id=12)
+    await engine.hear(CHANNEL, "what do you know?", author_name="mahe", external_id=13)
+    await engine.edit_message(11, "my cat is Mochi")
+    assert await engine.delete_message(12)
+    text = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
+    assert "Mochi" in text and "Tama" not in text and "1234" not in text
+    assert await engine.last_seen(root.id) == 13
