@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from bot.engine import Engine, MemoryAdminError, ReplyFailed
+from bot.report import context_bars, memory_lines, tree_lines
 from memory.anchors import thread_ref
 from memory.context import ContextError
 from memory.llm import LLMError
@@ -34,9 +35,6 @@ HELP = """Commands:
   /help                 this list
   /quit                 leave (Ctrl-D works too)
 Anything else is a message to the persona."""
-
-BAR_WIDTH = 50
-
 
 async def read_line(stream: TextIO) -> str | None:
     """A line from a blocking stream without blocking the loop; None at end of input.
@@ -145,23 +143,15 @@ class Console:
 
     async def _tree(self) -> None:
         run = await self.start()
-        for row in await self.engine.tree(run.root_id):
-            t = row.thread
-            marker = " <- you are here" if t.id == run.current else ""
-            name = "main conversation" if t.is_root else f"{t.label}"
-            extra = f", keeps {row.protected} of its parent" if row.protected else ""
-            self._say(f"{'  ' * t.depth}{thread_ref(t.id)} {name} [{t.status}] depth {t.depth}, "
-                      f"window {row.window}{extra}{marker}")
+        for line in tree_lines(await self.engine.tree(run.root_id), run.current):
+            self._say(line)
 
     async def _context(self) -> None:
         run = await self.start()
         assembly = await self.engine.context(run.current)
-        total = self.engine.config.llm.context_tokens
         self._say(f"Next request for {thread_ref(run.current)} (window budget {assembly.window_budget} tokens):")
-        for part, tokens in assembly.parts.items():
-            filled = round(BAR_WIDTH * tokens / total) if total else 0
-            bar = "#" * filled + "." * (BAR_WIDTH - filled)
-            self._say(f"  {part:<8} {bar} {tokens:>8} {100 * tokens / total:5.1f}%")
+        for line in context_bars(assembly.parts, self.engine.config.llm.context_tokens):
+            self._say(line)
 
     async def _memory(self, rest: str) -> None:
         action, _, arg = rest.partition(" ")
@@ -169,19 +159,10 @@ class Console:
         engine = self.engine
         if action in ("", "show"):
             view = await engine.memory_view(self.scope)
-            ch = view.channel
-            state = "paused" if ch.paused else (f"next update due in {max(0, ch.due_at - engine.clock()):.0f} s"
-                                                if ch.due_at is not None else "nothing pending")
-            self._say(f"Memory of this conversation: {ch.pending_count} message(s) since the last version; {state}.")
-            if view.long_term:
-                self._say(f"Long-term (v{view.long_term.version}):\n{view.long_term.content}")
-            for record in view.short_term:
-                self._say(f"Short-term v{record.version} (messages {record.first_seq}-{record.last_seq}):\n"
-                          f"{record.content}")
+            for line in memory_lines(view, engine.clock()):
+                self._say(line)
             if not (view.long_term or view.short_term):
-                self._say("No memory written yet. Talk a little, then /idle 7200 or /memory regenerate.")
-            for fact in view.pins:
-                self._say(f"Pinned: {fact}")
+                self._say("Talk a little, then /idle 7200 or /memory regenerate.")
         elif action == "history":
             for record in await engine.memory_history(self.scope):
                 self._say(f"v{record.version} (messages {record.first_seq}-{record.last_seq}): "

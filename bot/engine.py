@@ -82,6 +82,7 @@ class Engine:
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._dirty: set[int] = set()  # threads whose snapshot is out of date
         self._snapshotter: asyncio.Task[None] | None = None
+        self._closed = False
 
     @classmethod
     async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None) -> Engine:
@@ -101,6 +102,9 @@ class Engine:
 
     async def close(self) -> None:
         """Stop the scheduler, write the snapshots still due, then close the model client and the database."""
+        if self._closed:
+            return
+        self._closed = True
         if self.scheduler is not None:
             self.scheduler.stop()
         if self._snapshotter is not None:

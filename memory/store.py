@@ -350,6 +350,20 @@ class Store:
         rows = await self.fetch_all("SELECT * FROM threads WHERE branch_id = ? ORDER BY id", (branch_id,))
         return [_thread(r) for r in rows]
 
+    async def root_threads(self, persona: str) -> list[Thread]:
+        rows = await self.fetch_all(
+            "SELECT * FROM threads WHERE persona = ? AND kind = 'root' AND channel_id IS NOT NULL ORDER BY id",
+            (persona,),
+        )
+        return [_thread(r) for r in rows]
+
+    async def has_spoken(self, thread_id: int) -> bool:
+        row = await self.fetch_one(
+            "SELECT 1 FROM messages WHERE thread_id = ? AND role = 'assistant' AND deleted_at IS NULL LIMIT 1",
+            (thread_id,),
+        )
+        return row is not None
+
     async def last_external_id(self, thread_id: int) -> int | None:
         """The newest Discord message id remembered in a thread: where a backfill after a reconnect starts."""
         row = await self.fetch_one("SELECT MAX(external_id) FROM messages WHERE thread_id = ?", (thread_id,))

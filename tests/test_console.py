@@ -155,7 +155,7 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     ]) + "\n"
     await Console(engine, io.StringIO(script), out, "mahe").run_loop()
     text = out.getvalue()
-    assert "No memory written yet" in text and "(no memory update was due)" in text
+    assert "No memory written yet." in text and "(no memory update was due)" in text
     assert "Short-term memory v1 written (messages 1-2)" in text  # the first message: no memory yet, so due
     assert "Short-term memory v2 written" in text and "Long-term memory updated (v2)." in text
     assert "Pinned: Mahe likes green tea" in text

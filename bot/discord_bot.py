@@ -1,0 +1,95 @@
+"""The Discord front end's bot: thin, with setup_hook loading one cog per feature (RoboDanny style)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import discord
+from discord.ext import commands
+
+from bot.config import Config
+from bot.engine import Engine
+
+log = logging.getLogger(__name__)
+
+EXTENSIONS = ("cogs.conversation", "cogs.threads", "cogs.admin")
+# Never ping @everyone, @here or roles; users only when the reply names them.
+SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=False)
+
+
+def intents() -> discord.Intents:
+    """Only what is used: guild messages with their content, guilds and threads; no members intent."""
+    chosen = discord.Intents.default()
+    chosen.message_content = True
+    chosen.members = False
+    chosen.presences = False
+    return chosen
+
+
+def make_bot(engine: Engine, config: Config, *, members_intent: bool = False) -> commands.Bot:
+    """A Bot, or an AutoShardedBot when config says so, carrying the engine for the cogs."""
+    base = commands.AutoShardedBot if config.discord.sharded else commands.Bot
+
+    class StelisBot(base):  # type: ignore[valid-type, misc]
+        def __init__(self) -> None:
+            chosen = intents()
+            chosen.members = members_intent  # the tests' fake gateway needs the member cache
+            super().__init__(command_prefix=config.discord.command_prefix, intents=chosen,
+                             allowed_mentions=SAFE_MENTIONS, help_command=None)
+            self.engine = engine
+            self.config = config
+
+        async def setup_hook(self) -> None:
+            for extension in EXTENSIONS:
+                if extension not in self.extensions:
+                    await self.load_extension(extension)
+            if self.engine.scheduler is None:
+                await self.engine.start_memory()
+
+        async def close(self) -> None:
+            log.info("shutting down: stopping the scheduler, writing snapshots, closing the database")
+            await super().close()
+            await self.engine.close()
+
+    bot = StelisBot()
+
+    @bot.command(name="sync", hidden=True)
+    @commands.is_owner()
+    async def sync(ctx: commands.Context, where: str = "guild") -> None:
+        """Owner only: !sync guild | global | clear. Never run on start."""
+        if where == "global":
+            synced = await ctx.bot.tree.sync()
+        elif where == "clear" and ctx.guild is not None:
+            ctx.bot.tree.clear_commands(guild=ctx.guild)
+            synced = await ctx.bot.tree.sync(guild=ctx.guild)
+        elif where == "guild" and ctx.guild is not None:
+            ctx.bot.tree.copy_global_to(guild=ctx.guild)
+            synced = await ctx.bot.tree.sync(guild=ctx.guild)
+        else:
+            await ctx.send("Usage: !sync guild | global | clear (guild and clear only in a server)")
+            return
+        await ctx.send(f"Synced {len(synced)} command(s) ({where}).")
+
+    return bot
+
+
+async def run_discord(config: Config) -> int:
+    """Run until Discord closes the connection or SIGTERM/SIGINT asks for a graceful stop."""
+    engine = await Engine.open(config)
+    bot = make_bot(engine, config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda s=sig: (log.info("received %s", s.name), asyncio.create_task(bot.close())))
+    token = config.discord.token.get_secret_value() if config.discord.token else ""
+    try:
+        async with bot:
+            await bot.start(token)
+    except discord.LoginFailure:
+        log.error("Discord refused the token (DISCORD_TOKEN): check it in the developer portal")
+        return 2
+    finally:
+        if not bot.is_closed():
+            await bot.close()
+    return 0

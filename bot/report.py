@@ -1,0 +1,47 @@
+"""Plain-text renderings shared by the console and the slash commands."""
+
+from __future__ import annotations
+
+from bot.engine import MemoryView, TreeRow
+from memory.anchors import thread_ref
+
+BAR_WIDTH = 40
+
+
+def tree_lines(rows: list[TreeRow], current: int | None = None) -> list[str]:
+    lines = []
+    for row in rows:
+        t = row.thread
+        name = "main conversation" if t.is_root else (t.label or "")
+        extra = f", keeps {row.protected} of its parent" if row.protected else ""
+        here = " <- you are here" if t.id == current else ""
+        lines.append(f"{'  ' * t.depth}{thread_ref(t.id)} {name} [{t.status}] depth {t.depth}, "
+                     f"window {row.window}{extra}{here}")
+    return lines
+
+
+def context_bars(parts: dict[str, int], total: int) -> list[str]:
+    lines = []
+    for part, tokens in parts.items():
+        filled = round(BAR_WIDTH * tokens / total) if total else 0
+        lines.append(f"  {part:<8} {'#' * filled}{'.' * (BAR_WIDTH - filled)} {tokens:>8} "
+                     f"{100 * tokens / total if total else 0:5.1f}%")
+    return lines
+
+
+def memory_lines(view: MemoryView, now: float) -> list[str]:
+    ch = view.channel
+    if ch.paused:
+        state = "paused"
+    elif ch.due_at is not None:
+        state = f"next update due in {max(0, ch.due_at - now):.0f} s"
+    else:
+        state = "nothing pending"
+    lines = [f"Memory of this conversation: {ch.pending_count} message(s) since the last version; {state}."]
+    if view.long_term:
+        lines.append(f"Long-term (v{view.long_term.version}):\n{view.long_term.content}")
+    lines += [f"Short-term v{r.version} (messages {r.first_seq}-{r.last_seq}):\n{r.content}" for r in view.short_term]
+    if not (view.long_term or view.short_term):
+        lines.append("No memory written yet.")
+    lines += [f"Pinned: {fact}" for fact in view.pins]
+    return lines

@@ -1,0 +1,170 @@
+"""Conversation cog: every readable message remembered, answered per the channel's reply policy."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+import discord
+from discord.ext import commands
+
+from bot.discord_bot import SAFE_MENTIONS
+from bot.engine import ReplyFailed
+from bot.splitting import split_message
+from memory.records import Scope
+
+log = logging.getLogger(__name__)
+
+MAX_BOT_TURNS = 3  # consecutive replies to other bots before the persona stops: no reply loops
+BACKFILL_LIMIT = 200
+
+
+class Conversation(commands.Cog):
+    def __init__(self, bot: commands.Bot):
+        self.bot = bot
+        self.engine = bot.engine  # type: ignore[attr-defined]
+        self._channel_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._bot_turns: defaultdict[int, int] = defaultdict(int)
+
+    # events
+
+    @commands.Cog.listener()
+    async def on_message(self, message: discord.Message) -> None:
+        await self.handle(message, answer=True)
+
+    @commands.Cog.listener()
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        content = payload.data.get("content")
+        if content is not None:
+            await self.engine.edit_message(payload.message_id, content)
+
+    @commands.Cog.listener()
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        await self.engine.delete_message(payload.message_id)
+
+    @commands.Cog.listener()
+    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        for message_id in payload.message_ids:
+            await self.engine.delete_message(message_id)
+
+    @commands.Cog.listener()
+    async def on_ready(self) -> None:
+        await self.backfill()
+
+    @commands.Cog.listener()
+    async def on_resumed(self) -> None:
+        await self.backfill()
+
+    # the work
+
+    async def handle(self, message: discord.Message, *, answer: bool) -> None:
+        """Remember a message if it is readable here; answer it if the policy says so."""
+        if not self._from_someone(message) or await self._is_command(message):
+            return
+        where = await self._where(message.channel)
+        if where is None:
+            return
+        scope, thread_id, policy = where
+        if policy == "off":
+            return
+        stored = await self.engine.hear(scope, _content(message), author_name=message.author.display_name,
+                                        author_id=message.author.id, external_id=message.id, thread_id=thread_id)
+        if answer and policy != "listen" and await self._should_answer(message, policy, thread_id):
+            await self._answer(message, stored.thread_id)
+
+    async def backfill(self) -> int:
+        """After a (re)connect: remember what was said while away (history after the last seen id)."""
+        count = 0
+        for root in await self.engine.store.root_threads(self.engine.persona):
+            channel = self.bot.get_channel(root.channel_id)
+            if not isinstance(channel, discord.abc.Messageable) or isinstance(channel, discord.DMChannel):
+                continue
+            after = await self.engine.last_seen(root.id)
+            try:
+                missed = [m async for m in channel.history(limit=BACKFILL_LIMIT,
+                                                           after=discord.Object(after) if after else None)]
+            except discord.HTTPException as exc:
+                log.warning("backfill of channel %s failed: %s", root.channel_id, exc)
+                continue
+            for message in sorted(missed, key=lambda m: m.id):  # the API's order differs from dpytest's
+                if after is None or message.id > after:
+                    await self.handle(message, answer=False)
+                    count += 1
+        if count:
+            log.info("backfill: remembered %d message(s) missed while away", count)
+        return count
+
+    def _from_someone(self, message: discord.Message) -> bool:
+        """People, and other persona bots we know; never ourselves, never webhooks or other bots."""
+        if self.bot.user is None or message.author.id == self.bot.user.id:
+            return False
+        if message.webhook_id is not None or message.author.bot:
+            return message.author.id in self.engine.config.discord.personas
+        return message.type in (discord.MessageType.default, discord.MessageType.reply)
+
+    async def _is_command(self, message: discord.Message) -> bool:
+        return (await self.bot.get_context(message)).valid
+
+    async def _where(self, channel: discord.abc.Messageable) -> tuple[Scope, int | None, str] | None:
+        """The memory scope, the Stelis thread (for a Discord thread) and the reply policy of a channel."""
+        if isinstance(channel, discord.DMChannel):
+            recipient = channel.recipient.id if channel.recipient else 0
+            return Scope.dm(recipient, channel.id), None, "chat"
+        if isinstance(channel, discord.Thread):
+            if channel.parent_id is None or channel.guild is None:
+                return None
+            scope = Scope.channel(channel.guild.id, channel.parent_id)
+            session = await self.engine.branches.session(scope, channel.id, channel.name)
+            return scope, session.id, await self.engine.reply_policy(channel.guild.id, channel.parent_id)
+        guild = getattr(channel, "guild", None)
+        if guild is None:
+            return None
+        scope = Scope.channel(guild.id, channel.id)  # type: ignore[attr-defined]
+        return scope, None, await self.engine.reply_policy(guild.id, channel.id)  # type: ignore[attr-defined]
+
+    async def _should_answer(self, message: discord.Message, policy: str, thread_id: int | None) -> bool:
+        me = self.bot.user
+        mentioned = me in message.mentions or _replies_to(message, me)
+        if message.author.bot:  # a persona bot: only when it speaks to us, and never endlessly
+            return mentioned and self._bot_turns[message.channel.id] < MAX_BOT_TURNS
+        self._bot_turns[message.channel.id] = 0
+        if policy == "chat" or mentioned:
+            return True
+        if thread_id is not None and isinstance(message.channel, discord.Thread):
+            return message.channel.owner_id == me.id or await self.engine.store.has_spoken(thread_id)
+        return False
+
+    async def _answer(self, message: discord.Message, target: int) -> None:
+        """One reply at a time per channel, in order; typing while generating; long replies split."""
+        channel = message.channel
+        async with self._channel_locks[channel.id]:
+            try:
+                async with channel.typing():
+                    reply = await self.engine.reply(target)
+            except ReplyFailed as exc:
+                await channel.send(f"⚠️ I couldn't answer just now: {exc.notice} Your message is remembered; "
+                                   "mention me again in a moment to retry.", allowed_mentions=SAFE_MENTIONS)
+                return
+            if message.author.bot:
+                self._bot_turns[channel.id] += 1
+            chunks = split_message(reply.content)
+            for i, chunk in enumerate(chunks):
+                if i == 0:
+                    await message.reply(chunk, mention_author=False, allowed_mentions=SAFE_MENTIONS)
+                else:
+                    await channel.send(chunk, allowed_mentions=SAFE_MENTIONS)
+
+
+def _content(message: discord.Message) -> str:
+    parts = [message.content] + [f"[attachment: {a.filename} {a.url}]" for a in message.attachments]
+    return "\n".join(p for p in parts if p) or "(empty message)"
+
+
+def _replies_to(message: discord.Message, me: discord.ClientUser | None) -> bool:
+    resolved = message.reference.resolved if message.reference else None
+    return isinstance(resolved, discord.Message) and me is not None and resolved.author.id == me.id
+
+
+async def setup(bot: commands.Bot) -> None:
+    await bot.add_cog(Conversation(bot))
