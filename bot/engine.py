@@ -75,6 +75,7 @@ class Engine:
             self.stelis, clock=store.clock,
         )
         self.assembler.memory_versions = config.short_term_history.max_history_count
+        self.assembler.persona_for = self._persona_for
         self.memory = MemoryWorker(store, llm, self.memory_settings, store.clock, config.memory.concurrency)
         self.scheduler: MemoryScheduler | None = None
         self.branches = Branches(self)
@@ -139,6 +140,10 @@ class Engine:
         removed = await self.store.delete_setting(scope, scope_id, key)
         self._settings_cache.clear()
         return removed
+
+    async def _persona_for(self, root: Thread) -> Persona:
+        persona = (await self.settings_for(root.guild_id, root.channel_id)).persona
+        return Persona(persona.name, persona.card)
 
     async def memory_settings(self, ch: MemoryChannel | None) -> MemorySettings:
         config = await self.settings_for(ch.guild_id, ch.channel_id) if ch else self.config

@@ -24,7 +24,9 @@ class Conversation(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
         self.engine = bot.engine  # type: ignore[attr-defined]
-        self._channel_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._channel_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)  # replies, in order
+        # Creates, edits and deletes of one channel applied in arrival order (an edit never outruns its message).
+        self._ingest_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._bot_turns: defaultdict[int, int] = defaultdict(int)
 
     # events
@@ -37,16 +39,19 @@ class Conversation(commands.Cog):
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         content = payload.data.get("content")
         if content is not None:
-            await self.engine.edit_message(payload.message_id, content)
+            async with self._ingest_locks[payload.channel_id]:
+                await self.engine.edit_message(payload.message_id, content)
 
     @commands.Cog.listener()
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        await self.engine.delete_message(payload.message_id)
+        async with self._ingest_locks[payload.channel_id]:
+            await self.engine.delete_message(payload.message_id)
 
     @commands.Cog.listener()
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
-        for message_id in payload.message_ids:
-            await self.engine.delete_message(message_id)
+        async with self._ingest_locks[payload.channel_id]:
+            for message_id in payload.message_ids:
+                await self.engine.delete_message(message_id)
 
     @commands.Cog.listener()
     async def on_ready(self) -> None:
@@ -60,16 +65,18 @@ class Conversation(commands.Cog):
 
     async def handle(self, message: discord.Message, *, answer: bool) -> None:
         """Remember a message if it is readable here; answer it if the policy says so."""
-        if not self._from_someone(message) or await self._is_command(message):
+        if not self._from_someone(message):
             return
-        where = await self._where(message.channel)
-        if where is None:
-            return
-        scope, thread_id, policy = where
-        if policy == "off":
-            return
-        stored = await self.engine.hear(scope, _content(message), author_name=message.author.display_name,
-                                        author_id=message.author.id, external_id=message.id, thread_id=thread_id)
+        async with self._ingest_locks[message.channel.id]:
+            if await self._is_command(message):
+                return
+            where = await self._where(message.channel)
+            if where is None or where[2] == "off":
+                return
+            scope, thread_id, policy = where
+            stored = await self.engine.hear(scope, _content(message), author_name=message.author.display_name,
+                                            author_id=message.author.id, external_id=message.id,
+                                            thread_id=thread_id)
         if answer and policy != "listen" and await self._should_answer(message, policy, thread_id):
             await self._answer(message, stored.thread_id)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from memory import anchors
@@ -74,13 +74,16 @@ class Assembler:
         self.stelis = stelis
         self.clock = clock
         self.memory_versions = SHORT_TERM_VERSIONS
+        # Per-conversation persona (a server may change the card); defaults to the fixed one.
+        self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
 
     async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False) -> Assembly:
         """The next request for a thread; may cut its window (one summarisation call) first."""
         thread = await self.store.thread(thread_id)
         chain = await lineage(self.store, thread)
         viewer = {t.id for t in chain}
-        system_text = render("system.md.j2", persona_name=self.persona.name, persona_card=self.persona.card.strip())
+        persona = await self.persona_for(chain[-1]) if self.persona_for else self.persona
+        system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
         layers = await memory_layers(self.store, thread, chain[-1], self.memory_versions)
         system_tokens, layer_tokens = anchors.cached_tokens(system_text), anchors.cached_tokens(layers)
         capacity = (int(self.budget.context_tokens * (1 - self.budget.safety_margin)) - self.budget.max_output_tokens

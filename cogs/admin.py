@@ -1,0 +1,330 @@
+"""Slash commands: /memory, /stelis, /branches, /context, /config, /persona. All answers are ephemeral.
+
+Commands that change anything need Manage Server, checked here on the server side whatever the
+guild's command permissions say (default_permissions is only a hint admins can change).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import discord
+import yaml
+from discord import app_commands
+from discord.ext import commands
+
+from bot.config import ConfigError, masked_dump
+from bot.engine import MemoryAdminError
+from bot.report import context_bars, memory_lines, tree_lines
+from bot.splitting import split_message
+from memory.anchors import exchange_lines, thread_ref
+from memory.records import Scope
+
+log = logging.getLogger(__name__)
+
+MANAGE = discord.Permissions(manage_guild=True)
+SETTABLE = (  # per-guild or per-channel keys; the rest belong to config.yaml
+    "discord.reply_policy", "persona.card", "short_term_history.enabled", "short_term_history.max_history_count",
+    "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
+    "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels",
+)
+MAX_CHOICES = 25
+
+
+class Admin(commands.Cog):
+    memory = app_commands.Group(name="memory", description="This channel's memory", guild_only=True)
+    stelis = app_commands.Group(name="stelis", description="Stelis working threads", guild_only=True)
+    branches = app_commands.Group(name="branches", description="Branches (Discord threads as tasks)",
+                                  guild_only=True)
+    config = app_commands.Group(name="config", description="Settings per server or channel", guild_only=True,
+                                default_permissions=MANAGE)
+    persona = app_commands.Group(name="persona", description="The persona", guild_only=True,
+                                 default_permissions=MANAGE)
+
+    def __init__(self, bot: commands.Bot):
+        self.bot = bot
+        self.engine = bot.engine  # type: ignore[attr-defined]
+
+    # helpers
+
+    async def where(self, interaction: discord.Interaction) -> tuple[Scope, int]:
+        """The channel's memory scope and the thread a command is about (a Discord thread's session)."""
+        channel = interaction.channel
+        guild_id = interaction.guild_id or 0
+        if isinstance(channel, discord.Thread) and channel.parent_id is not None:
+            scope = Scope.channel(guild_id, channel.parent_id)
+            return scope, (await self.engine.branches.session(scope, channel.id, channel.name)).id
+        scope = Scope.channel(guild_id, interaction.channel_id or 0)
+        return scope, (await self.engine.thread_for(scope)).id
+
+    @staticmethod
+    async def answer(interaction: discord.Interaction, text: str) -> None:
+        """Ephemeral, split to Discord's limit; a follow-up when the response was deferred."""
+        for i, chunk in enumerate(split_message(text) or ["(nothing to show)"]):
+            if i == 0 and not interaction.response.is_done():
+                await interaction.response.send_message(chunk, ephemeral=True)
+            else:
+                await interaction.followup.send(chunk, ephemeral=True)
+
+    async def allowed(self, interaction: discord.Interaction) -> bool:
+        """The server-side Manage Server check; answers the refusal itself."""
+        permissions = getattr(interaction.user, "guild_permissions", None)
+        if permissions is not None and permissions.manage_guild:
+            return True
+        await self.answer(interaction, "This changes the persona's memory or settings: it needs the "
+                                       "Manage Server permission.")
+        return False
+
+    # /memory
+
+    @memory.command(name="show", description="Current memory of this channel: versions, ranges, pins")
+    async def memory_show(self, interaction: discord.Interaction) -> None:
+        scope, _ = await self.where(interaction)
+        await self.answer(interaction, "\n".join(memory_lines(await self.engine.memory_view(scope),
+                                                              self.engine.clock())))
+
+    @memory.command(name="history", description="Every short-term version of this channel's memory")
+    async def memory_history(self, interaction: discord.Interaction) -> None:
+        scope, _ = await self.where(interaction)
+        records = await self.engine.memory_history(scope)
+        await self.answer(interaction, "\n".join(
+            f"v{r.version} (messages {r.first_seq}-{r.last_seq}): {r.content.splitlines()[0] if r.content else ''}"
+            for r in records) or "No memory written yet.")
+
+    @memory.command(name="pin", description="A fact every summary of this channel must keep")
+    @app_commands.describe(fact="The fact, in a sentence")
+    async def memory_pin(self, interaction: discord.Interaction, fact: app_commands.Range[str, 1, 500]) -> None:
+        if await self.allowed(interaction):
+            await self._memory_change(interaction, "pin", fact)
+
+    @memory.command(name="unpin", description="Stop keeping a pinned fact")
+    async def memory_unpin(self, interaction: discord.Interaction, fact: str) -> None:
+        if await self.allowed(interaction):
+            await self._memory_change(interaction, "unpin", fact)
+
+    @memory_unpin.autocomplete("fact")
+    async def _pinned(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        scope, _ = await self.where(interaction)
+        pins = (await self.engine.memory_view(scope)).pins
+        return [app_commands.Choice(name=p[:100], value=p) for p in pins if current.lower() in p.lower()][:MAX_CHOICES]
+
+    @memory.command(name="edit", description="Replace the current short-term memory (kept as a new version)")
+    async def memory_edit(self, interaction: discord.Interaction, text: app_commands.Range[str, 1, 4000]) -> None:
+        if await self.allowed(interaction):
+            await self._memory_change(interaction, "edit", text)
+
+    @memory.command(name="rollback", description="Make an earlier version current again (as a new version)")
+    async def memory_rollback(self, interaction: discord.Interaction, version: app_commands.Range[int, 1]) -> None:
+        if await self.allowed(interaction):
+            await self._memory_change(interaction, "rollback", version)
+
+    @memory_rollback.autocomplete("version")
+    async def _versions(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[int]]:
+        scope, _ = await self.where(interaction)
+        records = await self.engine.memory_history(scope, limit=MAX_CHOICES)
+        return [app_commands.Choice(name=f"v{r.version}: {r.content[:80]}", value=r.version)
+                for r in reversed(records) if str(r.version).startswith(current)][:MAX_CHOICES]
+
+    @memory.command(name="regenerate", description="Write a new short-term version now")
+    async def memory_regenerate(self, interaction: discord.Interaction) -> None:
+        if await self.allowed(interaction):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+            await self._memory_change(interaction, "regenerate", None)
+
+    @memory.command(name="pause", description="Stop automatic memory updates in this channel")
+    async def memory_pause(self, interaction: discord.Interaction) -> None:
+        if await self.allowed(interaction):
+            await self._memory_change(interaction, "pause", None)
+
+    @memory.command(name="resume", description="Restart automatic memory updates in this channel")
+    async def memory_resume(self, interaction: discord.Interaction) -> None:
+        if await self.allowed(interaction):
+            await self._memory_change(interaction, "resume", None)
+
+    async def _memory_change(self, interaction: discord.Interaction, action: str, arg: Any) -> None:
+        scope, _ = await self.where(interaction)
+        engine = self.engine
+        try:
+            if action in ("pin", "unpin"):
+                changed = await engine.memory_pin(scope, arg, pinned=action == "pin")
+                text = f"{'Pinned' if action == 'pin' else 'Unpinned'}: {arg}" if changed else "Nothing changed."
+            elif action == "edit":
+                text = f"Short-term memory v{(await engine.memory_edit(scope, arg)).version} written."
+            elif action == "rollback":
+                text = f"Version {arg} is current again, as v{(await engine.memory_rollback(scope, arg)).version}."
+            elif action == "regenerate":
+                outcome = await engine.memory_regenerate(scope)
+                text = (f"Memory update failed: {outcome.error} It will be retried." if outcome.error else
+                        f"Short-term memory v{outcome.short_term.version} written." if outcome.short_term else
+                        "Nothing new to remember.")
+            else:
+                await engine.memory_pause(scope, action == "pause")
+                text = f"Automatic memory updates {'paused' if action == 'pause' else 'resumed'} in this channel."
+        except MemoryAdminError as exc:
+            text = str(exc)
+        await self.answer(interaction, text)
+
+    # /stelis
+
+    @stelis.command(name="tree", description="The Stelis threads of this channel: status, depth, window sizes")
+    async def stelis_tree(self, interaction: discord.Interaction) -> None:
+        scope, current = await self.where(interaction)
+        root = await self.engine.thread_for(scope)
+        await self.answer(interaction, "\n".join(tree_lines(await self.engine.tree(root.id), current)))
+
+    @stelis.command(name="show", description="A Stelis thread's chronicle and last exchanges")
+    @app_commands.describe(thread="The thread's number (see /stelis tree)")
+    async def stelis_show(self, interaction: discord.Interaction, thread: int) -> None:
+        scope, _ = await self.where(interaction)
+        root = await self.engine.thread_for(scope)
+        rows = {row.thread.id: row.thread for row in await self.engine.tree(root.id)}
+        found = rows.get(thread)
+        if found is None or found.is_root:
+            await self.answer(interaction, f"There is no Stelis thread {thread} in this channel; see /stelis tree.")
+            return
+        last = await self.engine.store.last_exchanges(found.id, 3)
+        await self.answer(interaction, "\n".join([
+            f"{thread_ref(found.id)} {found.label} [{found.status}], depth {found.depth}",
+            "Chronicle:", found.chronicle_summary or "(none yet)", "Last exchanges:", *exchange_lines(last),
+        ]))
+
+    @stelis_show.autocomplete("thread")
+    async def _threads(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[int]]:
+        scope, _ = await self.where(interaction)
+        root = await self.engine.thread_for(scope)
+        rows = [r.thread for r in await self.engine.tree(root.id) if not r.thread.is_root]
+        return [app_commands.Choice(name=f"{t.id} {t.label} [{t.status}]"[:100], value=t.id)
+                for t in reversed(rows) if current.lower() in f"{t.id} {t.label}".lower()][:MAX_CHOICES]
+
+    # /branches
+
+    @branches.command(name="list", description="Branches of this channel")
+    @app_commands.choices(
+        status=[app_commands.Choice(name=s, value=s) for s in ("active", "suspended", "completed")],
+        kind=[app_commands.Choice(name=s, value=s) for s in ("user", "task", "social", "free")],
+    )
+    async def branches_list(self, interaction: discord.Interaction, status: str | None = None,
+                            kind: str | None = None) -> None:
+        scope, _ = await self.where(interaction)
+        found = await self.engine.store.branches(self.engine.persona, scope.key, status, kind)
+        await self.answer(interaction, "\n".join(
+            f"{b['id']} [{b['branch_type']}, {b['status']}] {b['label']}" for b in found) or "No branches here yet.")
+
+    @branches.command(name="show", description="A branch and its sessions")
+    async def branches_show(self, interaction: discord.Interaction, branch: str) -> None:
+        scope, _ = await self.where(interaction)
+        found = await self.engine.store.branch(branch)
+        if found is None or found["scope_key"] != scope.key:
+            await self.answer(interaction, f"There is no branch {branch!r} in this channel; see /branches list.")
+            return
+        sessions = await self.engine.store.branch_threads(branch)
+        lines = [f"{found['id']} [{found['branch_type']}, {found['status']}] {found['label']}"]
+        for t in sessions:
+            first = t.chronicle_summary.splitlines()[0][:200] if t.chronicle_summary else ""
+            lines.append(f"- {thread_ref(t.id)} [{t.status}] {first}")
+        await self.answer(interaction, "\n".join(lines))
+
+    @branches_show.autocomplete("branch")
+    async def _branches(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        scope, _ = await self.where(interaction)
+        found = await self.engine.store.branches(self.engine.persona, scope.key)
+        return [app_commands.Choice(name=f"{b['label']} [{b['status']}]"[:100], value=b["id"])
+                for b in found if current.lower() in b["label"].lower()][:MAX_CHOICES]
+
+    # /context
+
+    @app_commands.command(name="context", description="How the next request's tokens are spent, by part")
+    @app_commands.guild_only()
+    async def context(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        _, thread_id = await self.where(interaction)
+        assembly = await self.engine.context(thread_id)
+        total = self.engine.config.llm.context_tokens
+        await self.answer(interaction, "\n".join([
+            f"Next request for {thread_ref(thread_id)} (window budget {assembly.window_budget} tokens):", "```",
+            *context_bars(assembly.parts, total), "```"]))
+
+    # /config and /persona
+
+    @config.command(name="show", description="Settings in effect in this channel, and the overrides")
+    async def config_show(self, interaction: discord.Interaction) -> None:
+        guild_id, channel_id = interaction.guild_id or 0, self._channel_id(interaction)
+        effective = await self.engine.settings_for(guild_id, channel_id)
+        server = await self.engine.store.settings("guild", guild_id)
+        here = await self.engine.store.settings("channel", channel_id)
+        overrides = {**{f"server {k}": v for k, v in server.items()}, **{f"channel {k}": v for k, v in here.items()}}
+        dumped = masked_dump(effective)
+        lines = [f"{key} = {_lookup(dumped, key)!r}" for key in SETTABLE]
+        lines += ["Overrides:"] + ([f"  {k} = {v!r}" for k, v in overrides.items()] or ["  (none)"])
+        await self.answer(interaction, "\n".join(lines))
+
+    @config.command(name="set", description="Override a setting for this server or this channel")
+    @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),
+                                 app_commands.Choice(name="channel", value="channel")])
+    async def config_set(self, interaction: discord.Interaction, scope: str, key: str, value: str) -> None:
+        if not await self.allowed(interaction):
+            return
+        if key not in SETTABLE:
+            await self.answer(interaction, f"{key!r} cannot be set here; settable keys: {', '.join(SETTABLE)}.")
+            return
+        try:
+            parsed = yaml.safe_load(value)
+            await self.engine.set_setting(scope, self._scope_id(interaction, scope), key, parsed)
+        except (ConfigError, yaml.YAMLError) as exc:
+            await self.answer(interaction, f"Not set: {exc}")
+            return
+        where = "server" if scope == "guild" else "channel"
+        await self.answer(interaction, f"Set {key} = {parsed!r} for this {where}.")
+
+    @config_set.autocomplete("key")
+    async def _keys(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        return [app_commands.Choice(name=k, value=k) for k in SETTABLE if current.lower() in k][:MAX_CHOICES]
+
+    @config.command(name="reset", description="Remove an override for this server or this channel")
+    @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),
+                                 app_commands.Choice(name="channel", value="channel")])
+    async def config_reset(self, interaction: discord.Interaction, scope: str, key: str) -> None:
+        if not await self.allowed(interaction):
+            return
+        removed = await self.engine.reset_setting(scope, self._scope_id(interaction, scope), key)
+        await self.answer(interaction, f"Override of {key} removed." if removed else f"{key} had no override here.")
+
+    config_reset.autocomplete("key")(_keys)
+
+    @persona.command(name="show", description="The persona in this channel")
+    async def persona_show(self, interaction: discord.Interaction) -> None:
+        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+        await self.answer(interaction, f"{effective.persona.name}\n{effective.persona.card}")
+
+    @persona.command(name="set", description="Change the persona card for this server")
+    @app_commands.describe(card="Who the persona is (the name is fixed in config.yaml: memories are kept under it)")
+    async def persona_set(self, interaction: discord.Interaction, card: app_commands.Range[str, 1, 4000]) -> None:
+        if not await self.allowed(interaction):
+            return
+        try:
+            await self.engine.set_setting("guild", interaction.guild_id or 0, "persona.card", card)
+        except ConfigError as exc:
+            await self.answer(interaction, f"Not set: {exc}")
+            return
+        await self.answer(interaction, "Persona card updated for this server.")
+
+    @staticmethod
+    def _channel_id(interaction: discord.Interaction) -> int:
+        channel = interaction.channel
+        if isinstance(channel, discord.Thread) and channel.parent_id is not None:
+            return channel.parent_id  # threads inherit their parent channel's settings
+        return interaction.channel_id or 0
+
+    def _scope_id(self, interaction: discord.Interaction, scope: str) -> int:
+        return (interaction.guild_id or 0) if scope == "guild" else self._channel_id(interaction)
+
+
+def _lookup(data: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        data = data[part]
+    return data
+
+
+async def setup(bot: commands.Bot) -> None:
+    await bot.add_cog(Admin(bot))

@@ -1,0 +1,235 @@
+"""The Discord front end through dpytest: policies, splitting, failures, edits, backfill, threads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import discord.ext.test as dpytest
+import pytest
+
+from bot.engine import Engine
+from bot.providers.offline import OfflineLLM
+from memory.llm import LLMError, LLMResult
+from memory.records import Scope
+from tests.discord_helpers import (
+    BOT_USER_ID,
+    channel,
+    create_thread,
+    delete,
+    delete_thread,
+    edit,
+    make_forum,
+    member,
+    mention,
+    post,
+    start_bot,
+    update_thread,
+)
+
+
+class Settable:
+    """Replies with whatever the test sets; fails when told to."""
+
+    name = "settable"
+
+    def __init__(self):
+        self.text = "hello from the persona"
+        self.fail = False
+
+    async def complete(self, request, on_text=None):
+        if self.fail:
+            raise LLMError("The model is overloaded (529) after 3 retries; try again in a minute.")
+        if request.purpose == "summary":
+            return await OfflineLLM().complete(request)
+        return LLMResult(text=self.text)
+
+    async def aclose(self):
+        return None
+
+
+@pytest.fixture
+async def world(make_config):
+    llm = Settable()
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, llm)
+    bot = await start_bot(engine, config)
+    yield bot, engine, llm
+    await dpytest.empty_queue()
+    await engine.close()  # bot.close() needs a real gateway; the engine is what holds resources
+
+
+async def remembered(engine, scope=None) -> list[str]:
+    scope = scope or Scope.channel(channel().guild.id, channel().id)
+    thread = await engine.thread_for(scope)
+    return [m.content for m in await engine.store.tail(thread.id, 100)]
+
+
+async def settle():
+    await dpytest.run_all_events()
+    await asyncio.sleep(0.05)
+
+
+async def test_mention_policy_remembers_everything_and_answers_mentions_and_replies(world):
+    bot, engine, _ = world
+    post("just chatting")
+    await settle()
+    assert dpytest.verify().message().nothing()
+    post(f"{mention(bot)} are you there?")
+    await settle()
+    answer = dpytest.get_message()
+    assert answer.content == "hello from the persona"
+    post("replying to you", reference=answer)
+    await settle()
+    assert dpytest.get_message().content == "hello from the persona"
+    stored = await remembered(engine)
+    assert stored[0] == "just chatting" and "replying to you" in stored
+    assert stored.count("hello from the persona") == 2
+
+
+@pytest.mark.parametrize(("policy", "remembered_count", "answered"), [
+    ("chat", 2, True), ("listen", 1, False), ("off", 0, False),
+])
+async def test_reply_policies(world, policy, remembered_count, answered):
+    bot, engine, _ = world
+    await engine.set_setting("channel", channel().id, "discord.reply_policy", policy)
+    post(f"{mention(bot)} hello" if policy != "chat" else "hello everyone")
+    await settle()
+    sent = not dpytest.verify().message().nothing()
+    assert sent is answered
+    assert len(await remembered(engine)) == remembered_count
+
+
+async def test_bots_webhooks_and_itself_are_ignored(world):
+    bot, engine, _ = world
+    await engine.set_setting("channel", channel().id, "discord.reply_policy", "chat")
+    post("from a webhook", webhook_id=123456789012345678)
+    post("from another bot", bot_author=True)
+    post("from myself", author=bot.user)
+    await settle()
+    assert dpytest.verify().message().nothing()
+    assert await remembered(engine) == []
+
+
+async def test_a_known_persona_bot_is_answered_only_when_it_speaks_to_us_and_not_forever(world):
+    bot, engine, _ = world
+    engine.config.discord.personas.append(BOT_USER_ID)
+    for i in range(5):
+        post(f"{mention(bot)} persona says {i}", bot_author=True)
+        await settle()
+    answers = 0
+    while not dpytest.verify().message().nothing():
+        dpytest.get_message()
+        answers += 1
+    assert answers == 3  # MAX_BOT_TURNS: no reply loop
+    assert len([c for c in await remembered(engine) if "persona says" in c]) == 5
+
+
+async def test_a_5000_character_reply_is_split_and_stored_as_one_turn(world):
+    bot, engine, llm = world
+    code = "```python\n" + "\n".join(f"print('line {i}')" for i in range(180)) + "\n```"
+    llm.text = ("Here is the script.\n\n" + code + "\n\nDone. " + "More words. " * 200)[:5000]
+    assert len(llm.text) == 5000
+    post(f"{mention(bot)} write the script")
+    await settle()
+    chunks = []
+    while not dpytest.verify().message().nothing():
+        chunks.append(dpytest.get_message().content)
+    assert len(chunks) >= 3 and all(len(c) <= 2000 for c in chunks)
+    assert all(sum(1 for ln in c.splitlines() if ln.startswith("```")) % 2 == 0 for c in chunks)
+    stored = await remembered(engine)
+    assert stored[-1] == llm.text and len([c for c in stored if c.startswith("Here is the script")]) == 1
+
+
+async def test_an_llm_failure_becomes_a_short_notice(world):
+    bot, engine, llm = world
+    llm.fail = True
+    post(f"{mention(bot)} hello?")
+    await settle()
+    notice = dpytest.get_message().content
+    assert notice.startswith("⚠️ I couldn't answer just now: The model is overloaded (529)")
+    assert "remembered" in notice
+    assert await remembered(engine) == [f"{mention(bot)} hello?"]
+
+
+async def test_edits_and_deletes_reach_the_next_context(world):
+    _bot, engine, _ = world
+    first = post("my cat is Tama")
+    second = post("my password is hunter2")
+    edit(first, channel(), "my cat is Mochi")
+    delete(second, channel())
+    await settle()
+    root = await engine.thread_for(Scope.channel(channel().guild.id, channel().id))
+    text = str((await engine.context(root.id)).request)
+    assert "Mochi" in text and "Tama" not in text and "hunter2" not in text
+
+
+async def test_backfill_after_a_reconnect(world):
+    bot, engine, _ = world
+    post("before the outage")
+    await settle()
+    await bot.remove_cog("Conversation")  # away: nothing is heard
+    post("said while away 1")
+    post("said while away 2")
+    await settle()
+    assert "said while away 1" not in await remembered(engine)
+    from cogs.conversation import Conversation
+
+    cog = Conversation(bot)
+    await bot.add_cog(cog)
+    assert await cog.backfill() == 2
+    assert (await remembered(engine))[-2:] == ["said while away 1", "said while away 2"]
+    assert dpytest.verify().message().nothing()  # backfill remembers, never answers
+
+
+async def test_thread_lifecycle(world):
+    bot, engine, _ = world
+    parent = channel()
+    root = await engine.thread_for(Scope.channel(parent.guild.id, parent.id))
+    thread = create_thread(9001, parent, "Novel", owner_id=member().id)
+    await settle()
+    branch = await engine.store.branch("discord-9001")
+    session = await engine.store.thread(branch["current_thread_id"])
+    anchors = [m for m in await engine.store.tail(root.id, 10) if m.metadata.get("type") == "stelis_anchor"]
+    assert len(anchors) == 1 and anchors[0].metadata["stelis_thread_id"] == session.id
+
+    post(f"{mention(bot)} start the novel about calculator_v2", in_channel=thread)
+    await settle()
+    assert dpytest.get_message().content == "hello from the persona"
+    post("and continue without a mention", in_channel=thread)  # the bot spoke here: it answers on
+    await settle()
+    assert dpytest.get_message().content == "hello from the persona"
+
+    update_thread(9001, parent, "Novel", member().id, archived=True)
+    await settle()
+    ended = await engine.store.thread(session.id)
+    assert ended.status == "completed" and ended.chronicle_summary
+    assert (await engine.store.branch("discord-9001"))["status"] == "suspended"
+    parent_view = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
+    assert "## Chronicle" in parent_view and "calculator_v2" in parent_view
+
+    update_thread(9001, parent, "Novel", member().id, archived=False)
+    post("back again", in_channel=thread)
+    await settle()
+    resumed = await engine.store.thread((await engine.store.branch("discord-9001"))["current_thread_id"])
+    assert resumed.id != session.id and resumed.status == "active"
+    first = (await engine.store.tail(resumed.id, 10))[0]
+    assert first.metadata.get("stelis_thread_id") == session.id  # opened by an anchor to the previous session
+
+    delete_thread(9001, parent)
+    await settle()
+    assert (await engine.store.thread(resumed.id)).status == "aborted"
+    assert (await engine.store.branch("discord-9001"))["status"] == "completed"
+    await dpytest.empty_queue()
+
+
+async def test_forum_posts_are_branches_too(world):
+    _bot, engine, _ = world
+    forum = make_forum(channel().guild)
+    post_thread = create_thread(9100, forum, "Question about Tokyo", owner_id=member().id)
+    await settle()
+    post("what is the best time to visit?", in_channel=post_thread)
+    await settle()
+    branch = await engine.store.branch("discord-9100")
+    assert branch is not None and branch["channel_id"] == forum.id
+    session = await engine.store.thread(branch["current_thread_id"])
+    assert [m.content for m in await engine.store.tail(session.id, 10)] == ["what is the best time to visit?"]
