@@ -49,13 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
         return asyncio.run(_snapshot(loaded, args))
     if command == "run" and config.discord.token is not None:
+        from bot.discord_bot import run_discord
+
         logs.configure(config.log_level, config.secrets())
-        print(
-            "stelis: the Discord front end is not built yet (issue 5); unset DISCORD_TOKEN to chat "
-            "in the console.",
-            file=sys.stderr,
-        )
-        return 3
+        return asyncio.run(run_discord(config))
     logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
     try:
         return asyncio.run(_console(loaded))

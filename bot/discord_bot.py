@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 
+import aiohttp
 import discord
 from discord.ext import commands
 
@@ -89,6 +90,9 @@ async def run_discord(config: Config) -> int:
     except discord.LoginFailure:
         log.error("Discord refused the token (DISCORD_TOKEN): check it in the developer portal")
         return 2
+    except (aiohttp.ClientError, OSError) as exc:
+        log.error("cannot reach Discord (%s); check the network, then start again", exc)
+        return 3
     finally:
         if not bot.is_closed():
             await bot.close()

@@ -15,6 +15,7 @@ from tests.fake_anthropic import FakeAnthropic
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
 
 
 def _is_local(address: object) -> bool:
@@ -45,6 +46,13 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", guarded(_real_connect_ex))
+
+    def lookup(host, *args, **kwargs):
+        if host not in (None, "localhost") and not _is_local((host, 0)):
+            raise NetworkBlocked(f"test tried to resolve a network name: {host!r}")
+        return _real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
 
 
 @pytest.fixture

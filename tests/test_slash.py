@@ -1,0 +1,176 @@
+"""Slash commands called with discord.Interaction mocks (never tree.sync())."""
+
+from __future__ import annotations
+
+from unittest.mock import MagicMock
+
+import discord
+import discord.ext.test as dpytest
+import pytest
+
+from bot.engine import Engine
+from bot.providers.offline import OfflineLLM
+from memory.records import Scope
+from tests.discord_helpers import channel, create_thread, member, start_bot
+
+
+class Response:
+    def __init__(self):
+        self.sent: list[tuple[str, bool]] = []
+        self.deferred: tuple[bool, bool] | None = None
+        self._done = False
+
+    def is_done(self) -> bool:
+        return self._done
+
+    async def send_message(self, content=None, *, ephemeral=False, **_):
+        assert not self._done, "responded twice"
+        self.sent.append((content, ephemeral))
+        self._done = True
+
+    async def defer(self, *, ephemeral=False, thinking=False, **_):
+        assert not self._done, "deferred after responding"
+        self.deferred = (ephemeral, thinking)
+        self._done = True
+
+
+class Followup:
+    def __init__(self):
+        self.sent: list[tuple[str, bool]] = []
+
+    async def send(self, content=None, *, ephemeral=False, **_):
+        self.sent.append((content, ephemeral))
+
+
+def interaction(where=None, *, admin: bool = True) -> MagicMock:
+    where = where or channel()
+    it = MagicMock(spec=discord.Interaction)
+    it.channel, it.channel_id, it.guild_id = where, where.id, where.guild.id
+    it.user = MagicMock()
+    it.user.guild_permissions = discord.Permissions(manage_guild=admin)
+    it.response, it.followup = Response(), Followup()
+    return it
+
+
+def said(it) -> str:
+    messages = it.response.sent + it.followup.sent
+    assert messages and all(ephemeral for _, ephemeral in messages), "every answer is ephemeral"
+    return "\n".join(text for text, _ in messages)
+
+
+@pytest.fixture
+async def admin(make_config):
+    # Automatic updates off: the background scheduler would race the explicit /memory regenerate.
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    yield bot.get_cog("Admin"), engine
+    await dpytest.empty_queue()
+    await engine.close()
+
+
+async def run(command, cog, *args, **kwargs):
+    it = kwargs.pop("it", None) or interaction(admin=kwargs.pop("as_admin", True))
+    await command.callback(cog, it, *args, **kwargs)
+    return it
+
+
+def scope() -> Scope:
+    return Scope.channel(channel().guild.id, channel().id)
+
+
+async def test_memory_commands(admin):
+    cog, engine = admin
+    await engine.hear(scope(), "I am Mahe and I build calculator_v2", author_name="mahe")
+    assert "No memory written yet." in said(await run(cog.memory_show, cog))
+    regenerated = await run(cog.memory_regenerate, cog)
+    assert regenerated.response.deferred == (True, True)  # deferred at once: the model may be slow
+    assert "Short-term memory v1 written." in said(regenerated)
+    assert "Pinned: Mahe likes tea" in said(await run(cog.memory_pin, cog, "Mahe likes tea"))
+    shown = said(await run(cog.memory_show, cog))
+    assert "Short-term v1" in shown and "Long-term (v1)" in shown and "Pinned: Mahe likes tea" in shown
+    assert "v1 (messages" in said(await run(cog.memory_history, cog))
+    assert "v2 written" in said(await run(cog.memory_edit, cog, "corrected by an admin"))
+    assert "Version 1 is current again, as v3." in said(await run(cog.memory_rollback, cog, 1))
+    assert "paused" in said(await run(cog.memory_pause, cog))
+    assert (await engine.memory_view(scope())).channel.paused == 1
+    assert "resumed" in said(await run(cog.memory_resume, cog))
+    assert "Unpinned: Mahe likes tea" in said(await run(cog.memory_unpin, cog, "Mahe likes tea"))
+
+
+async def test_memory_bad_arguments(admin):
+    cog, _ = admin
+    assert "cannot be empty" in said(await run(cog.memory_pin, cog, "   "))
+    assert "Nothing changed." in said(await run(cog.memory_unpin, cog, "never pinned"))
+    assert "cannot be empty" in said(await run(cog.memory_edit, cog, "  "))
+    assert "no short-term memory version 99" in said(await run(cog.memory_rollback, cog, 99))
+
+
+async def test_a_member_without_manage_server_is_refused_and_nothing_changes(admin):
+    cog, engine = admin
+    for command, args in ((cog.memory_pin, ("x",)), (cog.memory_edit, ("x",)), (cog.memory_rollback, (1,)),
+                          (cog.memory_regenerate, ()), (cog.memory_pause, ()), (cog.memory_resume, ()),
+                          (cog.memory_unpin, ("x",)), (cog.config_set, ("channel", "stelis.max_depth", "2")),
+                          (cog.config_reset, ("channel", "stelis.max_depth")), (cog.persona_set, ("evil card",))):
+        assert "needs the Manage Server permission" in said(await run(command, cog, *args, as_admin=False))
+    view = await engine.memory_view(scope())
+    assert view.pins == [] and view.short_term == [] and view.channel.paused == 0
+    assert await engine.store.settings("channel", channel().id) == {}
+    # members may still read this channel's memory
+    assert "Memory of this conversation" in said(await run(cog.memory_show, cog, as_admin=False))
+
+
+async def test_stelis_and_branch_commands(admin):
+    cog, engine = admin
+    create_thread(7001, channel(), "Research", owner_id=member().id)
+    await dpytest.run_all_events()
+    tree = said(await run(cog.stelis_tree, cog))
+    assert "main conversation [active] depth 0" in tree and "Research [active] depth 1" in tree
+    session = (await engine.store.branch("discord-7001"))["current_thread_id"]
+    assert f"stelis:{session} Research [active]" in said(await run(cog.stelis_show, cog, session))
+    assert "There is no Stelis thread 999" in said(await run(cog.stelis_show, cog, 999))
+    assert "discord-7001 [task, active] Research" in said(await run(cog.branches_list, cog))
+    assert "No branches here yet." in said(await run(cog.branches_list, cog, "completed"))
+    assert f"- stelis:{session} [active]" in said(await run(cog.branches_show, cog, "discord-7001"))
+    assert "There is no branch 'nope'" in said(await run(cog.branches_show, cog, "nope"))
+    # inside the Discord thread, /context is about the thread's session
+    thread = channel().guild.get_thread(7001)
+    it = interaction(thread)
+    await cog.context.callback(cog, it)
+    assert it.response.deferred == (True, True) and f"Next request for stelis:{session}" in said(it)
+    assert "parent" in said(it) and "#" in said(it)
+
+
+async def test_config_and_persona_commands(admin):
+    cog, engine = admin
+    assert "Set discord.reply_policy = 'chat' for this channel." in said(
+        await run(cog.config_set, cog, "channel", "discord.reply_policy", "chat"))
+    assert await engine.reply_policy(channel().guild.id, channel().id) == "chat"
+    shown = said(await run(cog.config_show, cog))
+    assert "discord.reply_policy = 'chat'" in shown and "channel discord.reply_policy = 'chat'" in shown
+    bad = said(await run(cog.config_set, cog, "guild", "short_term_history.message_threshold", "1"))
+    assert "Not set:" in bad and "short_term_history.message_threshold = 1" in bad and "2 <= value <= 10000" in bad
+    assert "cannot be set here" in said(await run(cog.config_set, cog, "guild", "llm.anthropic.api_key", "x"))
+    assert "Not set:" in said(await run(cog.config_set, cog, "channel", "discord.reply_policy", "shout"))
+    assert "Override of discord.reply_policy removed." in said(
+        await run(cog.config_reset, cog, "channel", "discord.reply_policy"))
+    assert "had no override here" in said(await run(cog.config_reset, cog, "channel", "discord.reply_policy"))
+    assert "Persona card updated" in said(await run(cog.persona_set, cog, "You are Stelis, a pirate."))
+    assert "a pirate" in said(await run(cog.persona_show, cog))
+    root = await engine.thread_for(scope())
+    assert "a pirate" in (await engine.context(root.id)).request.system[0].text  # the card reaches the prompt
+
+
+async def test_autocomplete_offers_at_most_25_valid_choices(admin):
+    cog, engine = admin
+    for i in range(30):
+        await engine.memory_edit(scope(), f"version text {i}")
+        await engine.memory_pin(scope(), f"fact {i}")
+    it = interaction()
+    versions = await cog._versions(it, "")
+    assert 0 < len(versions) <= 25 and all(isinstance(c.value, int) for c in versions)
+    pins = await cog._pinned(it, "fact 2")
+    assert {c.value for c in pins} == {"fact 2", *(f"fact {i}" for i in range(20, 30))}
+    keys = await cog._keys(it, "short")
+    assert keys and all(c.value.startswith("short_term_history.") for c in keys)
+    assert await cog._branches(it, "") == []
