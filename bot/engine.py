@@ -84,6 +84,7 @@ class Engine:
         self._dirty: set[int] = set()  # threads whose snapshot is out of date
         self._snapshotter: asyncio.Task[None] | None = None
         self._closed = False
+        self.shutdown_grace = 10.0  # seconds running memory updates get to finish at shutdown
 
     @classmethod
     async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None) -> Engine:
@@ -108,6 +109,7 @@ class Engine:
         self._closed = True
         if self.scheduler is not None:
             self.scheduler.stop()
+        await self.memory.drain(self.shutdown_grace)
         if self._snapshotter is not None:
             self._snapshotter.cancel()
         await self.write_snapshots()

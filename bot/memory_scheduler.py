@@ -32,9 +32,27 @@ class MemoryWorker:
         self.clock = clock
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._slots = asyncio.Semaphore(concurrency)
+        self._running: set[asyncio.Task] = set()
 
+    async def drain(self, grace: float = 10.0) -> None:
+        """At shutdown: let running updates finish for a moment, then cancel them.
+
+        A cancelled update leaves nothing half-written (each save is one transaction); a pending
+        long-term merge is repaired on the next start.
+        """
+        running = {t for t in self._running if t is not asyncio.current_task()}
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
     async def run_due(self) -> list[Outcome]:
         """Update every due channel, then each touched guild's workspace memory once."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
         due = await channels.due(self.store, self.clock())
         outcomes = list(await asyncio.gather(*(self.run_channel(ch.thread_id) for ch in due)))
         guilds = {(ch.persona, ch.guild_id) for ch, done in zip(due, outcomes, strict=True)

@@ -349,3 +349,30 @@ async def test_a_discord_threads_short_term_memory_is_overwritten_in_place(world
     assert await engine.store.recent_records("Stelis", "workspace", 10, "short_term", 10) == []
     layers = (await engine.context(backed.id)).request.system[1].text
     assert "# Memory of this Discord thread" in layers and "Nara" in layers
+
+
+async def test_close_cancels_a_running_update_cleanly(make_config):
+    class Hanging:
+        name = "hanging"
+
+        async def complete(self, request, on_text=None):
+            await asyncio.sleep(3600)
+
+        async def aclose(self):
+            return None
+
+    config = make_config(snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, Hanging())
+    await say(engine, GENERAL, "hello")
+    running = asyncio.create_task(engine.memory.run_due())
+    await asyncio.sleep(0.05)
+    engine.shutdown_grace = 0.1
+    await engine.close()
+    assert running.cancelled()
+    from memory.store import Store
+
+    store = await Store.open(config.database_path)  # reopened: nothing half-written, the work still pending
+    root = await store.root_thread("Stelis", GENERAL, 0.8)
+    assert await store.recent_records("Stelis", "channel", 100, "short_term", 5) == []
+    assert (await channels.channel(store, root.id)).pending_count == 1
+    await store.close()
