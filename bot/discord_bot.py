@@ -29,8 +29,8 @@ def intents() -> discord.Intents:
     return chosen
 
 
-def make_bot(engine: Engine, config: Config, *, members_intent: bool = False) -> commands.Bot:
-    """A Bot, or an AutoShardedBot when config says so, carrying the engine for the cogs."""
+def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bool = False) -> commands.Bot:
+    """A Bot, or an AutoShardedBot when config says so; setup_hook opens the engine (store) unless given one."""
     base = commands.AutoShardedBot if config.discord.sharded else commands.Bot
 
     class StelisBot(base):  # type: ignore[valid-type, misc]
@@ -43,6 +43,8 @@ def make_bot(engine: Engine, config: Config, *, members_intent: bool = False) ->
             self.config = config
 
         async def setup_hook(self) -> None:
+            if self.engine is None:
+                self.engine = await Engine.open(self.config)
             for extension in EXTENSIONS:
                 if extension not in self.extensions:
                     await self.load_extension(extension)
@@ -52,7 +54,8 @@ def make_bot(engine: Engine, config: Config, *, members_intent: bool = False) ->
         async def close(self) -> None:
             log.info("shutting down: stopping the scheduler, writing snapshots, closing the database")
             await super().close()
-            await self.engine.close()
+            if self.engine is not None:
+                await self.engine.close()
 
     bot = StelisBot()
 
@@ -78,8 +81,7 @@ def make_bot(engine: Engine, config: Config, *, members_intent: bool = False) ->
 
 async def run_discord(config: Config) -> int:
     """Run until Discord closes the connection or SIGTERM/SIGINT asks for a graceful stop."""
-    engine = await Engine.open(config)
-    bot = make_bot(engine, config)
+    bot = make_bot(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda s=sig: (log.info("received %s", s.name), asyncio.create_task(bot.close())))

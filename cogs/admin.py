@@ -78,15 +78,32 @@ class Admin(commands.Cog):
 
     # /memory
 
-    @memory.command(name="show", description="Current memory of this channel: versions, ranges, pins")
-    async def memory_show(self, interaction: discord.Interaction) -> None:
-        scope, _ = await self.where(interaction)
-        await self.answer(interaction, "\n".join(memory_lines(await self.engine.memory_view(scope),
-                                                              self.engine.clock())))
+    async def readable(self, interaction: discord.Interaction,
+                       other: discord.TextChannel | None) -> Scope | None:
+        """The scope to read: this channel, or another one the user may see (admins: any)."""
+        if other is None or other.id == self._channel_id(interaction):
+            return (await self.where(interaction))[0]
+        permissions = getattr(interaction.user, "guild_permissions", None)
+        admin = permissions is not None and permissions.manage_guild
+        member = interaction.user if isinstance(interaction.user, discord.Member) else None
+        if admin or (member is not None and other.permissions_for(member).view_channel):
+            return Scope.channel(interaction.guild_id or 0, other.id)
+        await self.answer(interaction, f"You cannot see #{other.name}, so you cannot read its memory.")
+        return None
 
-    @memory.command(name="history", description="Every short-term version of this channel's memory")
-    async def memory_history(self, interaction: discord.Interaction) -> None:
-        scope, _ = await self.where(interaction)
+    @memory.command(name="show", description="Current memory of this channel (or another): versions, ranges, pins")
+    async def memory_show(self, interaction: discord.Interaction, channel: discord.TextChannel | None = None) -> None:
+        scope = await self.readable(interaction, channel)
+        if scope is not None:
+            await self.answer(interaction, "\n".join(memory_lines(await self.engine.memory_view(scope),
+                                                                  self.engine.clock())))
+
+    @memory.command(name="history", description="Every short-term version of this channel's (or another's) memory")
+    async def memory_history(self, interaction: discord.Interaction,
+                             channel: discord.TextChannel | None = None) -> None:
+        scope = await self.readable(interaction, channel)
+        if scope is None:
+            return
         records = await self.engine.memory_history(scope)
         await self.answer(interaction, "\n".join(
             f"v{r.version} (messages {r.first_seq}-{r.last_seq}): {r.content.splitlines()[0] if r.content else ''}"

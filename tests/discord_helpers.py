@@ -12,7 +12,7 @@ from bot.discord_bot import make_bot
 
 
 async def start_bot(engine, config):
-    bot = make_bot(engine, config, members_intent=True)
+    bot = make_bot(config, engine, members_intent=True)
     await bot._async_setup_hook()
     dpytest.configure(bot)
     await bot._async_setup_hook()  # dpytest 0.7 + discord.py 2.7: set up again after configure

@@ -174,3 +174,27 @@ async def test_autocomplete_offers_at_most_25_valid_choices(admin):
     keys = await cog._keys(it, "short")
     assert keys and all(c.value.startswith("short_term_history.") for c in keys)
     assert await cog._branches(it, "") == []
+
+
+async def test_reading_another_channels_memory_needs_to_see_it(admin):
+    from discord.ext.test import backend
+
+    cog, engine = admin
+    guild = channel().guild
+    hidden = backend.make_text_channel("staff-only", guild)
+    await engine.hear(Scope.channel(guild.id, hidden.id), "staff secret ISSUE-9", author_name="boss")
+    await engine.memory_regenerate(Scope.channel(guild.id, hidden.id))
+    assert "ISSUE-9" in said(await run(cog.memory_show, cog, hidden))  # an admin reads any channel
+    it = interaction(admin=False)
+    it.user = guild.get_member(member().id)
+    await dpytest.set_permission_overrides(guild.default_role, hidden, read_messages=False)
+    await dpytest.set_permission_overrides(it.user, hidden, read_messages=False)
+    await cog.memory_history.callback(cog, it, hidden)
+    assert "You cannot see #staff-only" in said(it) and "ISSUE-9" not in said(it)
+    visible = backend.make_text_channel("lobby", guild)
+    await engine.hear(Scope.channel(guild.id, visible.id), "lobby talk about Tokyo", author_name="kai")
+    await engine.memory_regenerate(Scope.channel(guild.id, visible.id))
+    it = interaction(admin=False)
+    it.user = guild.get_member(member().id)
+    await cog.memory_show.callback(cog, it, visible)
+    assert "Tokyo" in said(it)  # a member reads a channel they can see
