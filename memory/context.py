@@ -63,6 +63,28 @@ class ContextError(Exception):
     """A context that cannot be assembled within the model's window."""
 
 
+class Rendering:
+    """Each message's text and tokens as one viewer sees them, computed once per assembly."""
+
+    def __init__(self, viewer: set[int], policy: WindowPolicy):
+        self.viewer = viewer
+        self.policy = policy
+        self._done: dict[int, tuple[str, int]] = {}
+
+    def __call__(self, message: Message) -> tuple[str, int]:
+        found = self._done.get(message.seq)
+        if found is None:
+            text = message_text(message, self.viewer, self.policy)
+            found = self._done[message.seq] = (text, message_tokens(message, text))
+        return found
+
+    def pieces(self, messages: list[Message]) -> list[Piece]:
+        return to_pieces(messages, [self(m)[0] for m in messages])
+
+    def tokens(self, messages: list[Message]) -> int:
+        return sum(self(m)[1] for m in messages)
+
+
 class Assembler:
     def __init__(self, store: Store, llm: LLM, persona: Persona, budget: Budget, policy: WindowPolicy,
                  stelis: StelisSettings, clock: Callable[[], float] = time.time):
@@ -82,6 +104,7 @@ class Assembler:
         thread = await self.store.thread(thread_id)
         chain = await lineage(self.store, thread)
         viewer = {t.id for t in chain}
+        seen = Rendering(viewer, self.policy)
         persona = await self.persona_for(chain[-1]) if self.persona_for else self.persona
         system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
         layers = await memory_layers(self.store, thread, chain[-1], self.memory_versions)
@@ -98,16 +121,16 @@ class Assembler:
         if not thread.is_root:
             parent_window = window_size(capacity, ratios[:-1])
             protected = await self._protected(chain[1], thread, protected_size(parent_window, thread.window_ratio),
-                                              viewer)
-        window, thread, cut = await self._window(thread, own_budget, viewer, naive)
+                                              seen)
+        window, thread, cut = await self._window(thread, own_budget, seen, naive)
         drawn = list(window)
         trigger = window.pop() if window and window[-1].role == "user" else None
-        head = self._pieces(protected, viewer)
+        head = seen.pieces(protected)
         summary = thread.window_summary if not naive else None
         if summary:
             head.append(Piece("user", Block(render("summary_injection.md.j2", summary=summary,
                                                    first=thread.window_summary_from, last=thread.window_summary_to))))
-        history = self._pieces(window, viewer)
+        history = seen.pieces(window)
         if head and history:
             mark(head, len(head) - 1)
         pieces = head + history
@@ -116,31 +139,31 @@ class Assembler:
         tail_text = await self._tail(thread, chain, protected + window)
         tail = [Piece("user", Block(tail_text))]
         if trigger is not None:
-            tail.append(Piece("user", Block(message_text(trigger, viewer, self.policy))))
+            tail.append(Piece("user", Block(seen(trigger)[0])))
         system = [Block(system_text, cache="1h")]
         if layers:
             system.append(Block(layers, cache="1h"))
         request = LLMRequest(system=tuple(system), turns=tuple(to_turns(pieces + tail)),
-                             max_tokens=self.budget.max_output_tokens, tier=tier, persona=self.persona.name)
+                             max_tokens=self.budget.max_output_tokens, tier=tier, persona=persona.name)
         parts = {
             "system": system_tokens,
             "memory": layer_tokens,
-            "parent": self._tokens(protected, viewer),
+            "parent": seen.tokens(protected),
             "summary": anchors.cached_tokens(summary) if summary else 0,
-            "history": self._tokens(window, viewer),
-            "tail": anchors.cached_tokens(tail_text) + (self._tokens([trigger], viewer) if trigger else 0),
+            "history": seen.tokens(window),
+            "tail": anchors.cached_tokens(tail_text) + (seen(trigger)[1] if trigger else 0),
             "output": self.budget.max_output_tokens,
         }
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn)
 
-    async def _protected(self, parent: Thread, thread: Thread, budget: int, viewer: set[int]) -> list[Message]:
+    async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:
         """The parent's newest messages up to this thread's anchor, within budget, opening on a turn."""
         kept: list[Message] = []
         used = 0
         before = (thread.anchor_seq + 1) if thread.anchor_seq is not None else None
         async for message in self.store.newest_first(parent.id, before_seq=before):
-            used += message_tokens(message, message_text(message, viewer, self.policy))
+            used += seen(message)[1]
             if used > budget:
                 break
             kept.append(message)
@@ -149,7 +172,7 @@ class Assembler:
             kept.pop(0)
         return kept
 
-    async def _window(self, thread: Thread, budget: int, viewer: set[int],
+    async def _window(self, thread: Thread, budget: int, seen: Rendering,
                       naive: bool) -> tuple[list[Message], Thread, bool]:
         """The thread's window from its persisted start, cutting once if it overflows."""
         start = None if naive else thread.window_start_seq
@@ -158,7 +181,7 @@ class Assembler:
         items: list[Item] = []
         used, turns = 0, 0
         async for message in self.store.newest_first(thread.id, after_seq=after):
-            tokens = message_tokens(message, message_text(message, viewer, self.policy))
+            tokens = seen(message)[1]
             messages.append(message)
             items.append(Item(message.seq, tokens, _starts_turn(message)))
             used += tokens
@@ -173,7 +196,7 @@ class Assembler:
         cut = plan_cut(items, budget, self.policy, summary_tokens)
         if cut is None:
             return messages, thread, False
-        thread = await self._fold(thread, messages[cut].seq, viewer)
+        thread = await self._fold(thread, messages[cut].seq, seen.viewer)
         return messages[cut:], thread, True
 
     async def _fold(self, thread: Thread, new_start: int, viewer: set[int]) -> Thread:
@@ -219,12 +242,6 @@ class Assembler:
                                "lines": anchors.exchange_lines(last[::-1])}
         return render("tail.md.j2", now=anchors.format_time(self.clock()), thread=thread,
                       ref=anchors.thread_ref(thread.id), live=live, parent_news=parent_news)
-
-    def _pieces(self, messages: list[Message], viewer: set[int]) -> list[Piece]:
-        return to_pieces(messages, [message_text(m, viewer, self.policy) for m in messages])
-
-    def _tokens(self, messages: list[Message], viewer: set[int]) -> int:
-        return sum(message_tokens(m, message_text(m, viewer, self.policy)) for m in messages)
 
 
 def _starts_turn(message: Message) -> bool:
