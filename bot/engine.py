@@ -177,9 +177,9 @@ class Engine:
         config = await self.settings_for(ch.guild_id, ch.channel_id)
         short = await self.store.recent_records(self.persona, kind, scope_id, "short_term",
                                                 config.short_term_history.max_history_count)
-        long = await self.store.recent_records(self.persona, kind, scope_id, "long_term", 1)
+        long = await self.store.latest_record(self.persona, kind, scope_id, "long_term")
         pins = await channels.pins(self.store, self.persona, kind, scope_id)
-        return MemoryView(ch, long[-1] if long else None, short, pins)
+        return MemoryView(ch, long, short, pins)
 
     async def memory_history(self, scope: Scope, type_: str = "short_term", limit: int = 25) -> list[MemoryRecord]:
         view = await self.memory_view(scope)

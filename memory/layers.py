@@ -37,8 +37,7 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, versions: in
     workspace = None
     sections = []
     if root.guild_id is not None:
-        found = await store.recent_records(persona, "workspace", root.guild_id, "long_term", 1)
-        workspace = found[-1] if found else None
+        workspace = await store.latest_record(persona, "workspace", root.guild_id, "long_term")
         others = [c for c in await channels.shared_channels(store, persona, root.guild_id)
                   if c.channel_id != root.channel_id][:shared]
         for other in reversed(others):  # the most recently active nearest this conversation
@@ -48,8 +47,7 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, versions: in
     sections.append(await channel_memory(store, persona, root.channel_id or 0, own_title, versions))
     thread_memory = None
     if thread.discord_thread_id is not None:
-        found = await store.recent_records(persona, "thread", thread.discord_thread_id, "short_term", 1)
-        thread_memory = found[-1] if found else None
+        thread_memory = await store.latest_record(persona, "thread", thread.discord_thread_id, "short_term")
     sections = [s for s in sections if s.long_term or s.short_term]
     if not (workspace or sections or thread_memory):
         return ""
@@ -57,6 +55,6 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, versions: in
 
 
 async def channel_memory(store: Store, persona: str, channel_id: int, title: str, versions: int) -> ChannelMemory:
-    long_term = await store.recent_records(persona, "channel", channel_id, "long_term", 1)
+    long_term = await store.latest_record(persona, "channel", channel_id, "long_term")
     short_term = await store.recent_records(persona, "channel", channel_id, "short_term", versions)
-    return ChannelMemory(title, long_term[-1] if long_term else None, short_term)
+    return ChannelMemory(title, long_term, short_term)

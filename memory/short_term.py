@@ -80,17 +80,16 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
                      now: float) -> MemoryRecord | None:
     """Merge the channel's latest short-term version into its long-term memory (a new long-term version)."""
     scope, scope_id = ch.scope
-    latest = await store.recent_records(ch.persona, scope, scope_id, "short_term", 1)
-    if not latest:
+    new = await store.latest_record(ch.persona, scope, scope_id, "short_term")
+    if new is None:
         await channels.long_term_saved(store, ch.thread_id, now, settings.triggers)
         return None
-    new = latest[-1]
-    existing = await store.recent_records(ch.persona, scope, scope_id, "long_term", 1)
+    existing = await store.latest_record(ch.persona, scope, scope_id, "long_term")
     pins = await channels.pins(store, ch.persona, scope, scope_id)
-    merged = await merge(llm, f"channel {ch.name or ch.channel_id}", existing[-1] if existing else None,
+    merged = await merge(llm, f"channel {ch.name or ch.channel_id}", existing,
                          [(f"v{new.version}", new.content)], pins, settings)
     record = await store.add_record(
-        ch.persona, scope, scope_id, "long_term", merged, existing[-1].first_seq if existing else new.first_seq,
+        ch.persona, scope, scope_id, "long_term", merged, existing.first_seq if existing else new.first_seq,
         new.last_seq, {"from_short_term": new.version},
     )
     await channels.long_term_saved(store, ch.thread_id, now, settings.triggers)
@@ -102,14 +101,14 @@ async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,
     """Merge the guild's shareable channels' long-term memories into the workspace memory."""
     sources = []
     for ch in await channels.shared_channels(store, persona, guild_id):
-        found = await store.recent_records(persona, "channel", ch.channel_id or 0, "long_term", 1)
+        found = await store.latest_record(persona, "channel", ch.channel_id or 0, "long_term")
         if found:
-            sources.append((f"#{ch.name or ch.channel_id} lt-v{found[-1].version}", found[-1].content))
+            sources.append((f"#{ch.name or ch.channel_id} lt-v{found.version}", found.content))
     if not sources:
         return None
-    existing = await store.recent_records(persona, "workspace", guild_id, "long_term", 1)
+    existing = await store.latest_record(persona, "workspace", guild_id, "long_term")
     pins = await channels.pins(store, persona, "workspace", guild_id)
-    merged = await merge(llm, "this server", existing[-1] if existing else None, sources, pins, settings)
+    merged = await merge(llm, "this server", existing, sources, pins, settings)
     return await store.add_record(persona, "workspace", guild_id, "long_term", merged,
                                   metadata={"sources": [name for name, _ in sources]})
 

@@ -113,9 +113,9 @@ async def _insert_messages(store: Store, thread_id: int, messages: list[dict[str
 async def _records(store: Store, thread: Thread) -> list[dict[str, Any]]:
     found = []
     if thread.guild_id is not None:
-        found += await store.recent_records(thread.persona, "workspace", thread.guild_id, "long_term", 1)
+        found.append(await store.latest_record(thread.persona, "workspace", thread.guild_id, "long_term"))
     if thread.channel_id is not None:
-        found += await store.recent_records(thread.persona, "channel", thread.channel_id, "long_term", 1)
+        found.append(await store.latest_record(thread.persona, "channel", thread.channel_id, "long_term"))
         found += await store.recent_records(thread.persona, "channel", thread.channel_id, "short_term",
                                             SHORT_TERM_VERSIONS)
-    return [asdict(r) for r in found]
+    return [asdict(r) for r in found if r is not None]

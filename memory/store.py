@@ -380,6 +380,10 @@ class Store:
         )
         return [record_from_row(r) for r in reversed(rows)]
 
+    async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str) -> MemoryRecord | None:
+        found = await self.recent_records(persona, scope, scope_id, type_, 1)
+        return found[-1] if found else None
+
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
                          metadata: dict | None = None, version: int | None = None) -> MemoryRecord:
