@@ -18,6 +18,7 @@ from bot.config import ConfigError, masked_dump
 from bot.engine import MemoryAdminError
 from bot.report import context_bars, memory_lines, tree_lines
 from bot.splitting import split_message
+from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
 from memory.records import Scope
 
@@ -50,13 +51,11 @@ class Admin(commands.Cog):
 
     async def where(self, interaction: discord.Interaction) -> tuple[Scope, int]:
         """The channel's memory scope and the thread a command is about (a Discord thread's session)."""
-        channel = interaction.channel
-        guild_id = interaction.guild_id or 0
-        if isinstance(channel, discord.Thread) and channel.parent_id is not None:
-            scope = Scope.channel(guild_id, channel.parent_id)
-            return scope, (await self.engine.branches.session(scope, channel.id, channel.name)).id
-        scope = Scope.channel(guild_id, interaction.channel_id or 0)
-        return scope, (await self.engine.thread_for(scope)).id
+        place = await locate(self.engine, interaction.channel)
+        if place is None:  # commands are guild-only; a channel outside the cache still has a scope
+            place = Place(Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0), None,
+                          interaction.guild_id, interaction.channel_id or 0)
+        return place.scope, place.session_id or (await self.engine.thread_for(place.scope)).id
 
     @staticmethod
     async def answer(interaction: discord.Interaction, text: str) -> None:
@@ -328,10 +327,7 @@ class Admin(commands.Cog):
 
     @staticmethod
     def _channel_id(interaction: discord.Interaction) -> int:
-        channel = interaction.channel
-        if isinstance(channel, discord.Thread) and channel.parent_id is not None:
-            return channel.parent_id  # threads inherit their parent channel's settings
-        return interaction.channel_id or 0
+        return settings_channel(interaction.channel, interaction.channel_id or 0)
 
     def _scope_id(self, interaction: discord.Interaction, scope: str) -> int:
         return (interaction.guild_id or 0) if scope == "guild" else self._channel_id(interaction)

@@ -12,7 +12,7 @@ from discord.ext import commands
 from bot.discord_bot import SAFE_MENTIONS
 from bot.engine import ReplyFailed
 from bot.splitting import split_message
-from memory.records import Scope
+from cogs.places import Place, locate
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +70,13 @@ class Conversation(commands.Cog):
         async with self._ingest_locks[message.channel.id]:
             if await self._is_command(message):
                 return
-            where = await self._where(message.channel)
-            if where is None or where[2] == "off":
+            place, policy = await self._place(message.channel)
+            if place is None or policy == "off":
                 return
-            scope, thread_id, policy = where
-            stored = await self.engine.hear(scope, _content(message), author_name=message.author.display_name,
+            stored = await self.engine.hear(place.scope, _content(message), author_name=message.author.display_name,
                                             author_id=message.author.id, external_id=message.id,
-                                            thread_id=thread_id)
-        if answer and policy != "listen" and await self._should_answer(message, policy, thread_id):
+                                            thread_id=place.session_id)
+        if answer and policy != "listen" and await self._should_answer(message, policy, place.session_id):
             await self._answer(message, stored.thread_id)
 
     async def backfill(self) -> int:
@@ -113,22 +112,14 @@ class Conversation(commands.Cog):
     async def _is_command(self, message: discord.Message) -> bool:
         return (await self.bot.get_context(message)).valid
 
-    async def _where(self, channel: discord.abc.Messageable) -> tuple[Scope, int | None, str] | None:
-        """The memory scope, the Stelis thread (for a Discord thread) and the reply policy of a channel."""
-        if isinstance(channel, discord.DMChannel):
-            recipient = channel.recipient.id if channel.recipient else 0
-            return Scope.dm(recipient, channel.id), None, "chat"
-        if isinstance(channel, discord.Thread):
-            if channel.parent_id is None or channel.guild is None:
-                return None
-            scope = Scope.channel(channel.guild.id, channel.parent_id)
-            session = await self.engine.branches.session(scope, channel.id, channel.name)
-            return scope, session.id, await self.engine.reply_policy(channel.guild.id, channel.parent_id)
-        guild = getattr(channel, "guild", None)
-        if guild is None:
-            return None
-        scope = Scope.channel(guild.id, channel.id)  # type: ignore[attr-defined]
-        return scope, None, await self.engine.reply_policy(guild.id, channel.id)  # type: ignore[attr-defined]
+    async def _place(self, channel: discord.abc.Messageable) -> tuple[Place | None, str]:
+        """Where the channel sits in memory, and its reply policy (a DM is always a chat)."""
+        place = await locate(self.engine, channel)
+        if place is None:
+            return None, "off"
+        if place.guild_id is None:
+            return place, "chat"
+        return place, await self.engine.reply_policy(place.guild_id, place.settings_channel)
 
     async def _should_answer(self, message: discord.Message, policy: str, thread_id: int | None) -> bool:
         me = self.bot.user

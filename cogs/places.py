@@ -1,0 +1,42 @@
+"""Where a Discord channel sits in memory: its scope, a Discord thread's Stelis session, its settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+
+from memory.records import Scope
+
+
+@dataclass(frozen=True)
+class Place:
+    scope: Scope
+    session_id: int | None  # the Discord thread's active Stelis session; None for a channel or DM
+    guild_id: int | None
+    settings_channel: int  # a thread inherits its parent channel's settings and persona
+
+
+def settings_channel(channel: Any, channel_id: int) -> int:
+    """The channel whose settings apply: a thread's parent, else the channel itself."""
+    if isinstance(channel, discord.Thread) and channel.parent_id is not None:
+        return channel.parent_id
+    return channel_id
+
+
+async def locate(engine: Any, channel: Any) -> Place | None:
+    """The place of a channel, opening (or resuming) a Discord thread's session; None if unreadable."""
+    if isinstance(channel, discord.DMChannel):
+        recipient = channel.recipient.id if channel.recipient else 0
+        return Place(Scope.dm(recipient, channel.id), None, None, channel.id)
+    guild = getattr(channel, "guild", None)
+    if guild is None:
+        return None
+    if isinstance(channel, discord.Thread):
+        if channel.parent_id is None:
+            return None
+        scope = Scope.channel(guild.id, channel.parent_id)
+        session = await engine.branches.session(scope, channel.id, channel.name)
+        return Place(scope, session.id, guild.id, channel.parent_id)
+    return Place(Scope.channel(guild.id, channel.id), None, guild.id, channel.id)
