@@ -57,10 +57,17 @@ class OpenAIConfig(_Endpoint):
 
 class LLMConfig(_Model):
     provider: Literal["auto", "anthropic", "openai", "offline"] = "auto"
-    context_tokens: int = Field(200_000, ge=4_096, le=2_000_000)
+    context_tokens: int = Field(200_000, ge=2_048, le=2_000_000)
     max_output_tokens: int = Field(1_024, ge=16, le=64_000)
     anthropic: AnthropicConfig = AnthropicConfig()
     openai: OpenAIConfig = OpenAIConfig()
+
+    @model_validator(mode="after")
+    def _room_for_input(self) -> LLMConfig:
+        if self.max_output_tokens >= self.context_tokens:
+            raise ValueError(f"llm.max_output_tokens ({self.max_output_tokens}) must be below llm.context_tokens "
+                             f"({self.context_tokens}): the request itself needs room")
+        return self
 
     @model_validator(mode="after")
     def _keys_present(self) -> LLMConfig:
@@ -96,10 +103,16 @@ class StelisConfig(_Model):
 
 
 class ContextConfig(_Model):
+    memory_share: float = Field(0.25, ge=0.0, le=0.5)
+    recall_share: float = Field(0.10, ge=0.0, le=0.4)
+    tail_share: float = Field(0.04, ge=0.01, le=0.2)
+    summary_share: float = Field(0.15, ge=0.02, le=0.4)
+    recall: bool = True
     low_water: float = Field(0.6, gt=0.1, lt=1.0)
+    high_water: float = Field(0.9, gt=0.1, lt=1.0)
+    turns_per_cut: int = Field(12, ge=1, le=1_000)
     locked_turns: int = Field(6, ge=1, le=100)
     summary_tokens: int = Field(1_200, ge=64, le=16_000)
-    tail_reserve_tokens: int = Field(1_024, ge=0, le=32_000)
     observation_max_lines: int = Field(120, ge=10, le=100_000)
     observation_keep_lines: int = Field(40, ge=1, le=10_000)
 
@@ -107,6 +120,13 @@ class ContextConfig(_Model):
     def _keep_fits(self) -> ContextConfig:
         if 2 * self.observation_keep_lines >= self.observation_max_lines:
             raise ValueError("context.observation_keep_lines must be under half of context.observation_max_lines")
+        if self.low_water > self.high_water:
+            raise ValueError(f"context.low_water ({self.low_water}) must not exceed context.high_water "
+                             f"({self.high_water})")
+        shares = self.memory_share + self.recall_share + self.tail_share
+        if shares > 0.7:
+            raise ValueError(f"context.memory_share + context.recall_share + context.tail_share is {shares:.2f}; "
+                             "at most 0.7, so the conversation itself keeps room")
         return self
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from bot.engine import Engine, MemoryAdminError, ReplyFailed
-from bot.report import context_bars, memory_lines, tree_lines
+from bot.report import context_bars, history_line, memory_lines, recall_lines, tree_lines
 from memory.anchors import thread_ref
 from memory.context import ContextError
 from memory.llm import LLMError
@@ -23,6 +23,7 @@ HELP = """Commands:
   /thread list          the threads of this conversation
   /tree                 the Stelis tree with status, depth and window sizes
   /context              the token breakdown of the next request
+  /recall <words>       what the persona can recall about something (dates, speakers, sources)
   /memory               this conversation's memory: versions, ranges, pins
   /memory history       every short-term version
   /memory pin <fact>    a fact summaries must keep (/memory unpin <fact> to drop it)
@@ -108,6 +109,8 @@ class Console:
                 await self._tree()
             elif name == "/context":
                 await self._context()
+            elif name == "/recall":
+                await self._recall(rest)
             elif name == "/memory":
                 await self._memory(rest)
             elif name == "/idle":
@@ -153,6 +156,13 @@ class Console:
         for line in context_bars(assembly.parts, self.engine.config.llm.context_tokens):
             self._say(line)
 
+    async def _recall(self, query: str) -> None:
+        if not query:
+            self._say("Usage: /recall <words>, for example /recall calculator deadline")
+            return
+        for line in recall_lines(query, await self.engine.recall(self.scope, query)):
+            self._say(line)
+
     async def _memory(self, rest: str) -> None:
         action, _, arg = rest.partition(" ")
         arg = arg.strip()
@@ -165,8 +175,7 @@ class Console:
                 self._say("Talk a little, then /idle 7200 or /memory regenerate.")
         elif action == "history":
             for record in await engine.memory_history(self.scope):
-                self._say(f"v{record.version} (messages {record.first_seq}-{record.last_seq}): "
-                          f"{record.content.splitlines()[0] if record.content else ''}")
+                self._say(history_line(record))
         elif action in ("pin", "unpin"):
             done = await engine.memory_pin(self.scope, arg, pinned=action == "pin")
             self._say(f"{'Pinned' if action == 'pin' else 'Unpinned'}: {arg}" if done else "(nothing changed)")

@@ -13,9 +13,10 @@ from bot.clock import Clock
 from bot.config import Config, apply_overrides
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
 from bot.providers import make_llm
-from memory import channels, snapshots, threads
+from memory import channels, recall, snapshots, threads
+from memory.budget import Budget, ContextError, Shares
 from memory.channels import Triggers
-from memory.context import Assembler, Assembly, Budget, ContextError, Persona
+from memory.context import Assembler, Assembly, Persona
 from memory.llm import LLM, LLMError, TextSink
 from memory.records import MemoryChannel, MemoryRecord, Message, NewMessage, Role, Scope, Thread
 from memory.short_term import MemorySettings, Outcome
@@ -68,13 +69,17 @@ class Engine:
         c = config.context
         self.assembler = Assembler(
             store, llm, Persona(config.persona.name, config.persona.card),
-            Budget(config.llm.context_tokens, config.llm.max_output_tokens, tail_reserve=c.tail_reserve_tokens),
-            WindowPolicy(low_water=c.low_water, locked_turns=c.locked_turns, summary_tokens=c.summary_tokens,
+            Budget(config.llm.context_tokens, config.llm.max_output_tokens,
+                   Shares(memory=c.memory_share, recall=c.recall_share, tail=c.tail_share, summary=c.summary_share)),
+            WindowPolicy(low_water=c.low_water, high_water=c.high_water, turns_per_cut=c.turns_per_cut,
+                         locked_turns=c.locked_turns, summary_tokens=c.summary_tokens,
                          observation_max_lines=c.observation_max_lines,
                          observation_keep_lines=c.observation_keep_lines),
             self.stelis, clock=store.clock,
         )
         self.assembler.memory_versions = config.short_term_history.max_history_count
+        self.assembler.shared_channels = config.memory.shared_channels
+        self.assembler.recall_enabled = c.recall
         self.assembler.persona_for = self._persona_for
         self.memory = MemoryWorker(store, llm, self.memory_settings, store.clock, config.memory.concurrency)
         self.scheduler: MemoryScheduler | None = None
@@ -341,8 +346,21 @@ class Engine:
             return message
 
     async def context(self, thread_id: int) -> Assembly:
-        """The next request for a thread (what /context shows)."""
-        return await self.assembler.assemble(thread_id)
+        """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""
+        return await self.assembler.assemble(thread_id, persist=False)
+
+    async def preview(self, scope: Scope, content: str, *, author_name: str | None = None,
+                      author_id: int | None = None, thread_id: int | None = None) -> Assembly:
+        """The request a message would produce, without storing it or persisting a window cut."""
+        thread = await (self.store.thread(thread_id) if thread_id is not None else self.thread_for(scope))
+        return await self.assembler.assemble(thread.id, incoming=NewMessage("user", content, author_id, author_name),
+                                             persist=False)
+
+    async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
+        """What recall finds for a query in a conversation, under the same visibility rules as replies."""
+        root = await self.thread_for(scope)
+        return await recall.search(self.store, await recall.visibility(self.store, root), query, recall.Shown(),
+                                   limit=limit)
 
     # Stelis threads
 

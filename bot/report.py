@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from bot.engine import MemoryView, TreeRow
 from memory.anchors import thread_ref
+from memory.dates import day_line
+from memory.layers import covered_days
+from memory.recall import Hit
+from memory.records import MemoryRecord
+
+DAY_HEADER = re.compile(r"^\[[^\]]*\d{4}\]$")  # a summary's "[8 May 2023]" lines
 
 BAR_WIDTH = 40
 
@@ -44,4 +52,23 @@ def memory_lines(view: MemoryView, now: float) -> list[str]:
     if not (view.long_term or view.short_term):
         lines.append("No memory written yet.")
     lines += [f"Pinned: {fact}" for fact in view.pins]
+    return lines
+
+
+def history_line(record: MemoryRecord) -> str:
+    """One version in /memory history: its number, range, the days it covers, and its first fact."""
+    facts = [ln for ln in record.content.splitlines() if ln.strip() and not DAY_HEADER.match(ln.strip())]
+    first = facts[0] if facts else ""
+    return (f"v{record.version} (messages {record.first_seq}-{record.last_seq}, {covered_days(record)}): "
+            f"{first[:200]}{'…' if len(first) > 200 else ''}")
+
+
+def recall_lines(query: str, hits: list[Hit]) -> list[str]:
+    """What recall found, each hit with its date, who said it and where, one line each."""
+    if not hits:
+        return [f"Nothing found for {query!r} (words in most messages, and greetings, are not searched)."]
+    lines = [f"Recall for {query!r}:"]
+    for hit in hits:
+        text = " ".join(hit.text.split())
+        lines.append(f"- {day_line(hit.at)}, {hit.who} ({hit.where}): {text[:300]}{'…' if len(text) > 300 else ''}")
     return lines

@@ -16,7 +16,7 @@ from discord.ext import commands
 
 from bot.config import ConfigError, masked_dump
 from bot.engine import MemoryAdminError
-from bot.report import context_bars, memory_lines, tree_lines
+from bot.report import context_bars, history_line, memory_lines, tree_lines
 from bot.splitting import split_message
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
@@ -104,9 +104,7 @@ class Admin(commands.Cog):
         if scope is None:
             return
         records = await self.engine.memory_history(scope)
-        await self.answer(interaction, "\n".join(
-            f"v{r.version} (messages {r.first_seq}-{r.last_seq}): {r.content.splitlines()[0] if r.content else ''}"
-            for r in records) or "No memory written yet.")
+        await self.answer(interaction, "\n".join(history_line(r) for r in records) or "No memory written yet.")
 
     @memory.command(name="pin", description="A fact every summary of this channel must keep")
     @app_commands.describe(fact="The fact, in a sentence")

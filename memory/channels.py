@@ -39,11 +39,11 @@ async def note_message(store: Store, thread: Thread, at: float, triggers: Trigge
             " ON CONFLICT (thread_id) DO UPDATE SET last_message_at = excluded.last_message_at,"
             " pending_count = pending_count + 1,"
             " due_at = CASE WHEN failures > 0 THEN due_at"
-            "   WHEN covered_seq IS NULL OR pending_count + 1 >= ? THEN ?"
+            "   WHEN pending_count + 1 >= ? THEN ?"
             "   ELSE ? END"
             " RETURNING due_at",
-            (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id, at, at,
-             triggers.threshold, at, at + triggers.idle_seconds),
+            (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id, at,
+             at + triggers.idle_seconds, triggers.threshold, at, at + triggers.idle_seconds),
         )
         row = await cur.fetchone()
         await cur.close()
@@ -171,6 +171,15 @@ async def shared_channels(store: Store, persona: str, guild_id: int) -> list[Mem
         " ORDER BY last_message_at DESC", (persona, guild_id),
     )
     return [c for c in (_channel(r) for r in rows) if c.shared]
+
+
+async def discord_threads(store: Store, persona: str, guild_id: int, channel_ids: set[int | None]) -> list[int]:
+    """Discord threads remembered under the given channels of a guild."""
+    rows = await store.fetch_all(
+        "SELECT channel_id, discord_thread_id FROM memory_channels WHERE persona = ? AND guild_id = ?"
+        " AND discord_thread_id IS NOT NULL", (persona, guild_id),
+    )
+    return [r[1] for r in rows if r[0] in channel_ids]
 
 
 # pinned facts

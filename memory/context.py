@@ -1,7 +1,10 @@
 """Context assembly (DESIGN.md section 5): system, memory layers, history, volatile tail.
 
 Most stable first, so Anthropic's prefix cache holds: appending a message leaves every block
-before the tail byte-identical, except at a window cut or a memory version change.
+before the tail byte-identical, except at a window cut, which is also when the newest memory
+versions come in (or when the cache has gone cold anyway). Everything is planned inside one
+budget (memory/budget.py); whatever the window and memory leave unused goes to recall, which sits
+in the tail after the last breakpoint so it never disturbs the cache.
 """
 
 from __future__ import annotations
@@ -9,35 +12,32 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from memory import anchors
-from memory.layers import SHORT_TERM_VERSIONS, memory_layers
+from memory import anchors, dates, recall
+from memory.budget import Budget, ContextError, Plan, plan, summary_room
+from memory.layers import SHARED_CHANNELS, SHORT_TERM_VERSIONS, Layers, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier
-from memory.records import Message, Thread
+from memory.records import Message, NewMessage, Thread
 from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import StelisSettings, lineage
-from memory.transcript import message_text, message_tokens, transcript_line
+from memory.transcript import dated_transcript, message_text, message_tokens
 from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import Item, WindowPolicy, plan_cut, protected_size, window_size
+
+__all__ = ["Assembler", "Assembly", "Budget", "ContextError", "Persona"]
 
 log = logging.getLogger(__name__)
 
 ROLLING_INSTRUCTION = (
     "These messages are leaving the persona's context window. Write the memory summary that will "
     "stand in for them (and for the earlier summary, if one is given): what was said and done, by "
-    "whom, with every name, number and identifier kept."
+    "whom and on which day, with every name, number and identifier kept."
 )
-
-
-@dataclass(frozen=True)
-class Budget:
-    context_tokens: int
-    max_output_tokens: int
-    tail_reserve: int = 1_024  # room kept for the volatile tail, so the window does not depend on it
-    safety_margin: float = 0.05  # cl100k counts estimate another tokenizer
+COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
+PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
 
 
 @dataclass(frozen=True)
@@ -57,32 +57,45 @@ class Assembly:
     cut: bool = False
     parent_messages: list[Message] = field(default_factory=list)  # the parent's protected region
     window_messages: list[Message] = field(default_factory=list)  # the window, the new message included
-
-
-class ContextError(Exception):
-    """A context that cannot be assembled within the model's window."""
+    recalled: list[recall.Hit] = field(default_factory=list)
 
 
 class Rendering:
     """Each message's text and tokens as one viewer sees them, computed once per assembly."""
 
-    def __init__(self, viewer: set[int], policy: WindowPolicy):
+    def __init__(self, viewer: set[int], policy: WindowPolicy, max_message_tokens: int):
         self.viewer = viewer
         self.policy = policy
+        self.max_message_tokens = max_message_tokens
         self._done: dict[int, tuple[str, int]] = {}
 
     def __call__(self, message: Message) -> tuple[str, int]:
         found = self._done.get(message.seq)
         if found is None:
-            text = message_text(message, self.viewer, self.policy)
+            text = message_text(message, self.viewer, self.policy, self.max_message_tokens)
             found = self._done[message.seq] = (text, message_tokens(message, text))
         return found
 
     def pieces(self, messages: list[Message]) -> list[Piece]:
-        return to_pieces(messages, [self(m)[0] for m in messages])
+        """Blocks for messages, each day's first message opening with the day's date."""
+        texts = [self(m)[0] for m in messages]
+        for i, starts in enumerate(day_starts(messages)):
+            if starts:
+                texts[i] = f"[{dates.day_line(messages[i].created_at)}]\n{texts[i]}"
+        return to_pieces(messages, texts)
 
     def tokens(self, messages: list[Message]) -> int:
-        return sum(self(m)[1] for m in messages)
+        return sum(self(m)[1] for m in messages) + sum(
+            day_tokens(m) for m, starts in zip(messages, day_starts(messages), strict=True) if starts)
+
+
+def day_starts(messages: list[Message]) -> list[bool]:
+    """Which messages open a day in this list (the first always does), so history says when things were said."""
+    return [i == 0 or not dates.same_day(messages[i - 1].created_at, m.created_at) for i, m in enumerate(messages)]
+
+
+def day_tokens(message: Message) -> int:
+    return anchors.cached_tokens(f"[{dates.day_line(message.created_at)}]") + 1
 
 
 class Assembler:
@@ -96,66 +109,122 @@ class Assembler:
         self.stelis = stelis
         self.clock = clock
         self.memory_versions = SHORT_TERM_VERSIONS
+        self.shared_channels = SHARED_CHANNELS
+        self.recall_enabled = True
         # Per-conversation persona (a server may change the card); defaults to the fixed one.
         self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
+        self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
 
-    async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False) -> Assembly:
-        """The next request for a thread; may cut its window (one summarisation call) first."""
+    async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False,
+                       incoming: NewMessage | None = None, persist: bool = True) -> Assembly:
+        """The next request for a thread; may cut its window (one summarisation call) first.
+
+        With `incoming`, the request that (unstored) message would produce; with `persist=False`, a
+        preview: a cut is planned and summarised but not saved, and the cache's clock is left alone.
+        """
+        preview = not persist
         thread = await self.store.thread(thread_id)
         chain = await lineage(self.store, thread)
         viewer = {t.id for t in chain}
-        seen = Rendering(viewer, self.policy)
         persona = await self.persona_for(chain[-1]) if self.persona_for else self.persona
         system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
-        layers = await memory_layers(self.store, thread, chain[-1], self.memory_versions)
-        system_tokens, layer_tokens = anchors.cached_tokens(system_text), anchors.cached_tokens(layers)
-        capacity = (int(self.budget.context_tokens * (1 - self.budget.safety_margin)) - self.budget.max_output_tokens
-                    - system_tokens - layer_tokens - self.budget.tail_reserve)
-        if capacity <= 0:
-            raise ContextError(f"the persona card and memory need {system_tokens + layer_tokens} tokens; "
-                               "the model's context has no room left for the conversation")
+        budget = plan(self.budget, anchors.cached_tokens(system_text))
+        now = self.clock()
+        extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
+
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
-        own_budget = window_size(capacity, ratios)
+        fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
+        as_of = await self.store.newest_record_id() if fresh else thread.memory_as_of
+        while True:  # a cut brings the newest memory in; that changes the window's room, so plan again once
+            layers = await self._layers(thread, chain[-1], as_of, budget)
+            capacity = budget.windows(layers.tokens)
+            own_budget = window_size(capacity, ratios)
+            seen = Rendering(viewer, self.policy, int(own_budget * self.policy.message_share))
+            window, items = await self._read(thread, own_budget, seen, extra, naive)
+            room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
+            summary_now = anchors.cached_tokens(thread.window_summary) if thread.window_summary else 0
+            cut = None if naive else plan_cut(items, own_budget, self.policy, summary_now, room)
+            if cut is None or fresh:
+                break
+            as_of, fresh = await self.store.newest_record_id(), True
+
+        if cut is not None:
+            thread = await self._fold(thread, window[cut].seq, seen, layers.covered_to, room, as_of, preview)
+            window = window[cut:]
+        elif not preview and as_of != thread.memory_as_of:
+            thread = await self.store.set_memory_as_of(thread.id, as_of)
+        if not preview:
+            self._last_request[thread.id] = now
 
         protected: list[Message] = []
         if not thread.is_root:
             parent_window = window_size(capacity, ratios[:-1])
             protected = await self._protected(chain[1], thread, protected_size(parent_window, thread.window_ratio),
                                               seen)
-        window, thread, cut = await self._window(thread, own_budget, seen, naive)
+        return await self._request(thread, chain, persona, system_text, budget, layers, protected, window,
+                                   seen, own_budget, cut is not None, tier, naive)
+
+    async def _request(self, thread: Thread, chain: list[Thread], persona: Persona, system_text: str,
+                       budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
+                       seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool) -> Assembly:
+        """Lay out the request: system, layers, parent region, summary, history, then the tail."""
         drawn = list(window)
         trigger = window.pop() if window and window[-1].role == "user" else None
         head = seen.pieces(protected)
         summary = thread.window_summary if not naive else None
         if summary:
-            head.append(Piece("user", Block(render("summary_injection.md.j2", summary=summary,
-                                                   first=thread.window_summary_from, last=thread.window_summary_to))))
+            head.append(Piece("user", Block(render(
+                "summary_injection.md.j2", summary=summary, first=thread.window_summary_from,
+                last=thread.window_summary_to,
+                days=dates.span(thread.window_summary_first_at, thread.window_summary_last_at)))))
         history = seen.pieces(window)
         if head and history:
             mark(head, len(head) - 1)
         pieces = head + history
         if pieces:
             mark(pieces, len(pieces) - 1)
-        tail_text = await self._tail(thread, chain, protected + window)
+        tail_text = await self._tail(thread, chain, protected + window, budget.tail + budget.recall)
         tail = [Piece("user", Block(tail_text))]
-        if trigger is not None:
-            tail.append(Piece("user", Block(seen(trigger)[0])))
-        system = [Block(system_text, cache="1h")]
-        if layers:
-            system.append(Block(layers, cache="1h"))
-        request = LLMRequest(system=tuple(system), turns=tuple(to_turns(pieces + tail)),
-                             max_tokens=self.budget.max_output_tokens, tier=tier, persona=persona.name)
         parts = {
-            "system": system_tokens,
-            "memory": layer_tokens,
+            "system": budget.system,
+            "memory": layers.tokens,
             "parent": seen.tokens(protected),
             "summary": anchors.cached_tokens(summary) if summary else 0,
             "history": seen.tokens(window),
             "tail": anchors.cached_tokens(tail_text) + (seen(trigger)[1] if trigger else 0),
-            "output": self.budget.max_output_tokens,
         }
+        recalled: list[recall.Hit] = []
+        if trigger is not None and self.recall_enabled and not naive:
+            room = budget.input - sum(parts.values())
+            recall_text, recalled = await self._recall(chain[-1], trigger, window, protected + drawn, layers, room)
+            if recall_text:
+                tail.append(Piece("user", Block(recall_text)))
+                parts["recall"] = anchors.cached_tokens(recall_text)
+        if trigger is not None:
+            tail.append(Piece("user", Block(seen(trigger)[0])))
+        system = [Block(system_text, cache="1h")]
+        if layers.text:
+            system.append(Block(layers.text, cache="1h"))
+        request = LLMRequest(system=tuple(system), turns=tuple(to_turns(pieces + tail)),
+                             max_tokens=self.budget.output, tier=tier, persona=persona.name)
+        parts["output"] = self.budget.output
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
-        return Assembly(request, thread, parts, own_budget, cut, protected, drawn)
+        return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
+
+    async def _layers(self, thread: Thread, root: Thread, as_of: int, budget: Plan) -> Layers:
+        return await memory_layers(self.store, thread, root, versions=self.memory_versions,
+                                   shared=self.shared_channels, as_of=as_of, budget=budget.memory)
+
+    async def _recall(self, root: Thread, trigger: Message, window: list[Message], shown: list[Message],
+                      layers: Layers, room: int) -> tuple[str, list[recall.Hit]]:
+        """Recall for the new message and the turn before it, in the room the rest of the request left."""
+        if room <= 0:
+            return "", []
+        query = " ".join([trigger.content, *(m.content for m in window[-1:] if m.role in ("user", "assistant"))])
+        already = recall.Shown({m.seq for m in shown}, set(layers.records),
+                               {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
+        hits = await recall.search(self.store, await recall.visibility(self.store, root), query, already)
+        return recall.render(hits, room, recall.query_terms(query))
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:
         """The parent's newest messages up to this thread's anchor, within budget, opening on a turn."""
@@ -163,7 +232,7 @@ class Assembler:
         used = 0
         before = (thread.anchor_seq + 1) if thread.anchor_seq is not None else None
         async for message in self.store.newest_first(parent.id, before_seq=before):
-            used += seen(message)[1]
+            used += seen(message)[1] + day_tokens(message)
             if used > budget:
                 break
             kept.append(message)
@@ -172,54 +241,79 @@ class Assembler:
             kept.pop(0)
         return kept
 
-    async def _window(self, thread: Thread, budget: int, seen: Rendering,
-                      naive: bool) -> tuple[list[Message], Thread, bool]:
-        """The thread's window from its persisted start, cutting once if it overflows."""
+    async def _read(self, thread: Thread, budget: int, seen: Rendering, extra: list[Message],
+                    naive: bool) -> tuple[list[Message], list[Item]]:
+        """The thread's window from its persisted start (newest first until it overflows), as items to plan on."""
         start = None if naive else thread.window_start_seq
         after = start - 1 if start is not None else None
-        messages: list[Message] = []
-        items: list[Item] = []
-        used, turns = 0, 0
-        async for message in self.store.newest_first(thread.id, after_seq=after):
-            tokens = seen(message)[1]
-            messages.append(message)
-            items.append(Item(message.seq, tokens, _starts_turn(message)))
-            used += tokens
-            turns += _starts_turn(message)
-            if used > budget and turns >= self.policy.locked_turns:
-                break
+        messages: list[Message] = list(extra)
+        used, turns = sum(seen(m)[1] for m in extra), len(extra)
+        if not (used > budget and turns >= self.policy.locked_turns):
+            async for message in self.store.newest_first(thread.id, after_seq=after):
+                messages.append(message)
+                used += seen(message)[1]
+                turns += _starts_turn(message)
+                if used > budget and turns >= self.policy.locked_turns:
+                    break
         messages.reverse()
-        items.reverse()
+        opens_day = day_starts(messages)
+        items = [Item(m.seq, seen(m)[1] + (day_tokens(m) if opens_day[i] else 0), _starts_turn(m))
+                 for i, m in enumerate(messages)]
         if naive:
-            return _naive_window(messages, items, budget), thread, False
-        summary_tokens = anchors.cached_tokens(thread.window_summary) if thread.window_summary else 0
-        cut = plan_cut(items, budget, self.policy, summary_tokens)
-        if cut is None:
-            return messages, thread, False
-        thread = await self._fold(thread, messages[cut].seq, seen.viewer)
-        return messages[cut:], thread, True
+            return _naive_window(messages, items, budget), []
+        return messages, items
 
-    async def _fold(self, thread: Thread, new_start: int, viewer: set[int]) -> Thread:
-        """Summarise what leaves the window (with the earlier summary) and persist the new start."""
+    async def _fold(self, thread: Thread, new_start: int, seen: Rendering, covered_to: int | None, room: int,
+                    as_of: int, preview: bool) -> Thread:
+        """Summarise what leaves the window and persist the new start (unless previewing).
+
+        Messages the shown memory versions already cover need no summary, and neither does an earlier
+        summary they cover entirely: the rolling summary spans only the gap between memory and window.
+        """
+        lower = max(thread.window_start_seq or 0, (covered_to or 0) + 1)
+        keep_earlier = bool(thread.window_summary) and (
+            covered_to is None or (thread.window_summary_to or 0) > covered_to)
+        leaving = await self._leaving(thread.id, lower, new_start)
         lines = []
-        if thread.window_summary:
-            lines.append(Line.of(f"[earlier summary]: {thread.window_summary}"))
-        first = last = None
-        async for message in self.store.span(thread.id, thread.window_start_seq, new_start):
-            first = first if first is not None else message.seq
-            last = message.seq
-            line = transcript_line(message, viewer, self.policy)
-            if line is not None:
-                lines.append(Line(*line))
-        summary = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
-                                  max_tokens=self.policy.summary_tokens, tier="light")
-        covered_from = thread.window_summary_from if thread.window_summary_from is not None else first
+        if keep_earlier:
+            lines.append(Line.of(f"[earlier summary]\n{thread.window_summary}"))
+        lines += [Line(*line) for line in dated_transcript(leaving, seen.viewer, self.policy)]
+        summary = first = last = first_at = last_at = None
+        if lines:
+            summary = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
+                                      max_tokens=room, tier="light")
+            first = thread.window_summary_from if keep_earlier else (leaving[0].seq if leaving else None)
+            first_at = thread.window_summary_first_at if keep_earlier else (leaving[0].created_at if leaving else None)
+            last = leaving[-1].seq if leaving else thread.window_summary_to
+            last_at = leaving[-1].created_at if leaving else thread.window_summary_last_at
         log.info("window cut in thread %d: start %s -> %d, summary covers %s-%s", thread.id,
-                 thread.window_start_seq, new_start, covered_from, last)
-        return await self.store.set_window(thread.id, new_start, summary, covered_from, last)
+                 thread.window_start_seq, new_start, first, last)
+        state = dict(window_start_seq=new_start, window_summary=summary, window_summary_from=first,
+                     window_summary_to=last, window_summary_first_at=first_at, window_summary_last_at=last_at,
+                     memory_as_of=as_of)
+        if preview:
+            return replace(thread, **state)
+        return await self.store.set_window(thread.id, **state)
 
-    async def _tail(self, thread: Thread, chain: list[Thread], shown: list[Message]) -> str:
-        """The volatile part: the time, live status of active children, news from the parent."""
+    async def _leaving(self, thread_id: int, lower: int, new_start: int) -> list[Message]:
+        """The messages a fold summarises: from `lower` up to the new start, at most a few chunks' worth.
+
+        Anything older is the short-term memory's job, so a first reply after a bulk import does not
+        summarise the whole archive.
+        """
+        bound = 2 * self.stelis.chunk_tokens
+        kept: list[Message] = []
+        used = 0
+        async for message in self.store.newest_first(thread_id, before_seq=new_start, after_seq=lower - 1):
+            used += message.token_count
+            if used > bound:
+                break
+            kept.append(message)
+        kept.reverse()
+        return kept
+
+    async def _tail(self, thread: Thread, chain: list[Thread], shown: list[Message], budget: int) -> str:
+        """The volatile part: the time, live status of active children, news from the parent (within budget)."""
         lineage_ids = {t.id for t in chain}
         live = []
         for message in shown:
@@ -240,8 +334,17 @@ class Assembler:
                 last = [m async for m in self.store.newest_first(parent.id, after_seq=thread.anchor_seq, page=3)][:3]
                 parent_news = {"label": parent.label or "the main conversation", "count": count,
                                "lines": anchors.exchange_lines(last[::-1])}
-        return render("tail.md.j2", now=anchors.format_time(self.clock()), thread=thread,
-                      ref=anchors.thread_ref(thread.id), live=live, parent_news=parent_news)
+        args = dict(now=dates.now_text(self.clock()), thread=thread, ref=anchors.thread_ref(thread.id))
+        text = render("tail.md.j2", **args, live=live, parent_news=parent_news)
+        if anchors.cached_tokens(text) > budget:  # the live details go first, then the news
+            text = render("tail.md.j2", **args, live=[], parent_news=None)
+        return text
+
+
+def _unstored(thread_id: int, incoming: NewMessage, now: float) -> Message:
+    """A previewed message as if stored now, after every real one."""
+    return Message(PREVIEW_SEQ, thread_id, incoming.role, incoming.content, anchors.cached_tokens(incoming.content),
+                   incoming.author_id, incoming.author_name, dict(incoming.metadata), None, now)
 
 
 def _starts_turn(message: Message) -> bool:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-# Names, numbers and identifiers: what a summary must never lose. Boundaries are ASCII-only so
-# that "Tokyo" inside Japanese text still counts as a word of its own.
+# Boundaries are ASCII-only so that "Tokyo" inside Japanese text still counts as a word of its own.
 _B, _E = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
 _IDENTIFIER = re.compile(
     r"https?://\S+"                              # links
@@ -24,31 +23,31 @@ _STOPWORDS = {
     "In", "On", "At", "For", "To", "Of", "With", "As", "By", "From", "Let", "Also", "Not", "Do",
     "Is", "Are", "Was", "Were", "Be", "Can", "Will", "Would", "Should", "Could", "Maybe", "Just",
 }
-_SPEAKER = re.compile(r"^([^\s:][^:\n]{0,39}):\s+(.*)$")  # "name: text" transcript lines
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_SPEAKER = re.compile(r"^\[?([^\s:\]][^:\]\n]{0,39})\]?:\s+(.*)$")  # "name: text" and "[name]: text" lines
+_SENTENCE_START = re.compile(r"(?:^|[.!?。！？]\s+|[\"“(]\s*)$")
+_PLAIN_WORD = re.compile(r"[A-Z][a-z]+")
 
 
 def identifiers(text: str) -> list[str]:
-    """Distinct identifiers (speakers included) in order of first appearance."""
-    seen: dict[str, None] = {}
+    """Distinct identifiers (speakers included) in order of first appearance.
+
+    A plain capitalised word at the start of a sentence ("Hey", "Honestly") counts only if it is
+    also capitalised somewhere else, where only a name would be.
+    """
+    found: list[tuple[str, bool]] = []  # (token, opens a sentence)
     for line in text.splitlines():
         speaker = _SPEAKER.match(line.strip())
         if speaker:
-            seen.setdefault(speaker.group(1), None)
+            found.append((speaker.group(1), False))
+            line = speaker.group(2)
         for match in _IDENTIFIER.finditer(line):
             token = match.group(0).rstrip(".,:;-")
             if token and token not in _STOPWORDS:
-                seen.setdefault(token, None)
+                opening = bool(_SENTENCE_START.search(line[:match.start()])) and bool(_PLAIN_WORD.fullmatch(token))
+                found.append((token, opening))
+    named_inside = {token for token, opening in found if not opening}
+    seen: dict[str, None] = {}
+    for token, opening in found:
+        if not opening or token in named_inside:
+            seen.setdefault(token, None)
     return list(seen)
-
-
-def sentences(text: str) -> list[str]:
-    """Sentences, each keeping its line's speaker so a quote still says who said it."""
-    out = []
-    for line in text.splitlines():
-        match = _SPEAKER.match(line.strip())
-        speaker, body = (match.group(1), match.group(2)) if match else (None, line.strip())
-        for part in _SENTENCE_END.split(body):
-            if part.strip():
-                out.append(f"{speaker}: {part.strip()}" if speaker else part.strip())
-    return out

@@ -1,60 +1,172 @@
-"""The memory layers of a prompt (seed 004): workspace long-term, then each channel's long-term memory
-and recent short-term versions (oldest first, the newest called so), this conversation's last.
+"""The memory layers of a prompt (seed 004), within their share of the budget.
+
+Shown, in this order: the server's long-term memory, other shareable channels, then this
+conversation (pinned facts, long-term memory, short-term versions oldest first), then a Discord
+thread's own memory. When they do not fit, they are kept by priority: pins, this conversation's
+long-term memory, its newest version, the server's memory, older versions, other channels.
 
 Sharing is enforced here: another channel's memory appears only when it is shareable and in the
-same guild; a DM (or the console) sees only its own memory and never reaches a guild.
+same guild; a DM (or the console) sees only its own memory and never reaches a guild. Records are
+read as of a snapshot (`as_of`, a record id), so a version written mid-conversation reaches the
+prompt at the window's next cut, not in the middle of a cached prefix.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from memory import channels
+from memory import channels, dates
+from memory.anchors import cached_tokens
 from memory.records import MemoryRecord, Thread
 from memory.store import Store
-from memory.templates import render
 
 SHORT_TERM_VERSIONS = 5
 SHARED_CHANNELS = 5
+OWN, OTHER, SERVER, THREAD = "own", "other", "server", "thread"
 
 
 @dataclass(frozen=True)
-class ChannelMemory:
-    title: str
-    long_term: MemoryRecord | None
-    short_term: list[MemoryRecord]
-
-    @property
-    def short_term_memory(self) -> MemoryRecord | None:
-        """The seed's name for the latest version, kept as an alias."""
-        return self.short_term[-1] if self.short_term else None
+class Layers:
+    text: str = ""
+    tokens: int = 0
+    records: frozenset[int] = frozenset()  # ids of the records shown
+    covered_to: int | None = None  # the newest message of this conversation a shown version covers
 
 
-async def memory_layers(store: Store, thread: Thread, root: Thread, versions: int = SHORT_TERM_VERSIONS,
-                        shared: int = SHARED_CHANNELS) -> str:
-    """The rendered layers for a thread whose conversation root is `root`; empty when nothing is remembered."""
+@dataclass
+class _Piece:
+    priority: int
+    section: tuple[int, str]  # display order, title
+    order: int  # display order within the section
+    text: str
+    record: MemoryRecord | None = None
+    tokens: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = cached_tokens(self.text) + 1
+
+
+async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions: int = SHORT_TERM_VERSIONS,
+                        shared: int = SHARED_CHANNELS, as_of: int | None = None,
+                        budget: int | None = None) -> Layers:
+    """The rendered layers for a thread whose conversation root is `root`, within `budget` tokens."""
+    pieces = await _candidates(store, thread, root, versions, shared, as_of)
+    chosen = fit(pieces, budget)
+    if not chosen:
+        return Layers()
+    text = render(chosen)
+    own = [p.record for p in chosen if p.record is not None and p.section[1] == OWN
+           and p.record.type == "short_term" and p.record.last_seq is not None]
+    return Layers(text, cached_tokens(text), frozenset(p.record.id for p in chosen if p.record),
+                  max((r.last_seq for r in own), default=None))  # type: ignore[arg-type, type-var]
+
+
+async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int,
+                      as_of: int | None) -> list[_Piece]:
     persona = root.persona
-    workspace = None
-    sections = []
+    own_section = (50, OWN)
+    pieces: list[_Piece] = []
+    pins = await channels.pins(store, persona, "channel", root.channel_id or 0)
+    if pins:
+        pieces.append(_Piece(0, own_section, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins)))
+    pieces += await _channel(store, persona, root.channel_id or 0, own_section, versions, as_of, (1, 3, 5))
+    if thread.discord_thread_id is not None:
+        found = await store.latest_record(persona, "thread", thread.discord_thread_id, "short_term", as_of)
+        if found:
+            pieces.append(_Piece(2, (90, THREAD), 0, _short_term_text(found, "Latest"), found))
     if root.guild_id is not None:
-        workspace = await store.latest_record(persona, "workspace", root.guild_id, "long_term")
+        found = await store.latest_record(persona, "workspace", root.guild_id, "long_term", as_of)
+        if found:
+            pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(found), found))
         others = [c for c in await channels.shared_channels(store, persona, root.guild_id)
                   if c.channel_id != root.channel_id][:shared]
-        for other in reversed(others):  # the most recently active nearest this conversation
-            sections.append(await channel_memory(store, persona, other.channel_id or 0,
-                                                 f"#{other.name or other.channel_id}", versions))
-    own_title = "this conversation"
-    sections.append(await channel_memory(store, persona, root.channel_id or 0, own_title, versions))
-    thread_memory = None
-    if thread.discord_thread_id is not None:
-        thread_memory = await store.latest_record(persona, "thread", thread.discord_thread_id, "short_term")
-    sections = [s for s in sections if s.long_term or s.short_term]
-    if not (workspace or sections or thread_memory):
-        return ""
-    return render("memory_layers.md.j2", workspace=workspace, channels=sections, thread_memory=thread_memory)
+        for rank, other in enumerate(others):  # the most recently active nearest this conversation
+            section = (49 - rank, f"#{other.name or other.channel_id}")
+            pieces += await _channel(store, persona, other.channel_id or 0, section, 1, as_of,
+                                     (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
+    return pieces
 
 
-async def channel_memory(store: Store, persona: str, channel_id: int, title: str, versions: int) -> ChannelMemory:
-    long_term = await store.latest_record(persona, "channel", channel_id, "long_term")
-    short_term = await store.recent_records(persona, "channel", channel_id, "short_term", versions)
-    return ChannelMemory(title, long_term, short_term)
+async def _channel(store: Store, persona: str, channel_id: int, section: tuple[int, str], versions: int,
+                   as_of: int | None, priorities: tuple[int, int, int]) -> list[_Piece]:
+    """A channel's long-term memory and its newest versions, oldest first, each with its priority."""
+    long_term = await store.latest_record(persona, "channel", channel_id, "long_term", as_of)
+    recent = await store.recent_records(persona, "channel", channel_id, "short_term", versions, as_of)
+    pieces = [_Piece(priorities[0], section, 0, _long_term_text(long_term), long_term)] if long_term else []
+    for age, record in enumerate(reversed(recent)):
+        label = "Newest" if age == 0 else ("Oldest shown" if age == len(recent) - 1 else "Earlier")
+        priority = priorities[1] if age == 0 else priorities[2] + age
+        pieces.append(_Piece(priority, section, len(recent) - age, _short_term_text(record, label), record))
+    return pieces
+
+
+def fit(pieces: list[_Piece], budget: int | None) -> list[_Piece]:
+    """Pieces by priority while they fit; one that does not is shortened to the room left, if that is worth it."""
+    if budget is None:
+        return pieces
+    chosen: list[_Piece] = []
+    used = 0
+    titles: set[tuple[int, str]] = set()
+    for piece in sorted(pieces, key=lambda p: (p.priority, p.section, p.order)):
+        header = 0 if piece.section in titles else cached_tokens(_title(piece.section)) + 2
+        room = budget - used - header
+        if piece.tokens > room:
+            if room < 80:
+                continue
+            piece = _Piece(piece.priority, piece.section, piece.order, shorten(piece.text, room), piece.record)
+            if piece.tokens > room:
+                continue
+        chosen.append(piece)
+        titles.add(piece.section)
+        used += piece.tokens + header
+    return chosen
+
+
+def shorten(text: str, tokens: int) -> str:
+    """Whole lines from both ends that fit in `tokens`, with a note of what was left out."""
+    lines = text.splitlines()
+    head, tail = [lines[0]], []
+    used = cached_tokens(lines[0]) + 24
+    for i in range(1, len(lines)):
+        line = lines[i // 2 + 1] if i % 2 else lines[-(i // 2)]
+        cost = cached_tokens(line) + 1
+        if used + cost > tokens or len(head) + len(tail) >= len(lines):
+            break
+        (head if i % 2 else tail).append(line)
+        used += cost
+    left_out = len(lines) - len(head) - len(tail)
+    if left_out <= 0:
+        return text
+    return "\n".join([*head, f"(… {left_out} line(s) left out here; recall and /memory show have them)",
+                      *reversed(tail)])
+
+
+def render(chosen: list[_Piece]) -> str:
+    sections: dict[tuple[int, str], list[_Piece]] = {}
+    for piece in sorted(chosen, key=lambda p: (p.section, p.order)):
+        sections.setdefault(piece.section, []).append(piece)
+    blocks = []
+    for section, pieces in sections.items():
+        blocks.append("\n".join([_title(section), *(p.text for p in pieces)]))
+    return "\n\n".join(blocks)
+
+
+def _title(section: tuple[int, str]) -> str:
+    name = section[1]
+    return {OWN: "# Memory of this conversation", SERVER: "# Memory of this server",
+            THREAD: "# Memory of this Discord thread"}.get(name, f"# Memory of {name}")
+
+
+def covered_days(record: MemoryRecord) -> str:
+    """The days a record's messages were said on, from its metadata (older records: when it was written)."""
+    meta = record.metadata
+    return dates.span(meta.get("first_at", record.created_at), meta.get("last_at", record.created_at))
+
+
+def _long_term_text(record: MemoryRecord) -> str:
+    return f"## Long-term memory (v{record.version}, {covered_days(record)})\n{record.content}"
+
+
+def _short_term_text(record: MemoryRecord, label: str) -> str:
+    span = f", messages {record.first_seq}-{record.last_seq}" if record.first_seq is not None else ""
+    return f"### {label} short-term memory (v{record.version}, {covered_days(record)}{span})\n{record.content}"

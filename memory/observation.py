@@ -23,3 +23,14 @@ def reduce_observation(text: str, max_lines: int, keep_lines: int) -> str:
         keep = MAX_LINE_CHARS * keep_lines // 2
         return f"[Data Truncated]\n{text[:keep]}\n... ({len(text) - 2 * keep} characters omitted) ...\n{text[-keep:]}"
     return text
+
+
+def reduce_message(text: str, tokens: int, max_tokens: int) -> str:
+    """A message far larger than its window, shown as head and tail; the stored message stays whole."""
+    if tokens <= max_tokens:
+        return text
+    chars_per_token = len(text) / max(1, tokens)
+    keep = max(1, int(max_tokens * chars_per_token * 0.45))
+    omitted = max(0, tokens - int(2 * keep / chars_per_token))
+    return f"{text[:keep]}\n[... about {omitted} tokens of this message left out here; it is stored whole ...]\n" \
+           f"{text[-keep:]}"

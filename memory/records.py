@@ -58,6 +58,9 @@ class Thread:
     window_summary: str | None = None
     window_summary_from: int | None = None
     window_summary_to: int | None = None
+    memory_as_of: int | None = None  # the newest memory record the window shows until its next cut
+    window_summary_first_at: float | None = None  # when the rolling summary's first and last messages were said
+    window_summary_last_at: float | None = None
 
     @property
     def is_root(self) -> bool:

@@ -18,7 +18,7 @@ from memory.records import MemoryChannel, MemoryRecord
 from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
-from memory.transcript import transcript_line
+from memory.transcript import dated_transcript
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +57,14 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
         pins = await channels.pins(store, ch.persona, scope, scope_id)
-        lines = [Line(*line) for m in messages if (line := transcript_line(m, {ch.thread_id})) is not None]
+        lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
         instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
         content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
                                             max_tokens=settings.short_term_tokens), pins)
         record = await channels.save_short_term(
             store, ch, content, messages[0].seq, messages[-1].seq, ch.pending_count, now, settings.triggers,
-            {"messages": len(messages), "pins": pins},
+            {"messages": len(messages), "pins": pins, "first_at": messages[0].created_at,
+             "last_at": messages[-1].created_at},
         )
         log.info("short-term memory v%d for thread %d covers messages %d-%d", record.version, ch.thread_id,
                  record.first_seq, record.last_seq)
@@ -90,7 +91,9 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
                          [(f"v{new.version}", new.content)], pins, settings)
     record = await store.add_record(
         ch.persona, scope, scope_id, "long_term", merged, existing.first_seq if existing else new.first_seq,
-        new.last_seq, {"from_short_term": new.version},
+        new.last_seq, {"from_short_term": new.version,
+                       "first_at": (existing or new).metadata.get("first_at", (existing or new).created_at),
+                       "last_at": new.metadata.get("last_at", new.created_at)},
     )
     await channels.long_term_saved(store, ch.thread_id, now, settings.triggers)
     return record

@@ -179,15 +179,20 @@ class Store:
         )
         return [_thread(r) for r in rows]
 
-    async def set_window(self, thread_id: int, start_seq: int, summary: str | None, summary_from: int | None,
-                         summary_to: int | None) -> Thread:
+    async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
+        """A window cut: its new start, rolling summary (range and dates) and memory snapshot, in one write."""
+        allowed = {"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
+                   "window_summary_first_at", "window_summary_last_at", "memory_as_of"}
+        if not state or set(state) - allowed:
+            raise ValueError(f"window state is among {sorted(allowed)}")
+        assignments = ", ".join(f"{k} = ?" for k in state)
         async with self.transaction() as db:
-            await db.execute(
-                "UPDATE threads SET window_start_seq = ?, window_summary = ?, window_summary_from = ?,"
-                " window_summary_to = ? WHERE id = ?",
-                (start_seq, summary, summary_from, summary_to, thread_id),
-            )
+            await db.execute(f"UPDATE threads SET {assignments} WHERE id = ?", (*state.values(), thread_id))
         return await self.thread(thread_id)
+
+    async def set_memory_as_of(self, thread_id: int, as_of: int) -> Thread:
+        """The memory snapshot a window shows until its next cut."""
+        return await self.set_window(thread_id, memory_as_of=as_of)
 
     # messages
 
@@ -372,16 +377,18 @@ class Store:
     # memory records
 
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
-                             limit: int) -> list[MemoryRecord]:
-        """The newest `limit` versions, oldest first."""
+                             limit: int, as_of: int | None = None) -> list[MemoryRecord]:
+        """The newest `limit` versions (written no later than record `as_of`, when given), oldest first."""
         rows = await self.fetch_all(
             "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
-            " ORDER BY version DESC LIMIT ?", (persona, scope, scope_id, type_, limit),
+            " AND (? IS NULL OR id <= ?) ORDER BY version DESC LIMIT ?",
+            (persona, scope, scope_id, type_, as_of, as_of, limit),
         )
         return [record_from_row(r) for r in reversed(rows)]
 
-    async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str) -> MemoryRecord | None:
-        found = await self.recent_records(persona, scope, scope_id, type_, 1)
+    async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str,
+                            as_of: int | None = None) -> MemoryRecord | None:
+        found = await self.recent_records(persona, scope, scope_id, type_, 1, as_of)
         return found[-1] if found else None
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
@@ -399,6 +406,74 @@ class Store:
             )
         row = await self.fetch_one("SELECT * FROM memory_records WHERE id = ?", (cur.lastrowid,))
         return record_from_row(row)
+
+    # recall: full-text look-ups, always filtered to what one conversation may see
+
+    async def message_count_estimate(self) -> int:
+        """About how many messages exist (the newest sequence): the corpus size for word weights."""
+        row = await self.fetch_one("SELECT COALESCE(MAX(seq), 0) FROM messages", ())
+        return int(row[0])
+
+    async def match_counts(self, table: str, terms: list[str], cap: int) -> dict[str, int]:
+        """How many rows of an index each term matches, counting no further than `cap` (one round trip)."""
+        if not terms:
+            return {}
+        if table not in ("messages_fts", "records_fts", "chronicles_fts"):
+            raise ValueError(f"no full-text index {table!r}")
+        counts = ", ".join(f"(SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?))"
+                           for _ in terms)
+        params = [p for term in terms for p in (phrase(term), cap)]
+        row = await self.fetch_one(f"SELECT {counts}", tuple(params))
+        return dict(zip(terms, (int(n) for n in row), strict=True))
+
+    async def recall_messages(self, query: str, persona: str, scope_keys: tuple[str, ...],
+                              limit: int) -> list[sqlite3.Row]:
+        marks = ", ".join("?" * len(scope_keys))
+        return await self.fetch_all(
+            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
+            " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
+            f" WHERE messages_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL"
+            " ORDER BY messages_fts.rank LIMIT ?", (query, persona, *scope_keys, limit),
+        )
+
+    async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
+                            limit: int) -> list[sqlite3.Row]:
+        """Messages containing a text too short for trigrams, among the newest `window` only."""
+        marks = ", ".join("?" * len(scope_keys))
+        return await self.fetch_all(
+            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
+            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - ? AND instr(lower(m.content), ?) > 0"
+            f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL ORDER BY m.seq DESC LIMIT ?",
+            (window, needle, persona, *scope_keys, limit),
+        )
+
+    async def recall_chronicles(self, query: str, persona: str, scope_keys: tuple[str, ...],
+                                limit: int) -> list[sqlite3.Row]:
+        marks = ", ".join("?" * len(scope_keys))
+        return await self.fetch_all(
+            "SELECT t.id, t.label, t.chronicle_summary, t.created_at, t.completed_at, t.scope_key"
+            " FROM chronicles_fts JOIN threads t ON t.id = chronicles_fts.rowid"
+            f" WHERE chronicles_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks})"
+            " ORDER BY chronicles_fts.rank LIMIT ?", (query, persona, *scope_keys, limit),
+        )
+
+    async def recall_records(self, query: str, persona: str, scopes: tuple[tuple[str, int], ...],
+                             limit: int) -> list[sqlite3.Row]:
+        """Short-term memory versions (each long-term version repeats the last, so those are left out)."""
+        if not scopes:
+            return []
+        pairs = ", ".join("(?, ?)" for _ in scopes)
+        return await self.fetch_all(
+            "SELECT r.* FROM records_fts JOIN memory_records r ON r.id = records_fts.rowid"
+            f" WHERE records_fts MATCH ? AND r.persona = ? AND r.type = 'short_term' AND (r.scope, r.scope_id)"
+            f" IN (VALUES {pairs}) ORDER BY records_fts.rank LIMIT ?",
+            (query, persona, *(x for pair in scopes for x in pair), limit),
+        )
+
+    async def newest_record_id(self) -> int:
+        row = await self.fetch_one("SELECT COALESCE(MAX(id), 0) FROM memory_records", ())
+        return int(row[0])
 
     # settings
 
@@ -436,9 +511,23 @@ class Store:
 
 
 def _statements(script: str) -> list[str]:
-    """Split a migration script into statements (our scripts hold no ';' inside literals)."""
-    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    """Split a migration script into whole statements (a trigger's body keeps its inner ';')."""
+    text = "\n".join(ln for ln in script.splitlines() if not ln.strip().startswith("--"))
+    statements, current = [], ""
+    for piece in text.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \n;"):
+                statements.append(current.strip())
+            current = ""
+    if current.strip(" \n;"):
+        raise StoreError(f"incomplete statement in a migration: {current.strip()[:80]}")
+    return statements
+
+
+def phrase(term: str) -> str:
+    """One FTS5 phrase: quoted, inner quotes doubled."""
+    return '"' + term.replace('"', '""') + '"'
 
 
 def _thread(row: sqlite3.Row) -> Thread:

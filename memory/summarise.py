@@ -10,8 +10,8 @@ from memory.templates import render
 from memory.tokens import count_tokens
 
 COMBINE_INSTRUCTION = (
-    "These are summaries of consecutive parts of one record, oldest first. Combine them into one "
-    "summary that keeps every fact they hold."
+    "These are summaries of consecutive parts of one record, oldest first, each under a [part N of M] "
+    "line. Combine them into one summary that keeps every fact they hold, with who said it and when."
 )
 MAX_COMBINE_ROUNDS = 4
 
@@ -37,7 +37,7 @@ async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_toke
             await _request(llm, instruction, part, (i + 1, len(chunks)), max_tokens, tier)
             for i, part in enumerate(chunks)
         ]
-        lines = [Line.of(f"Part {i + 1}: {text}") for i, text in enumerate(parts)]
+        lines = [Line.of(f"[part {i + 1} of {len(parts)}]\n{text}") for i, text in enumerate(parts)]
         instruction = COMBINE_INSTRUCTION
     return "\n\n".join(line.text for line in lines)  # the model keeps writing long parts: keep them all
 

@@ -152,7 +152,7 @@ async def write_chronicle(store: Store, llm: LLM, thread: Thread, settings: Stel
                           partial: bool = False) -> str | None:
     """Summarise every message of the thread with its chronicle prompt; None for an empty thread."""
     chain = await lineage(store, thread)
-    lines = [Line(text, tokens) async for text, tokens in transcript_lines(store, thread, {t.id for t in chain})]
+    lines = [Line(text, tokens) for text, tokens in await transcript_lines(store, thread, {t.id for t in chain})]
     if not lines:
         return None
     text = await summarise(llm, thread.chronicle_prompt or DEFAULT_CHRONICLE_PROMPT, lines,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import Collection, Iterable
 
 from memory.anchors import cached_tokens, is_anchor, render_anchor
-from memory.observation import reduce_observation
+from memory.dates import day_line, resolve_relative, same_day
+from memory.observation import reduce_message, reduce_observation
 from memory.records import Message, Thread
 from memory.store import Store
 from memory.tokens import MESSAGE_OVERHEAD
@@ -14,15 +15,23 @@ from memory.window import WindowPolicy
 DEFAULT_POLICY = WindowPolicy()
 
 
-def message_text(message: Message, lineage: Collection[int], policy: WindowPolicy = DEFAULT_POLICY) -> str:
-    """The text the model sees for a message, as viewed from a thread with this lineage."""
+def message_text(message: Message, lineage: Collection[int], policy: WindowPolicy = DEFAULT_POLICY,
+                 max_tokens: int | None = None) -> str:
+    """The text the model sees for a message, as viewed from a thread with this lineage.
+
+    A message larger than `max_tokens` is shown as head and tail, as an oversized tool result is.
+    """
     if is_anchor(message):
         return render_anchor(message, lineage)
+    text = message.content
     if message.role == "tool":
-        return reduce_observation(message.content, policy.observation_max_lines, policy.observation_keep_lines)
+        text = reduce_observation(text, policy.observation_max_lines, policy.observation_keep_lines)
+    if max_tokens is not None and message.token_count > max_tokens:
+        estimate = message.token_count * len(text) // max(1, len(message.content))  # what line reduction left
+        text = reduce_message(text, estimate, max_tokens)
     if message.role == "user" and message.author_name:
-        return f"[{message.author_name}] {message.content}"
-    return message.content
+        return f"[{message.author_name}] {text}"
+    return text
 
 
 def message_tokens(message: Message, text: str) -> int:
@@ -36,19 +45,43 @@ def message_tokens(message: Message, text: str) -> int:
 
 def transcript_line(message: Message, lineage: Collection[int],
                     policy: WindowPolicy = DEFAULT_POLICY) -> tuple[str, int] | None:
-    """`[speaker]: text` with its token count, or None for a message with nothing to show."""
+    """`[speaker]: text` with relative times resolved to dates, and its tokens; None when there is nothing to show.
+
+    The persona is named like everyone else, so a summary can say who said what.
+    """
     text = message_text(message, lineage, policy)
     if not text.strip():
         return None
-    speaker = message.role if message.role != "user" else f"user {message.author_name or ''}".strip()
-    body = text.removeprefix(f"[{message.author_name}] ") if message.role == "user" else text
-    return f"[{speaker}]: {body}", message_tokens(message, text) + 2
+    tokens = message_tokens(message, text) + 2
+    if message.role in ("user", "assistant"):
+        speaker = message.author_name or message.role
+        text = text.removeprefix(f"[{message.author_name}] ") if message.role == "user" else text
+        resolved = resolve_relative(text, message.created_at)
+        if resolved != text:
+            text, tokens = resolved, cached_tokens(resolved) + cached_tokens(speaker) + 4
+    else:
+        speaker = message.role
+    return f"[{speaker}]: {text}", tokens
+
+
+def dated_transcript(messages: Iterable[Message], lineage: Collection[int],
+                     policy: WindowPolicy = DEFAULT_POLICY) -> list[tuple[str, int]]:
+    """Transcript lines with a `[Monday, 8 May 2023]` line wherever the day changes."""
+    out: list[tuple[str, int]] = []
+    day: float | None = None
+    for message in messages:
+        line = transcript_line(message, lineage, policy)
+        if line is None:
+            continue
+        if day is None or not same_day(day, message.created_at):
+            day = message.created_at
+            header = f"[{day_line(day)}]"
+            out.append((header, cached_tokens(header) + 1))
+        out.append(line)
+    return out
 
 
 async def transcript_lines(store: Store, thread: Thread, lineage: Collection[int],
-                           policy: WindowPolicy = DEFAULT_POLICY) -> AsyncIterator[tuple[str, int]]:
-    """Every live message of a thread as a transcript line with its token count, oldest first."""
-    async for message in store.span(thread.id, None, None):
-        line = transcript_line(message, lineage, policy)
-        if line is not None:
-            yield line
+                           policy: WindowPolicy = DEFAULT_POLICY) -> list[tuple[str, int]]:
+    """Every live message of a thread as dated transcript lines, oldest first."""
+    return dated_transcript([m async for m in store.span(thread.id, None, None)], lineage, policy)

@@ -1,7 +1,9 @@
 """The cache-stable window: sizes from the seed's ratios, and where to cut when a window overflows.
 
-The window keeps a persisted start; it moves only on overflow, in one step down to a low-water
-mark, so the prefix the cache holds stays byte-identical between cuts (seed 003 plus metabolism).
+The window keeps a persisted start; it moves only on overflow, in one step, so the prefix the cache
+holds stays byte-identical between cuts (seed 003 plus metabolism). How full a cut leaves the window
+adapts: full enough to carry as much as possible, with room left for about `turns_per_cut` more
+turns of the conversation's usual size, so cuts (and the cache misses they cost) stay rare.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    low_water: float = 0.6  # share of the budget kept after a cut
-    locked_turns: int = 6  # the immediate buffer: never cut
-    summary_tokens: int = 1200  # room kept for the rolling summary injected at the cut
+    low_water: float = 0.6  # a cut leaves the window at least this full (unless its turns are too big for that)
+    high_water: float = 0.9  # ... and at most this full
+    turns_per_cut: int = 12  # room a cut leaves, in turns of the usual size
+    locked_turns: int = 6  # the immediate buffer: never cut (fewer when they would fill half the window)
+    summary_tokens: int = 1200  # the longest rolling summary
     observation_max_lines: int = 120  # tool results longer than this are reduced
     observation_keep_lines: int = 40  # lines kept at each end of a reduced tool result
+    message_share: float = 0.4  # one message is shown reduced (head and tail) beyond this share of its window
 
 
 class LockedBufferTooLarge(Exception):
-    """The last K turns alone exceed the window; sending them would overflow the model."""
+    """The newest turn alone exceeds the window; sending it would overflow the model."""
 
 
 @dataclass(frozen=True)
@@ -45,34 +50,65 @@ def protected_size(parent_window: int, ratio: float) -> int:
     return parent_window - int(parent_window * ratio)  # not int(w * (1 - r)): 1 - 0.8 is 0.19999...
 
 
-def locked_start(items: Sequence[Item], turns: int) -> int:
-    """Index where the last `turns` turns begin (0 when the thread has fewer)."""
-    seen = 0
+def turn_sizes(items: Sequence[Item]) -> list[int]:
+    """Tokens of each turn (a user or system message and what follows it), oldest first."""
+    sizes: list[int] = []
+    for item in items:
+        if item.starts_turn or not sizes:
+            sizes.append(0)
+        sizes[-1] += item.tokens
+    return sizes
+
+
+def locked_start(items: Sequence[Item], turns: int, limit: int | None = None) -> int:
+    """Index where the last `turns` turns begin (0 when the thread has fewer).
+
+    With a `limit`, only as many of them as fit in it are locked, but always the newest turn.
+    """
+    suffix = 0
+    start, seen = len(items), 0
     for i in range(len(items) - 1, -1, -1):
-        if items[i].starts_turn:
-            seen += 1
-            if seen == turns:
-                return i
+        suffix += items[i].tokens
+        if not items[i].starts_turn:
+            continue
+        if seen and limit is not None and suffix > limit:
+            return start
+        start, seen = i, seen + 1
+        if seen == turns:
+            return start
+    if limit is not None and seen and suffix > limit:
+        return start
     return 0
 
 
-def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0) -> int | None:
+def fill_target(items: Sequence[Item], budget: int, policy: WindowPolicy) -> float:
+    """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest."""
+    sizes = turn_sizes(items)[-20:] or [0]
+    usual = sum(sizes) / len(sizes)
+    fill = max(policy.low_water, 1 - policy.turns_per_cut * usual / budget)
+    return max(0.15, min(policy.high_water, fill, 1 - 2 * max(sizes[-policy.locked_turns:]) / budget))
+
+
+def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0,
+             summary_room: int | None = None) -> int | None:
     """Index of the new first item after one cut, or None when everything fits.
 
+    `summary_tokens` is the current rolling summary's size, `summary_room` what the next one may take.
     Cuts only before a turn start, so no tool_use is parted from its result and the window never
     opens with an assistant turn or an orphan tool result.
     """
     total = summary_tokens + sum(i.tokens for i in items)
-    lock = locked_start(items, policy.locked_turns)
+    lock = locked_start(items, policy.locked_turns, budget // 2)
     locked = sum(i.tokens for i in items[lock:])
     if locked > budget:
         raise LockedBufferTooLarge(
-            f"the last {policy.locked_turns} turns alone need {locked} tokens but the window holds {budget}; "
-            "raise llm.context_tokens or lower context.locked_turns"
+            f"the newest turn alone needs {locked} tokens but the window holds {budget}; "
+            "raise llm.context_tokens"
         )
     if total <= budget:
         return None
-    target = max(0, int(budget * policy.low_water) - policy.summary_tokens)
+    room = policy.summary_tokens if summary_room is None else summary_room
+    target = max(0, int(budget * fill_target(items, budget, policy)) - room)
     suffix = locked
     best = lock if lock > 0 else None
     for i in range(lock - 1, 0, -1):

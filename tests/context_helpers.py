@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bot.providers.anthropic_llm import to_params
 from bot.providers.offline import OfflineLLM
-from memory.context import Assembler, Assembly, Budget, Persona
+from memory.budget import Budget
+from memory.context import Assembler, Assembly, Persona
 from memory.records import NewMessage
 from memory.store import Store
 from memory.threads import StelisSettings
@@ -17,7 +18,7 @@ FIXED_NOW = 1_800_000_000.0
 def assembler(store: Store, context_tokens: int = 3_000, locked_turns: int = 3, llm=None) -> Assembler:
     return Assembler(
         store, llm or OfflineLLM(), Persona("Stelis", "You are Stelis."),
-        Budget(context_tokens, 200, tail_reserve=200),
+        Budget(context_tokens, 200),
         WindowPolicy(low_water=0.6, locked_turns=locked_turns, summary_tokens=150, observation_max_lines=30,
                      observation_keep_lines=5),
         StelisSettings(chunk_tokens=800), clock=lambda: FIXED_NOW,

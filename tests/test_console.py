@@ -3,6 +3,7 @@ import io
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from bot.console import Console
 from bot.engine import Engine
 from bot.providers.offline import OFFLINE_TAG, OfflineLLM
+from memory import dates
 from memory.llm import LLMError
 from memory.records import Scope
 
@@ -30,11 +32,12 @@ def test_piped_console_replies_per_line_and_remembers_across_runs(tmp_path):
     assert first.returncode == 0, first.stderr
     replies = [ln for ln in first.stdout.splitlines() if ln.startswith("Stelis: ")]
     assert len(replies) == 2 and all(OFFLINE_TAG in r for r in replies)
-    assert 'You said: "my project is calculator_v2"' in first.stdout
+    assert "I remember 2 earlier message(s)" in replies[1]  # hello and the first reply
 
-    second = run_console(tmp_path, "what is my project?\n/quit\nnot read after quit\n")  # `run` with no token
+    second = run_console(tmp_path, "what is my project?\n/recall calculator_v2\n/quit\nnot read after quit\n")
     assert second.returncode == 0, second.stderr
-    assert "[mahe] my project is calculator_v2" in second.stdout
+    assert "I remember 4 earlier message(s)" in second.stdout  # `run` with no token: the console, same database
+    assert "mahe (this conversation): my project is calculator_v2" in second.stdout
     assert "not read after quit" not in second.stdout
     assert (tmp_path / "data" / "stelis.sqlite3").exists()
 
@@ -76,7 +79,9 @@ async def test_help_unknown_commands_and_retry_after_a_failure(make_config):
     llm.fail = False
     out2 = io.StringIO()
     await Console(engine, io.StringIO("/retry\n"), out2, "mahe").run_loop()
-    assert 'You said: "hello?"' in out2.getvalue()
+    assert out2.getvalue().startswith(f"Stelis: {OFFLINE_TAG}")
+    stored = await engine.store.tail((await engine.thread_for(Scope.console())).id, 5)
+    assert [(m.role, m.content[:6]) for m in stored] == [("user", "hello?"), ("assistant", OFFLINE_TAG[:6])]
     await engine.close()
 
 
@@ -156,15 +161,16 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     await Console(engine, io.StringIO(script), out, "mahe").run_loop()
     text = out.getvalue()
     assert "No memory written yet." in text and "(no memory update was due)" in text
-    assert "Short-term memory v1 written (messages 1-2)" in text  # the first message: no memory yet, so due
-    assert "Short-term memory v2 written" in text and "Long-term memory updated (v2)." in text
+    assert text.count("(no memory update was due)") == 2  # ten seconds after a message: not yet
+    assert "Short-term memory v1 written (messages 1-4)" in text and "Long-term memory updated (v1)." in text
     assert "Pinned: Mahe likes green tea" in text
-    assert "v1 (messages 1-2): [user mahe]: I am Mahe, building calculator_v2" in text
-    assert "Version 1 is current again, as v3." in text
+    day = dates.day_text(datetime.fromtimestamp(engine.clock(), UTC).date())
+    assert f"v1 (messages 1-4, {day}): mahe: I am Mahe, building calculator_v2" in text
+    assert "Version 1 is current again, as v2." in text
     assert "Usage: /memory rollback <version number>" in text
-    assert "Short-term memory v4 written." in text
+    assert "Short-term memory v3 written." in text
     assert "Automatic memory updates paused here." in text and "Automatic memory updates resumed here." in text
-    assert "Short-term memory v5 written" in text
+    assert "Short-term memory v4 written" in text
     assert "Usage: /memory [show | history" in text and "Usage: /idle <seconds>" in text
     assert "Unpinned: Mahe likes green tea" in text
     await engine.close()

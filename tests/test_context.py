@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import threads
+from memory import anchors, dates, threads
+from memory.budget import Budget, Shares, plan, summary_room
 from memory.context import _starts_turn
 from memory.records import Scope
 from memory.store import Store
@@ -112,7 +113,7 @@ async def test_the_protected_region_is_the_parents_share(store):
     child = await threads.start(store, Run(r.id), "Task", StelisSettings())
     await say(store, child.id, "go")
     a = await assembler(store, context_tokens=8_000).assemble(child.id)
-    capacity = int(8_000 * 0.95) - 200 - a.parts["system"] - a.parts["memory"] - 200
+    capacity = plan(Budget(8_000, 200), a.parts["system"]).windows(a.parts["memory"])
     assert 0 < a.parts["parent"] <= capacity - int(capacity * 0.8)
     assert a.window_budget == int(capacity * 0.8)
     text = all_text(a)
@@ -129,8 +130,11 @@ async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
     thread = await store.thread(r.id)
     assert a.cut and thread.window_start_seq is not None
     summary = next(b.text for t in a.request.turns for b in t.blocks if b.text.startswith("[Memory Summary]"))
-    assert f"(messages {thread.window_summary_from}-{thread.window_summary_to})" in summary
-    assert "ISSUE-0" in summary  # identifiers survive the fold (offline summariser)
+    day = dates.span(thread.window_summary_first_at, thread.window_summary_last_at)
+    assert f"(messages {thread.window_summary_from}-{thread.window_summary_to}, {day})" in summary
+    body_text = summary.split("summarised:\n", 1)[1]
+    assert anchors.cached_tokens(body_text) <= summary_room(a.window_budget, Shares(), 150)
+    assert "ISSUE-" in body_text and body_text.endswith("more)")  # what does not fit is counted, not lost
     again = await asm.assemble(r.id)
     assert not again.cut and stable_prefix(again) == stable_prefix(a)  # the start holds until the next overflow
 
@@ -149,11 +153,26 @@ async def test_oversized_tool_output_is_reduced_in_the_request_not_in_the_store(
     assert all(len(m.content.splitlines()) == 500 for m in stored)
 
 
-async def test_an_oversized_locked_buffer_is_refused(store):
+async def test_an_oversized_message_is_shown_reduced_and_never_blocks_the_conversation(store):
     r = await root(store)
     for i in range(3):
-        await say(store, r.id, "huge " * 900 + str(i))
-    with pytest.raises(LockedBufferTooLarge, match="the last 3 turns alone need"):
+        await say(store, r.id, f"start{i} " + "huge " * 3_000 + f"end{i}")
+    a = await assembler(store, context_tokens=3_000).assemble(r.id)
+    validate_request(body(a))
+    text = all_text(a)
+    assert "start2 huge" in text and "huge end2" in text and "tokens of this message left out here" in text
+    assert sum(a.parts[p] for p in ("summary", "history")) <= a.window_budget
+    assert all(len(m.content) > 14_000 for m in await store.tail(r.id, 3))  # the stored messages stay whole
+
+
+async def test_only_a_turn_larger_than_the_whole_window_is_refused(store):
+    r = await root(store)
+    await say(store, r.id, "run everything")
+    uses = [{"id": f"big-{i}", "name": "run", "input": {}} for i in range(12)]
+    await store.append(r.id, _new("assistant", "running", tool_use=uses))
+    for use in uses:  # each result is reduced to its share of the window, but twelve still do not fit
+        await store.append(r.id, _new("tool", "\n".join("word " * 60 for _ in range(25)), tool_use_id=use["id"]))
+    with pytest.raises(LockedBufferTooLarge, match="the newest turn alone needs"):
         await assembler(store, context_tokens=3_000).assemble(r.id)
 
 

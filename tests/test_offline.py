@@ -1,7 +1,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.providers.offline import OFFLINE_TAG, OfflineLLM, extractive_summary, identifiers
+from bot.providers.extractive import extractive_summary
+from bot.providers.offline import OFFLINE_TAG, OfflineLLM
+from memory.identifiers import identifiers
 from memory.llm import Block, LLMRequest, Turn
 from memory.tokens import count_tokens
 
@@ -27,14 +29,57 @@ def test_summary_keeps_every_name_number_and_identifier():
     summary = extractive_summary(TRANSCRIPT)
     for name in KEEP:
         assert name in summary, name
-    assert "weather" not in summary  # the sentence with nothing to keep is left out
+    assert "Hi!" not in summary and "ok" not in summary.split()  # greetings and backchannel are left out
 
 
-def test_summary_under_a_small_budget_lists_identifiers_before_quotes():
+def test_summary_under_a_small_budget_quotes_the_most_informative_and_lists_the_rest():
     summary = extractive_summary(TRANSCRIPT, budget=110)
+    assert count_tokens(summary) <= 110
+    assert "alice: Let's deploy calculator_v2 to #ops on 2026-03-14 at 10:30." in summary
+    assert "weather" not in summary  # the sentence with nothing to keep loses to those with facts
     assert "Also mentioned:" in summary
-    for name in KEEP:
-        assert name in summary, name
+    lost = [name for name in KEEP if name not in summary]
+    assert not lost or summary.endswith("more)")
+
+
+def test_summary_fills_its_budget_with_distinct_informative_sentences():
+    facts = [f"[{who}]: I moved to {city} in {year} and adopted a dog named {dog}."
+             for who, city, year, dog in zip(["ana", "ben", "cy"] * 10, [f"City{i}" for i in range(30)],
+                                              range(1990, 2020), [f"Dog{i}" for i in range(30)], strict=False)]
+    chatter = ["[ana]: haha yes", "[ben]: lol same", "[cy]: Good morning everyone!"] * 20
+    summary = extractive_summary("\n".join(x for pair in zip(facts, chatter, strict=False) for x in pair), 300)
+    assert 0.8 * 300 <= count_tokens(summary) <= 300  # the budget is used, not left half empty
+    assert "haha" not in summary and "morning" not in summary
+    quoted = [line for line in summary.splitlines() if "moved to" in line]
+    assert len(quoted) == len(set(quoted)) >= 8 and all(line.startswith(("ana: ", "ben: ", "cy: ")) for line in quoted)
+
+
+def test_summary_says_who_and_when_and_never_quotes_boilerplate_or_offline_replies():
+    material = "\n".join([
+        "[Monday, 8 May 2023]",
+        "[Caroline]: I went to the LGBTQ support group yesterday (7 May 2023) and it was powerful.",
+        f"[Stelis]: {OFFLINE_TAG} Stelis here: no language model is configured, so I can listen.",
+        "You said: \"something\"",
+        "[Tuesday, 9 May 2023]",
+        "[Melanie]: I painted a lake sunrise for my art class.",
+        "# Memory of this conversation",
+        "Also mentioned: Foo, Bar",
+    ])
+    summary = extractive_summary(material, 200)
+    assert summary.splitlines()[:2] == ["[8 May 2023]", "Caroline: I went to the LGBTQ support group yesterday "
+                                                         "(7 May 2023) and it was powerful."]
+    assert "[9 May 2023]\nMelanie: I painted a lake sunrise for my art class." in summary
+    for junk in (OFFLINE_TAG, "You said", "# Memory", "Foo"):
+        assert junk not in summary
+
+
+def test_a_merge_keeps_provenance_and_never_quotes_its_headers():
+    material = ("[existing long-term memory v19]\n[8 May 2023]\nCaroline: Caroline adopted a cat named Miso. [v3]\n\n"
+                "[v20]\n[12 May 2023]\nMelanie: Melanie signed up for a pottery class in Kyoto.")
+    merged = extractive_summary(material, 300)
+    assert "existing long-term memory" not in merged and "[v20]\n" not in merged
+    assert "Caroline: Caroline adopted a cat named Miso. [v3]" in merged
+    assert "Melanie: Melanie signed up for a pottery class in Kyoto. [v20]" in merged
 
 
 def test_summary_never_exceeds_its_budget_and_counts_what_it_left_out():
@@ -70,17 +115,17 @@ async def test_offline_summary_request_summarises_the_user_material():
     assert result.usage.output_tokens > 0
 
 
-async def test_offline_reply_says_so_and_shows_what_it_remembers():
+async def test_offline_reply_says_so_in_one_line_and_quotes_nothing():
     request = LLMRequest(
         system=(Block("card"), Block("Long-term memory: Mahe likes tea.")),
         turns=(Turn.text("user", "[mahe] my cat is Tama"), Turn.text("assistant", "nice"),
-               Turn.text("user", "[mahe] what is my cat called?")),
+               Turn(role="user", blocks=(Block("[Now: Monday, 8 May 2023, 10:00 UTC]"),
+                                         Block("[mahe] what is my cat called?")))),
         max_tokens=100, persona="Stelis",
     )
     pieces = []
     result = await OfflineLLM().complete(request, on_text=pieces.append)
     assert result.text.startswith(f"{OFFLINE_TAG} Stelis here")
-    assert 'You said: "what is my cat called?"' in result.text
-    assert "[mahe] my cat is Tama" in result.text
-    assert "Long-term memory: Mahe likes tea." in result.text
+    assert "I remember 2 earlier message(s) here and what my memory holds" in result.text
+    assert "Tama" not in result.text and "tea" not in result.text and "\n" not in result.text
     assert pieces == [result.text]

@@ -65,17 +65,25 @@ async def versions(engine, scope, type_="short_term"):
     return await engine.memory_history(scope, type_)
 
 
-async def test_no_memory_yet_is_due_once_there_are_messages(world):
-    engine, _clock, _ = world
+async def test_the_first_message_writes_no_version_until_the_conversation_idles(world):
+    engine, clock, llm = world
     assert await engine.memory.run_due() == []
     await say(engine, GENERAL, "hello, first message")
+    assert await engine.memory.run_due() == [] and llm.requests == []  # no model call for a new channel
+    clock.advance(IDLE)
     outcomes = await engine.memory.run_due()
     assert [o.short_term.version for o in outcomes if o.short_term] == [1]
 
 
+async def idle(engine, clock):
+    """Let the conversations go quiet long enough for their versions to fall due, and run them."""
+    clock.advance(IDLE)
+    return await engine.memory.run_due()
+
+
 async def first_version(engine, clock, scope=GENERAL):
     await say(engine, scope, "seed message about calculator_v2")
-    await engine.memory.run_due()
+    await idle(engine, clock)
     assert len(await versions(engine, scope)) == 1
 
 
@@ -119,16 +127,16 @@ async def test_each_version_updates_the_channel_long_term_memory(world):
     clock.advance(IDLE)
     await engine.memory.run_due()
     long_term = await versions(engine, GENERAL, "long_term")
-    assert len(long_term) == 2 and long_term[-1].metadata == {"from_short_term": 2}
+    assert len(long_term) == 2 and long_term[-1].metadata["from_short_term"] == 2
     assert "calculator_v2" in long_term[-1].content  # the earlier fact is still there
 
 
 async def test_workspace_memory_is_updated_once_per_run_from_shareable_channels_only(world):
-    engine, _clock, _llm = world
+    engine, clock, _llm = world
     await say(engine, GENERAL, "general talks about calculator_v2")
     await say(engine, RANDOM, "random talks about Tokyo")
     await say(engine, SECRET, "secret plan ISSUE-99")
-    await engine.memory.run_due()
+    await idle(engine, clock)
     workspace = await engine.store.recent_records("Stelis", "workspace", 10, "long_term", 10)
     assert len(workspace) == 1
     assert "calculator_v2" in workspace[0].content and "Tokyo" in workspace[0].content
@@ -137,10 +145,10 @@ async def test_workspace_memory_is_updated_once_per_run_from_shareable_channels_
 
 
 async def test_pinned_facts_survive(world):
-    engine, _clock, llm = world
+    engine, clock, llm = world
     await engine.memory_pin(GENERAL, "Mahe's birthday is 03-14")
     await say(engine, GENERAL, "talking about the weather")
-    await engine.memory.run_due()
+    await idle(engine, clock)
     view = await engine.memory_view(GENERAL)
     assert "Mahe's birthday is 03-14" in view.short_term[-1].content
     assert "Mahe's birthday is 03-14" in view.long_term.content
@@ -175,7 +183,7 @@ async def test_an_llm_failure_writes_nothing_and_retries_with_back_off(world):
     engine, clock, llm = world
     await say(engine, GENERAL, "hello")
     llm.fail = 1
-    outcomes = await engine.memory.run_due()
+    outcomes = await idle(engine, clock)
     assert outcomes[0].error and await versions(engine, GENERAL) == []
     assert await engine.memory.run_due() == []  # not before the back-off
     clock.advance(61)
@@ -184,11 +192,11 @@ async def test_an_llm_failure_writes_nothing_and_retries_with_back_off(world):
 
 
 async def test_one_channels_failure_does_not_stop_the_others(world):
-    engine, _clock, llm = world
+    engine, clock, llm = world
     await say(engine, GENERAL, "one")
     await say(engine, RANDOM, "two")
     llm.fail = 1
-    outcomes = await engine.memory.run_due()
+    outcomes = await idle(engine, clock)
     assert sorted(bool(o.error) for o in outcomes) == [False, True]
 
 
@@ -207,7 +215,7 @@ async def test_a_crash_between_short_and_long_term_is_repaired(world):
 
     Scripted.complete = die_on_long_term
     try:
-        await engine.memory.run_due()
+        await idle(engine, clock)
     finally:
         Scripted.complete = original
     ch = await channels.channel(engine.store, (await engine.thread_for(GENERAL)).id)
@@ -231,7 +239,7 @@ async def test_restart_recomputes_deadlines_and_skips_nothing(make_config):
                          snapshots={"interval_seconds": 0})
     engine = await Engine.open(config, Scripted(), clock)
     await say(engine, GENERAL, "first")
-    await engine.memory.run_due()
+    await idle(engine, clock)
     await say(engine, GENERAL, "said just before the restart")
     await engine.close()
     clock.advance(IDLE + 1)
@@ -272,7 +280,7 @@ async def test_prompt_order_labels_and_isolation(world):
                         (SECRET, "secret fact ISSUE-99"), (OTHER_GUILD, "other guild fact Osaka"),
                         (DM, "dm fact Kyoto")):
         await say(engine, scope, text)
-    await engine.memory.run_due()
+    await idle(engine, clock)
     for i in range(2):
         await say(engine, GENERAL, f"more general {i}")
         clock.advance(IDLE)
@@ -288,9 +296,9 @@ async def test_prompt_order_labels_and_isolation(world):
     assert general.index("# Memory of this server") < general.index("# Memory of #random") \
         < general.index("# Memory of this conversation")
     own = general[general.index("# Memory of this conversation"):]
-    assert own.index("## Long-term memory") < own.index("## Recent events (short-term memory, oldest first)")
-    assert "### Memory 1 of 3 (oldest), v1" in own and "### Memory 3 of 3 (newest), v3" in own
-    assert own.index("Memory 1 of 3") < own.index("Memory 2 of 3") < own.index("Memory 3 of 3")
+    assert own.index("## Long-term memory") < own.index("### Oldest shown short-term memory (v1, ")
+    assert own.index("(v1, ") < own.index("### Earlier short-term memory (v2, ") \
+        < own.index("### Newest short-term memory (v3, ")
     assert "ISSUE-99" not in general and "Osaka" not in general and "Kyoto" not in general
     secret = await layers(SECRET)
     assert "ISSUE-99" in secret and "Tokyo" in secret  # a private channel sees the shared ones
@@ -364,6 +372,7 @@ async def test_close_cancels_a_running_update_cleanly(make_config):
     config = make_config(snapshots={"interval_seconds": 0})
     engine = await Engine.open(config, Hanging())
     await say(engine, GENERAL, "hello")
+    engine.clock.advance(IDLE)
     running = asyncio.create_task(engine.memory.run_due())
     await asyncio.sleep(0.05)
     engine.shutdown_grace = 0.1

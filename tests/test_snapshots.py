@@ -103,7 +103,7 @@ def test_snapshot_cli_export_and_import(tmp_path):
         return subprocess.run([sys.executable, "-m", "bot", *args], input=stdin, capture_output=True, text=True,
                               cwd=REPO, env={**env, "STELIS_DATA_DIR": str(data)}, timeout=60)
 
-    chat = bot("console", data=tmp_path / "one", stdin="hello from before\n")
+    chat = bot("console", data=tmp_path / "one", stdin="hello from before, about calculator_v2\n")
     assert chat.returncode == 0, chat.stderr
     out = tmp_path / "thread.json"
     export = bot("snapshot", "export", "1", "--out", str(out), data=tmp_path / "one")
@@ -115,5 +115,6 @@ def test_snapshot_cli_export_and_import(tmp_path):
     assert again.returncode == 2 and "already exists" in again.stderr
     missing = bot("snapshot", "export", "99", data=tmp_path / "two")
     assert missing.returncode == 2 and "no thread 99" in missing.stderr
-    chat = bot("console", data=tmp_path / "two", stdin="what did I say?\n")
-    assert "[you] hello from before" in chat.stdout or "hello from before" in chat.stdout
+    chat = bot("console", data=tmp_path / "two", stdin="what did I say?\n/recall calculator_v2\n")
+    assert "I remember 2 earlier message(s)" in chat.stdout
+    assert "(this conversation): hello from before, about calculator_v2" in chat.stdout

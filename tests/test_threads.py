@@ -169,7 +169,7 @@ async def test_a_long_thread_is_chronicled_in_chunks_and_combined(store):
     for i in range(60):  # every message reached the model: nothing truncated
         assert f"step {i}:" in transcript
     combine = llm.requests[-1].turns[0].blocks[0].text
-    assert "Combine them" in combine and "Part 1: summary #1" in combine
+    assert "Combine them" in combine and "[part 1 of 4]\nsummary #1\n[part 2 of 4]" in combine
     assert ended.chronicle_summary == f"summary #{len(llm.requests)}"
     assert all("Summarise the build." in r.turns[0].blocks[0].text for r in parts)
 

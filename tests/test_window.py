@@ -1,9 +1,22 @@
+import itertools
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory.budget import Shares, summary_room
 from memory.observation import reduce_observation
-from memory.window import Item, LockedBufferTooLarge, WindowPolicy, locked_start, plan_cut, protected_size, window_size
+from memory.window import (
+    Item,
+    LockedBufferTooLarge,
+    WindowPolicy,
+    fill_target,
+    locked_start,
+    plan_cut,
+    protected_size,
+    window_size,
+)
 
 POLICY = WindowPolicy(low_water=0.6, locked_turns=2, summary_tokens=0)
 
@@ -36,37 +49,78 @@ def test_one_cut_down_to_the_low_water_mark_at_a_turn_start():
 
 def test_the_cut_never_enters_the_locked_buffer_even_above_low_water():
     history = items((10, True), (10, False), (50, True), (50, False), (10, True), (10, False))
-    cut = plan_cut(history, budget=120, policy=POLICY)
-    assert cut == locked_start(history, 2) == 2
+    cut = plan_cut(history, budget=300, policy=POLICY, summary_tokens=200)
+    assert cut == locked_start(history, 2, 150) == 2
 
 
-def test_a_locked_buffer_larger_than_the_window_is_a_clear_error():
+def test_the_locked_buffer_yields_when_it_would_fill_half_the_window():
+    history = items((10, True), (10, False), (50, True), (50, False), (10, True), (10, False))
+    assert locked_start(history, 2) == 2
+    assert locked_start(history, 2, limit=60) == 4  # the two turns need 120: only the newest is locked
+    assert plan_cut(history, budget=120, policy=POLICY, summary_tokens=20) == 4
+
+
+def test_only_a_newest_turn_larger_than_the_window_is_an_error():
     history = items((10, True), (100, True), (100, False))
-    with pytest.raises(LockedBufferTooLarge, match="the last 2 turns alone need 210 tokens but the window holds 150"):
+    with pytest.raises(LockedBufferTooLarge, match="the newest turn alone needs 200 tokens but the window holds 150"):
         plan_cut(history, budget=150, policy=POLICY)
 
 
 def test_summary_tokens_count_against_the_budget():
     history = items((10, True), (10, False), (10, True), (10, False), (10, True), (10, False))
-    assert plan_cut(history, budget=65, policy=POLICY) is None
-    assert plan_cut(history, budget=65, policy=POLICY, summary_tokens=10) == 2
+    assert plan_cut(history, budget=85, policy=POLICY) is None
+    assert plan_cut(history, budget=85, policy=POLICY, summary_tokens=30) == 2
+
+
+def test_a_big_window_with_small_turns_is_left_fuller_after_a_cut():
+    policy = WindowPolicy(low_water=0.6, high_water=0.9, turns_per_cut=12, locked_turns=6, summary_tokens=0)
+    history = items(*[(40, i % 2 == 0) for i in range(2_000)])  # turns of 80 tokens
+    small, large = fill_target(history, 4_000, policy), fill_target(history, 100_000, policy)
+    assert small == 0.76 and large == 0.9
+    cut = plan_cut(history, 50_000, policy)
+    assert 0.85 * 50_000 <= sum(i.tokens for i in history[cut:]) <= 0.9 * 50_000
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 60), st.booleans()), min_size=1, max_size=80), st.integers(50, 600))
 def test_cut_invariants(spec, budget):
     history = items(*spec)
+    lock = locked_start(history, 2, budget // 2)
     try:
         cut = plan_cut(history, budget, POLICY)
     except LockedBufferTooLarge:
-        assert sum(i.tokens for i in history[locked_start(history, 2):]) > budget
+        assert sum(i.tokens for i in history[lock:]) > budget
         return
     if cut is None:
-        assert sum(i.tokens for i in history) <= budget or locked_start(history, 2) == 0
+        assert sum(i.tokens for i in history) <= budget or lock == 0
         return
-    assert 0 < cut <= locked_start(history, 2)
+    assert 0 < cut <= lock
     assert history[cut].starts_turn
     assert sum(i.tokens for i in history[cut:]) <= budget
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from([2_048, 4_096, 8_192, 16_384, 32_000, 100_000, 200_000]), st.integers(20, 400),
+       st.integers(0, 2**32 - 1))
+def test_a_cut_is_never_followed_by_another_on_the_next_turn(context, turn, seed):
+    """Replaying a conversation of similar turns at any budget: cuts are spaced, never turn after turn."""
+    rng = random.Random(seed)
+    budget = int(context * 0.6)  # about what a root window gets once memory, tail and recall are planned
+    turn = min(turn, budget // 5)  # a bigger turn is reduced when shown (WindowPolicy.message_share)
+    policy = WindowPolicy(summary_tokens=1_200)
+    room = summary_room(budget, Shares(), policy.summary_tokens)
+    window: list[Item] = []
+    summary, cuts, seq = 0, [], 0
+    for n in range(300):
+        size = rng.randint(max(1, turn // 2), turn)
+        seq += 2
+        window += [Item(seq - 1, size // 3, True), Item(seq, size - size // 3, False)]
+        cut = plan_cut(window, budget, policy, summary, room)
+        if cut is not None:
+            window, summary = window[cut:], room
+            cuts.append(n)
+        assert summary + sum(i.tokens for i in window) <= budget
+    assert all(b - a > 1 for a, b in itertools.pairwise(cuts))
 
 
 def test_observation_reduction_keeps_head_and_tail_with_the_omitted_count():

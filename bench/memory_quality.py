@@ -1,0 +1,247 @@
+"""Memory quality: does the fact a question needs reach the request, against keeping the last B tokens?
+
+Each seeded conversation (bench/conversations.py) is replayed through the engine with the offline
+model on a simulated clock: people's messages are heard, the persona answers every few messages,
+and the memory worker runs as the idle gaps between sessions pass. Then, a day later, every question
+is previewed (assembled as if asked, nothing stored) at each budget and the request is searched for
+each evidence turn's fact-carrying span:
+
+- verbatim: in the history the request carries; summarised: in a memory layer or the rolling
+  summary; recalled: in the recall section of the tail; any / all: one / every evidence turn.
+- answer: the expected answer appears anywhere in the request (the question itself excluded).
+- recency: the same checks on the newest stored messages that fit the same input budget.
+
+Over the replay it also reports the share of reply input tokens the prompt cache would serve (the
+fake server's caching rules, applied without HTTP) and the number of summarisation calls.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.conversations import Conversation, generate
+from bot.config import ConfigError, validate
+from bot.engine import Engine
+from bot.providers.anthropic_llm import to_params
+from bot.providers.offline import OfflineLLM
+from memory.llm import LLMRequest, LLMResult, TextSink, Usage
+from memory.records import Scope
+from memory.tokens import count_tokens
+from tests.fake_anthropic import FakeAnthropic
+
+BUDGETS = (2_048, 4_096, 8_192, 16_384)
+MAX_OUTPUT = 512
+CONVERSATIONS = 10
+REPLY_EVERY = 4  # the persona answers every fourth message, as in a busy channel set to chat
+SCOPE = Scope.channel(1, 1)
+REGIONS = ("verbatim", "summarised", "recalled")
+
+
+class SimClock:
+    """The bench's clock: set to each message's time; /idle-style advances work too."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Metered:
+    """The offline model, with each reply's usage computed under the prompt-cache rules."""
+
+    name = "offline"
+
+    def __init__(self, clock: SimClock):
+        self.inner = OfflineLLM()
+        self.cache = FakeAnthropic(clock=clock)
+        self.totals: dict[str, int] = defaultdict(int)
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
+        result = await self.inner.complete(request, on_text)
+        if request.purpose == "summary":
+            self.totals["summary_calls"] += 1
+            return result
+        usage = self.cache.account(to_params(request, "bench"))
+        self.totals["input"] += usage["input_tokens"]
+        self.totals["creation"] += usage["cache_creation_input_tokens"]
+        self.totals["read"] += usage["cache_read_input_tokens"]
+        self.totals["replies"] += 1
+        usage["output_tokens"] = result.usage.output_tokens
+        return LLMResult(result.text, Usage(**usage), result.model, result.stop_reason)
+
+    async def aclose(self) -> None:
+        return None
+
+    @property
+    def cache_share(self) -> float:
+        total = self.totals["input"] + self.totals["creation"] + self.totals["read"]
+        return self.totals["read"] / total if total else 0.0
+
+
+@dataclass
+class Scores:
+    questions: int = 0
+    failed: int = 0  # no request could be built
+    any: int = 0
+    all: int = 0
+    answer: int = 0
+    regions: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    kinds: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+
+    def add(self, found: list[set[str]], answered: bool, kind: str) -> None:
+        self.questions += 1
+        hit = any(found)
+        self.any += hit
+        self.all += all(found)
+        self.answer += answered
+        for region in REGIONS:
+            self.regions[region] += any(region in f for f in found)
+        self.kinds[kind][0] += hit
+        self.kinds[kind][1] += 1
+
+    def shares(self, prefix: str) -> dict[str, float]:
+        n = max(1, self.questions)
+        out = {f"{prefix}_evidence_any": self.any / n, f"{prefix}_evidence_all": self.all / n,
+               f"{prefix}_answer": self.answer / n}
+        if prefix == "stelis":
+            out.update({f"stelis_{r}": self.regions[r] / n for r in REGIONS})
+            out["stelis_no_request"] = self.failed / n
+        return {k: round(v, 3) for k, v in out.items()}
+
+
+def norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def regions_of(request: LLMRequest) -> dict[str, str]:
+    """The request's text by where it sits: history, summaries (memory layers, rolling summary), tail."""
+    parts: dict[str, list[str]] = defaultdict(list)
+    for block in request.system[1:]:
+        parts["summarised"].append(block.text)
+    blocks = [b.text for t in request.turns for b in t.blocks]
+    for text in blocks[:-1]:  # the last block is the question itself
+        if text.startswith("[Memory Summary]"):
+            parts["summarised"].append(text)
+        elif text.startswith(("[Now:", "[Recall")):
+            parts["recalled"].append(text)
+        else:
+            parts["verbatim"].append(text)
+    return {region: norm("\n".join(texts)) for region, texts in parts.items()}
+
+
+async def preview(engine: Engine, question: str, external_id: int) -> LLMRequest:
+    """The request the question would produce; stores nothing where the engine can preview."""
+    if hasattr(engine, "preview"):
+        return (await engine.preview(SCOPE, question, author_name="Asker")).request
+    message = await engine.hear(SCOPE, question, author_name="Asker", external_id=external_id)
+    try:
+        return (await engine.context(message.thread_id)).request
+    finally:
+        await engine.delete_message(external_id)
+
+
+async def replay(conv: Conversation, budget: int, tmp: Path) -> tuple[Engine, Metered, SimClock, list[int]]:
+    """Every turn heard at its time, the persona answering every REPLY_EVERY messages; turn -> seq."""
+    clock = SimClock(conv.turns[0].at)
+    llm = Metered(clock)
+    config = validate({"data_dir": str(tmp), "llm": {"context_tokens": budget, "max_output_tokens": MAX_OUTPUT},
+                       "snapshots": {"interval_seconds": 0}})
+    engine = await Engine.open(config, llm, clock)  # type: ignore[arg-type]
+    seqs = []
+    for i, turn in enumerate(conv.turns):
+        clock.now = turn.at
+        await engine.memory.run_due()
+        message = await engine.hear(SCOPE, turn.text, author_name=turn.speaker, external_id=1_000_000 + i)
+        seqs.append(message.seq)
+        if i % REPLY_EVERY == REPLY_EVERY - 1:
+            try:
+                await engine.reply(message.thread_id)
+            except Exception:  # a reply that cannot be built is counted, not fatal here
+                llm.totals["reply_failures"] += 1
+    clock.now = conv.turns[-1].at + 86_400
+    await engine.memory.run_due()
+    return engine, llm, clock, seqs
+
+
+async def recency_texts(engine: Engine, tokens: int) -> str:
+    """The newest stored messages that fit `tokens`, as a recency-only bot would send them."""
+    thread = await engine.thread_for(SCOPE)
+    kept, used = [], 0
+    async for message in engine.store.newest_first(thread.id):
+        text = f"[{message.author_name}] {message.content}" if message.role == "user" else message.content
+        used += count_tokens(text) + 4
+        if used > tokens:
+            break
+        kept.append(text)
+    return norm("\n".join(kept))
+
+
+async def measure(conv: Conversation, budget: int) -> tuple[Scores, Scores, dict[str, float]]:
+    stelis, recency = Scores(), Scores()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            engine, llm, _clock, _seqs = await replay(conv, budget, Path(tmp))
+        except ConfigError:  # a budget the configuration refuses: nothing can be built
+            for q in conv.questions:
+                stelis.failed += 1
+                stelis.add([set() for _ in q.keys], False, q.kind)
+            return stelis, recency, {}
+        baseline = await recency_texts(engine, budget - MAX_OUTPUT)
+        for n, q in enumerate(conv.questions):
+            keys = [norm(k) for k in q.keys]
+            recency.add([{"verbatim"} if k in baseline else set() for k in keys], norm(q.answer) in baseline, q.kind)
+            try:
+                request = await preview(engine, q.text, 9_000_000 + n)
+            except Exception:  # "no request can be built" is the figure
+                stelis.failed += 1
+                stelis.add([set() for _ in keys], False, q.kind)
+                continue
+            regions = regions_of(request)
+            found = [{r for r, text in regions.items() if k in text} for k in keys]
+            stelis.add(found, norm(q.answer) in "\n".join(regions.values()), q.kind)
+        extra = {"cache_read_share": llm.cache_share, "summary_calls": llm.totals["summary_calls"],
+                 "replies": llm.totals["replies"], "reply_failures": llm.totals["reply_failures"]}
+        await engine.close()
+    return stelis, recency, extra
+
+
+async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUDGETS) -> list[dict]:
+    convs = [generate(seed) for seed in range(conversations)]
+    lines = []
+    for budget in budgets:
+        started = time.perf_counter()
+        total_s, total_r = Scores(), Scores()
+        extras: dict[str, list[float]] = defaultdict(list)
+        for conv in convs:
+            s, r, extra = await measure(conv, budget)
+            for mine, theirs in ((total_s, s), (total_r, r)):
+                mine.questions += theirs.questions
+                mine.failed += theirs.failed
+                mine.any += theirs.any
+                mine.all += theirs.all
+                mine.answer += theirs.answer
+                for k, v in theirs.regions.items():
+                    mine.regions[k] += v
+                for k, (hit, n) in theirs.kinds.items():
+                    mine.kinds[k][0] += hit
+                    mine.kinds[k][1] += n
+            for k, v in extra.items():
+                extras[k].append(v)
+        line = {"bench": "memory_quality", "budget": budget, "conversations": len(convs),
+                "questions": total_s.questions, **total_s.shares("stelis"), **total_r.shares("recency"),
+                "cache_read_share": round(statistics.mean(extras["cache_read_share"] or [0]), 3),
+                "summary_calls": int(sum(extras["summary_calls"])), "replies": int(sum(extras["replies"])),
+                "reply_failures": int(sum(extras["reply_failures"])),
+                "by_kind": {k: round(h / n, 2) for k, (h, n) in sorted(total_s.kinds.items())},
+                "seconds": round(time.perf_counter() - started, 1)}
+        lines.append(line)
+    return lines

@@ -1,0 +1,78 @@
+"""One budget (DESIGN.md section 5): everything a request carries is planned inside the model's context.
+
+The reply's reserve comes off the top; what is left after the system prompt is shared out: memory
+layers get a share, the volatile tail and recall get theirs, and the windows get the rest. Shares,
+not fixed token counts, so the same plan works from a 2k local model to a 200k one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIN_TAIL = 32  # the time line alone needs about this much
+MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at all
+
+
+class ContextError(Exception):
+    """A context that cannot be assembled within the model's window."""
+
+
+@dataclass(frozen=True)
+class Shares:
+    memory: float = 0.25  # memory layers, of what the system prompt leaves
+    recall: float = 0.10  # recall in the tail (it also gets whatever memory and the window leave unused)
+    tail: float = 0.04  # time, live Stelis threads, news from the parent
+    summary: float = 0.15  # a window's rolling summary, of that window
+    safety: float = 0.05  # token counts are estimates of another tokenizer
+
+
+@dataclass(frozen=True)
+class Budget:
+    context_tokens: int
+    max_output_tokens: int
+    shares: Shares = field(default_factory=Shares)
+
+    @property
+    def output(self) -> int:
+        """The reply's reserve: as configured, but never more than a quarter of a small context."""
+        return min(self.max_output_tokens, self.context_tokens // 4)
+
+    @property
+    def input(self) -> int:
+        return int(self.context_tokens * (1 - self.shares.safety)) - self.output
+
+
+@dataclass(frozen=True)
+class Plan:
+    input: int
+    system: int
+    memory: int  # the most the memory layers may take
+    tail: int
+    recall: int  # kept for recall however full the window is
+
+    @property
+    def rest(self) -> int:
+        return self.input - self.system
+
+    def windows(self, memory_used: int) -> int:
+        """What the windows (root window, and the parent regions of Stelis threads) share."""
+        return self.rest - memory_used - self.tail - self.recall
+
+
+def plan(budget: Budget, system_tokens: int) -> Plan:
+    """Share out one request's input tokens; a persona card that leaves no room is a clear error."""
+    rest = budget.input - system_tokens
+    if rest < max(MIN_CONVERSATION, budget.input // 3):
+        raise ContextError(
+            f"the persona card and instructions take {system_tokens} of the {budget.input} input tokens a request "
+            f"may use (llm.context_tokens {budget.context_tokens} minus {budget.output} for the reply); "
+            "shorten persona.card or raise llm.context_tokens"
+        )
+    shares = budget.shares
+    return Plan(budget.input, system_tokens, memory=int(rest * shares.memory),
+                tail=max(MIN_TAIL, int(rest * shares.tail)), recall=int(rest * shares.recall))
+
+
+def summary_room(window: int, shares: Shares, most: int) -> int:
+    """Room for a window's rolling summary: its share of the window, within [48, most]."""
+    return max(48, min(most, int(window * shares.summary)))

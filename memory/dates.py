@@ -1,0 +1,149 @@
+"""Dates as the persona reads them: day lines, spans, and relative times resolved against when they were said.
+
+Everything renders from stored timestamps in UTC, so the same message always renders the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+            "eight": 8, "nine": 9, "ten": 10}
+
+
+def _day(ts: float) -> date:
+    return datetime.fromtimestamp(ts, UTC).date()
+
+
+def day_text(d: date) -> str:
+    """7 May 2023."""
+    return f"{d.day} {d.strftime('%B')} {d.year}"
+
+
+def day_line(ts: float) -> str:
+    """Monday, 7 May 2023: the line history shows when the day changes."""
+    d = _day(ts)
+    return f"{d.strftime('%A')}, {day_text(d)}"
+
+
+def now_text(ts: float) -> str:
+    moment = datetime.fromtimestamp(ts, UTC)
+    return f"{day_line(ts)}, {moment.strftime('%H:%M')} UTC"
+
+
+def same_day(a: float, b: float) -> bool:
+    return _day(a) == _day(b)
+
+
+def span(first: float | None, last: float | None) -> str:
+    """The days a summary covers: one day, or from one to another; empty when unknown."""
+    if first is None or last is None:
+        return ""
+    a, b = _day(first), _day(last)
+    return day_text(a) if a == b else f"{day_text(a)} to {day_text(b)}"
+
+
+def _week_before(d: date) -> str:
+    return f"the week before {day_text(d)}"
+
+
+def _month(d: date, delta: int) -> str:
+    month = d.month - 1 + delta
+    year = d.year + month // 12
+    return date(year, month % 12 + 1, 1).strftime("%B %Y")
+
+
+def _weekday(d: date, name: str, direction: int) -> date:
+    """The named weekday strictly before (-1) or after (+1) d."""
+    target = WEEKDAYS.index(name)
+    step = timedelta(days=direction)
+    d = d + step
+    while d.weekday() != target:
+        d += step
+    return d
+
+
+def _ago(d: date, count: str, unit: str) -> str:
+    n = _NUMBERS.get(count.lower()) or int(count)
+    unit = unit.lower()
+    if unit.startswith("day"):
+        return day_text(d - timedelta(days=n))
+    if unit.startswith("week"):
+        return f"around {day_text(d - timedelta(weeks=n))}"
+    if unit.startswith("month"):
+        return _month(d, -n)
+    return str(d.year - n)
+
+
+def _weekend(d: date, direction: int) -> str:
+    saturday = _weekday(d - timedelta(days=1) if direction < 0 else d, "saturday", direction)
+    return f"the weekend of {day_text(saturday)}"
+
+
+Resolver = Callable[[re.Match[str], date], str]
+_RULES: list[tuple[re.Pattern[str], Resolver]] = [
+    (re.compile(r"\bthe day before yesterday\b", re.I), lambda m, d: day_text(d - timedelta(days=2))),
+    (re.compile(r"\bthe day after tomorrow\b", re.I), lambda m, d: day_text(d + timedelta(days=2))),
+    (re.compile(r"\b(?:yesterday|last night)\b", re.I), lambda m, d: day_text(d - timedelta(days=1))),
+    (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), lambda m, d: day_text(d)),
+    (re.compile(r"\btomorrow\b", re.I), lambda m, d: day_text(d + timedelta(days=1))),
+    (re.compile(r"\b(\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten) (days?|weeks?|months?|years?)"
+                r" ago\b", re.I), lambda m, d: _ago(d, m.group(1), m.group(2))),
+    (re.compile(r"\blast week\b", re.I), lambda m, d: _week_before(d)),
+    (re.compile(r"\bnext week\b", re.I), lambda m, d: f"the week after {day_text(d)}"),
+    (re.compile(r"\blast weekend\b", re.I), lambda m, d: _weekend(d, -1)),
+    (re.compile(r"\b(?:this|next) weekend\b", re.I), lambda m, d: _weekend(d, 1)),
+    (re.compile(r"\blast month\b", re.I), lambda m, d: _month(d, -1)),
+    (re.compile(r"\bnext month\b", re.I), lambda m, d: _month(d, 1)),
+    (re.compile(r"\blast year\b", re.I), lambda m, d: str(d.year - 1)),
+    (re.compile(r"\bnext year\b", re.I), lambda m, d: str(d.year + 1)),
+    (re.compile(r"\blast (" + "|".join(WEEKDAYS) + r")\b", re.I),
+     lambda m, d: day_text(_weekday(d, m.group(1).lower(), -1))),
+    (re.compile(r"\bnext (" + "|".join(WEEKDAYS) + r")\b", re.I),
+     lambda m, d: day_text(_weekday(d, m.group(1).lower(), 1))),
+    # Japanese: no word boundaries; the longest words first so 一昨日 is not read as 昨日.
+    (re.compile(r"一昨日|おととい"), lambda m, d: _ja(d - timedelta(days=2))),
+    (re.compile(r"明後日|あさって"), lambda m, d: _ja(d + timedelta(days=2))),
+    (re.compile(r"昨日|昨夜|きのう"), lambda m, d: _ja(d - timedelta(days=1))),
+    (re.compile(r"今日|今夜|今朝|きょう"), lambda m, d: _ja(d)),
+    (re.compile(r"明日|あした"), lambda m, d: _ja(d + timedelta(days=1))),
+    (re.compile(r"先週"), lambda m, d: f"{_ja(d)}の前の週"),
+    (re.compile(r"来週"), lambda m, d: f"{_ja(d)}の次の週"),
+    (re.compile(r"先月"), lambda m, d: _ja_month(d, -1)),
+    (re.compile(r"来月"), lambda m, d: _ja_month(d, 1)),
+    (re.compile(r"去年|昨年"), lambda m, d: f"{d.year - 1}年"),
+    (re.compile(r"来年"), lambda m, d: f"{d.year + 1}年"),
+]
+
+
+def _ja(d: date) -> str:
+    return f"{d.year}年{d.month}月{d.day}日"
+
+
+def _ja_month(d: date, delta: int) -> str:
+    month = d.month - 1 + delta
+    return f"{d.year + month // 12}年{month % 12 + 1}月"
+
+
+def resolve_relative(text: str, said_at: float) -> str:
+    """Text with each relative time followed by the date it meant, for example "yesterday (7 May 2023)".
+
+    Only for text as it was said: a phrase already followed by a parenthesis is left alone, so
+    resolved text passed through again does not change.
+    """
+    d = _day(said_at)
+    taken: list[tuple[int, int, str]] = []
+    for pattern, resolve in _RULES:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(s < end and start < e for s, e, _ in taken) or text[end:].startswith((" (", "（")):
+                continue
+            resolved = resolve(match, d)
+            note = f" ({resolved})" if match.group(0).isascii() else f"（{resolved}）"
+            taken.append((start, end, match.group(0) + note))
+    for start, end, replacement in sorted(taken, reverse=True):
+        text = text[:start] + replacement + text[end:]
+    return text

@@ -1,0 +1,209 @@
+"""Recall (DESIGN.md section 5): what the archive holds about the new message, for the volatile tail.
+
+The new message (and the turn before it) is the query. Its meaningful words are looked up in
+trigram full-text indexes over messages, chronicles and memory versions, within what this
+conversation may see: its own scope, the shareable channels of its server; never another server,
+a DM or a private conversation. A word found in too many messages says nothing and is dropped
+(counting stops at a bound, so the cost does not grow with the archive); a word too short for
+trigrams is looked for by a bounded scan of the newest messages. Hits already in the request are
+skipped; the rest are ranked by how much of the query's information they carry.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from memory import channels, dates
+from memory.records import Thread
+from memory.store import Store, phrase
+from memory.tokens import count_tokens
+from memory.words import CJK, STOPWORDS, words
+
+MAX_TERMS = 10
+COMMON_SHARE = 0.15  # a word in more than this share of messages is dropped from the query
+COMMON_CAP = 1_500  # ... and counting its matches stops here, so a look-up stays bounded
+SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked for in
+CANDIDATES = 40
+MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
+HIT_CHARS = 600  # longer texts are shown around their first match
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+_KANA = re.compile(r"[\u3040-\u309f]+")
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """What one conversation may recall."""
+
+    persona: str
+    scope_keys: tuple[str, ...]  # threads whose messages and chronicles are visible
+    records: tuple[tuple[str, int], ...]  # (scope, scope_id) of visible memory records
+    titles: dict[str, str] = field(default_factory=dict, compare=False)  # scope key -> "#general"
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str  # message | chronicle | memory
+    key: int  # message seq, thread id or record id
+    text: str
+    at: float
+    who: str  # speaker, or what the text is
+    where: str
+    score: float
+
+
+@dataclass
+class Shown:
+    """What the request already carries, so recall does not repeat it."""
+
+    messages: set[int] = field(default_factory=set)
+    records: set[int] = field(default_factory=set)
+    chronicles: set[int] = field(default_factory=set)
+
+
+async def visibility(store: Store, root: Thread) -> Visibility:
+    """The rules of memory sharing (DESIGN.md section 6): own conversation, shareable channels of its server."""
+    keys = {root.scope_key: "this conversation"}
+    records = {("channel", root.channel_id or 0)}
+    if root.guild_id is not None:
+        records.add(("workspace", root.guild_id))
+        channel_ids = {root.channel_id}
+        for ch in await channels.shared_channels(store, root.persona, root.guild_id):
+            if ch.channel_id == root.channel_id:
+                continue
+            shared_root = await store.find_thread(ch.thread_id)
+            if shared_root is not None:
+                keys[shared_root.scope_key] = f"#{ch.name or ch.channel_id}"
+                records.add(("channel", ch.channel_id or 0))
+                channel_ids.add(ch.channel_id)
+        for thread_id in await channels.discord_threads(store, root.persona, root.guild_id, channel_ids):
+            records.add(("thread", thread_id))
+    return Visibility(root.persona, tuple(keys), tuple(sorted(records)), keys)
+
+
+def query_terms(text: str) -> list[str]:
+    """Meaningful words of a query, lightly stemmed (trigrams match the rest of the word), longest first."""
+    terms: dict[str, None] = {}
+    for word in words(text):
+        if CJK.search(word):
+            for run in _KANA.split(word):  # kana are mostly particles between the words that matter
+                if len(run) >= 2:
+                    terms.setdefault(run, None)
+            continue
+        if word in STOPWORDS or (len(word) < 3 and not word.isdigit()):
+            continue
+        terms.setdefault(_stem(word), None)
+    return sorted(terms, key=len, reverse=True)[:MAX_TERMS]
+
+
+def _stem(word: str) -> str:
+    word = word.removesuffix("'s")
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 12) -> list[Hit]:
+    """The best hits for a query text that the request does not already carry, best first."""
+    terms = query_terms(text)
+    if not terms:
+        return []
+    total = max(1, await store.message_count_estimate())
+    common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
+    df = await store.match_counts("messages_fts", [t for t in terms if len(t) >= 3], common)
+    kept = {t: n for t, n in df.items() if n < common}
+    short = [t for t in terms if len(t) < 3]
+    weights = {t: math.log(1 + total / (n + 1)) for t, n in kept.items()}
+    weights.update({t: math.log(1 + total / 20) for t in short})  # unknown df: weigh like a fairly rare word
+    if not weights:
+        return []
+    hits: list[Hit] = []
+    if kept:
+        query = " OR ".join(phrase(t) for t in kept)
+        for row in await store.recall_messages(query, seen.persona, seen.scope_keys, CANDIDATES):
+            if row["seq"] not in shown.messages:
+                hits.append(_message_hit(row, seen))
+        for row in await store.recall_chronicles(query, seen.persona, seen.scope_keys, CANDIDATES // 4):
+            if row["id"] not in shown.chronicles:
+                hits.append(_chronicle_hit(row, seen))
+        for row in await store.recall_records(query, seen.persona, seen.records, CANDIDATES // 4):
+            if row["id"] not in shown.records:
+                hits.append(_record_hit(row, kept))
+    for term in short:
+        for row in await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4):
+            if row["seq"] not in shown.messages:
+                hits.append(_message_hit(row, seen))
+    return rank(hits, weights)[:limit]
+
+
+def rank(hits: Iterable[Hit], weights: dict[str, float]) -> list[Hit]:
+    """Hits carrying enough of the query's information, the most first; newer first among equals."""
+    whole = sum(weights.values())
+    best: dict[tuple[str, int], Hit] = {}
+    for hit in hits:
+        lowered = hit.text.lower()
+        score = sum(w for t, w in weights.items() if t in lowered)
+        if score < MIN_COVERAGE * whole:
+            continue
+        scored = Hit(hit.kind, hit.key, hit.text, hit.at, hit.who, hit.where, score)
+        best.setdefault((hit.kind, hit.key), scored)
+    return sorted(best.values(), key=lambda h: (-h.score, -h.at))
+
+
+def _message_hit(row, seen: Visibility) -> Hit:
+    who = row["author_name"] or row["role"]
+    where = seen.titles.get(row["scope_key"], "elsewhere")
+    if row["kind"] != "root":
+        where = f"Stelis thread \"{row['label']}\" in {where}"
+    return Hit("message", row["seq"], row["content"], row["created_at"], who, where, 0.0)
+
+
+def _chronicle_hit(row, seen: Visibility) -> Hit:
+    where = seen.titles.get(row["scope_key"], "elsewhere")
+    return Hit("chronicle", row["id"], row["chronicle_summary"], row["completed_at"] or row["created_at"],
+               f"chronicle of Stelis thread \"{row['label']}\"", where, 0.0)
+
+
+def _record_hit(row, terms: Collection[str]) -> Hit:
+    """A memory version: only its lines that match, since a whole version is long."""
+    lines = [ln for ln in row["content"].splitlines() if any(t in ln.lower() for t in terms)]
+    kind = "short-term" if row["type"] == "short_term" else "long-term"
+    where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}[row["scope"]]
+    return Hit("memory", row["id"], "\n".join(lines) or row["content"], row["created_at"],
+               f"{kind} memory v{row['version']}", where, 0.0)
+
+
+def render(hits: list[Hit], budget: int, terms: list[str]) -> tuple[str, list[Hit]]:
+    """The recall section within `budget` tokens, and the hits it holds."""
+    if budget <= 0 or not hits:
+        return "", []
+    header = "[Recall: from earlier, found for this message]"
+    used = count_tokens(header) + 2
+    lines, kept = [header], []
+    for hit in hits:
+        line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_clip(_resolved(hit), terms)}"
+        cost = count_tokens(line) + 1
+        if used + cost > budget:
+            continue
+        lines.append(line)
+        kept.append(hit)
+        used += cost
+    return ("\n".join(lines), kept) if kept else ("", [])
+
+
+def _resolved(hit: Hit) -> str:
+    return dates.resolve_relative(hit.text, hit.at) if hit.kind == "message" else hit.text
+
+
+def _clip(text: str, terms: list[str]) -> str:
+    """The text on one line, cut around its first match when long."""
+    text = " ".join(text.split())
+    if len(text) <= HIT_CHARS:
+        return text
+    lowered = text.lower()
+    at = min((i for t in terms if (i := lowered.find(t)) >= 0), default=0)
+    start = max(0, at - HIT_CHARS // 3)
+    return ("…" if start else "") + text[start:start + HIT_CHARS] + "…"
