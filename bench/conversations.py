@@ -206,24 +206,31 @@ def _q(fact: _Fact, text: str, answer: str, kind: str, which: list[int] | None =
     return Question(text, answer, [fact.indices[i] for i in which], [fact.turn_texts[i][2] for i in which], kind)
 
 
+KINDS = ["relative", "price", "event", "dislike", "band", "pet", "move", "exam", "job"]
+SINGULAR = {"dislike", "band", "move", "job"}  # one per person, or a question about it would have two answers
+
+
 def _plan_facts(b: _Builder, sessions: int) -> list[_Fact]:
     """Facts spread over the sessions (a changed fact's second half comes later)."""
     rng = b.rng
     facts: list[_Fact] = []
+    taken: set[tuple[str, str]] = set()
     for _ in range(3 * sessions):
+        who, kind = rng.choice(b.conv.speakers), rng.choice(KINDS)
+        if (who, kind) in taken:
+            continue
         try:
-            _plan_one(b, rng.randrange(sessions), sessions, facts)
+            _plan_one(b, rng.randrange(sessions), sessions, facts, who, kind)
         except _Exhausted:
             continue
+        if kind in SINGULAR:
+            taken.add((who, kind))
     return facts
 
 
-def _plan_one(b: _Builder, s: int, sessions: int, facts: list[_Fact]) -> None:
+def _plan_one(b: _Builder, s: int, sessions: int, facts: list[_Fact], who: str, kind: str) -> None:
     rng = b.rng
-    people = b.conv.speakers
-    who = rng.choice(people)
-    other = rng.choice([p for p in people if p != who])
-    kind = rng.choice(["relative", "price", "event", "dislike", "band", "pet", "move", "exam", "job"])
+    other = rng.choice([p for p in b.conv.speakers if p != who])
 
     def at(session: int, turns: list[tuple[str, str, str]], ask) -> None:
         facts.append(_Fact(session, turns, ask))

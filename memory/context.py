@@ -220,11 +220,12 @@ class Assembler:
         """Recall for the new message and the turn before it, in the room the rest of the request left."""
         if room <= 0:
             return "", []
-        query = " ".join([trigger.content, *(m.content for m in window[-1:] if m.role in ("user", "assistant"))])
+        before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
-        hits = await recall.search(self.store, await recall.visibility(self.store, root), query, already)
-        return recall.render(hits, room, recall.query_terms(query))
+        hits = await recall.search(self.store, await recall.visibility(self.store, root), trigger.content, already,
+                                   context=before)
+        return recall.render(hits, room, recall.query_terms(trigger.content))
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:
         """The parent's newest messages up to this thread's anchor, within budget, opening on a turn."""

@@ -106,18 +106,24 @@ def _stem(word: str) -> str:
     return word
 
 
-async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 12) -> list[Hit]:
-    """The best hits for a query text that the request does not already carry, best first."""
-    terms = query_terms(text)
+async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
+                 context: str = "") -> list[Hit]:
+    """The best hits for a query text that the request does not already carry, best first.
+
+    Words of `context` (the turn before the new message) help rank but weigh a third as much.
+    """
+    own = query_terms(text)
+    terms = own + [t for t in query_terms(context) if t not in own]
     if not terms:
         return []
     total = max(1, await store.message_count_estimate())
     common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
     df = await store.match_counts("messages_fts", [t for t in terms if len(t) >= 3], common)
-    kept = {t: n for t, n in df.items() if n < common}
+    kept = {t: n for t, n in df.items() if 0 < n < common}  # a word found nowhere cannot help rank
     short = [t for t in terms if len(t) < 3]
-    weights = {t: math.log(1 + total / (n + 1)) for t, n in kept.items()}
+    weights = {t: math.log(1 + total / n) for t, n in kept.items()}
     weights.update({t: math.log(1 + total / 20) for t in short})  # unknown df: weigh like a fairly rare word
+    weights = {t: w * (1.0 if t in own else 1 / 3) for t, w in weights.items()}
     if not weights:
         return []
     hits: list[Hit] = []
@@ -131,7 +137,7 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
                 hits.append(_chronicle_hit(row, seen))
         for row in await store.recall_records(query, seen.persona, seen.records, CANDIDATES // 4):
             if row["id"] not in shown.records:
-                hits.append(_record_hit(row, kept))
+                hits.extend(_record_hits(row, kept))
     for term in short:
         for row in await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4):
             if row["seq"] not in shown.messages:
@@ -140,17 +146,29 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
 
 
 def rank(hits: Iterable[Hit], weights: dict[str, float]) -> list[Hit]:
-    """Hits carrying enough of the query's information, the most first; newer first among equals."""
+    """Hits carrying enough of the query's information, the most first; newer first among equals.
+
+    Who said it counts as a match too: "what did Kai buy" is about Kai's own messages.
+    """
     whole = sum(weights.values())
+    patterns = {t: _word_start(t) for t in weights}
     best: dict[tuple[str, int], Hit] = {}
     for hit in hits:
-        lowered = hit.text.lower()
-        score = sum(w for t, w in weights.items() if t in lowered)
+        lowered = f"{hit.who} {hit.text}".lower()
+        score = sum(w for t, w in weights.items() if patterns[t].search(lowered))
         if score < MIN_COVERAGE * whole:
             continue
         scored = Hit(hit.kind, hit.key, hit.text, hit.at, hit.who, hit.where, score)
         best.setdefault((hit.kind, hit.key), scored)
-    return sorted(best.values(), key=lambda h: (-h.score, -h.at))
+    # Among equals, a message before a summary quoting it (it has the exact day and speaker), then newer first.
+    return sorted(best.values(), key=lambda h: (-h.score, h.kind != "message", -h.at))
+
+
+def _word_start(term: str) -> re.Pattern[str]:
+    """A term matched where a word starts ("eat" in "eating", not in "weather"); CJK has no word starts."""
+    if CJK.search(term):
+        return re.compile(re.escape(term))
+    return re.compile(r"(?<![^\W_])" + re.escape(term))
 
 
 def _message_hit(row, seen: Visibility) -> Hit:
@@ -167,13 +185,16 @@ def _chronicle_hit(row, seen: Visibility) -> Hit:
                f"chronicle of Stelis thread \"{row['label']}\"", where, 0.0)
 
 
-def _record_hit(row, terms: Collection[str]) -> Hit:
-    """A memory version: only its lines that match, since a whole version is long."""
-    lines = [ln for ln in row["content"].splitlines() if any(t in ln.lower() for t in terms)]
+def _record_hits(row, terms: Collection[str]) -> list[Hit]:
+    """The lines of a memory version that match, each on its own: a whole version is long and mixed."""
     kind = "short-term" if row["type"] == "short_term" else "long-term"
     where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}[row["scope"]]
-    return Hit("memory", row["id"], "\n".join(lines) or row["content"], row["created_at"],
-               f"{kind} memory v{row['version']}", where, 0.0)
+    hits = []
+    for n, line in enumerate(row["content"].splitlines()):
+        if any(t in line.lower() for t in terms):
+            hits.append(Hit("memory", row["id"] * 10_000 + n, line, row["created_at"],
+                            f"{kind} memory v{row['version']}", where, 0.0))
+    return hits
 
 
 def render(hits: list[Hit], budget: int, terms: list[str]) -> tuple[str, list[Hit]]:
@@ -183,7 +204,12 @@ def render(hits: list[Hit], budget: int, terms: list[str]) -> tuple[str, list[Hi
     header = "[Recall: from earlier, found for this message]"
     used = count_tokens(header) + 2
     lines, kept = [header], []
+    said: list[str] = []
     for hit in hits:
+        gist = _gist(hit.text)
+        if any(gist in other or other in gist for other in said):
+            continue  # a summary quoting a message already shown, or the other way round
+        said.append(gist)
         line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_clip(_resolved(hit), terms)}"
         cost = count_tokens(line) + 1
         if used + cost > budget:
@@ -192,6 +218,12 @@ def render(hits: list[Hit], budget: int, terms: list[str]) -> tuple[str, list[Hi
         kept.append(hit)
         used += cost
     return ("\n".join(lines), kept) if kept else ("", [])
+
+
+def _gist(text: str) -> str:
+    """A text's words without speaker prefix or date notes, for spotting the same thing said twice."""
+    text = re.sub(r"^[^:\n]{1,40}: ", "", text.strip())
+    return " ".join(re.sub(r" \([^)]*\d{4}[^)]*\)", "", text).lower().split())
 
 
 def _resolved(hit: Hit) -> str:

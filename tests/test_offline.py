@@ -1,3 +1,5 @@
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,8 +71,19 @@ def test_summary_says_who_and_when_and_never_quotes_boilerplate_or_offline_repli
     assert summary.splitlines()[:2] == ["[8 May 2023]", "Caroline: I went to the LGBTQ support group yesterday "
                                                          "(7 May 2023) and it was powerful."]
     assert "[9 May 2023]\nMelanie: I painted a lake sunrise for my art class." in summary
-    for junk in (OFFLINE_TAG, "You said", "# Memory", "Foo"):
+    for junk in (OFFLINE_TAG, "You said", "# Memory"):
         assert junk not in summary
+    # An earlier summary's name list is carried as names, never quoted as a sentence.
+    assert [line for line in summary.splitlines() if "Foo" in line] == ["Also mentioned: Foo, Bar"]
+
+
+def test_a_resummary_carries_the_names_and_the_count_an_earlier_summary_could_not_fit():
+    earlier = "[ana]: I met Kenji at the station.\nAlso mentioned: Haruto, Yui (+7 more)"
+    assert extractive_summary(earlier, 200).endswith("Also mentioned: Haruto, Yui (+7 more)")
+    tight = extractive_summary(earlier + "\n" + "\n".join(f"[ana]: Name{i} came by." for i in range(40)), 60)
+    more = re.search(r"Also mentioned: .* \(\+(\d+) more\)$", tight).group(1)
+    named = len(set(re.findall(r"Name\d+|Haruto|Yui", tight)))
+    assert named + int(more) - 7 == 42  # every name is shown or counted, with the earlier 7 still counted
 
 
 def test_a_merge_keeps_provenance_and_never_quotes_its_headers():

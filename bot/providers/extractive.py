@@ -30,6 +30,7 @@ FACT_LINE = re.compile(r"^(?:- )?(?:([^:\n\[\]]{1,40}): )?(.+?)(?: (\[[^\]\n]{1,
 BOILERPLATE = ("#", "Also mentioned:", "Kept from", "Pinned:", "[Memory Summary]", "- ID:", "- Started:",
                "- Ended:", "- Messages:", "(partial:", "Older details", "(nothing to summarise)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_MORE = re.compile(r"\(\+(\d+) more\)\s*$")
 _DATE_NOTE = re.compile(r"\((?:\d{1,2} [A-Z][a-z]+ \d{4}|the week|the weekend|around|[A-Z][a-z]+ \d{4}|\d{4})")
 
 
@@ -182,17 +183,34 @@ def extractive_summary(material: str, budget: int = 600) -> str:
     if not sentences:
         return "(nothing to summarise)"
     speakers = [s.speaker for s in sentences if s.speaker]
-    names = list(dict.fromkeys([*speakers, *identifiers("\n".join(s.text for s in sentences))]))
+    carried, uncounted = _mentioned(material)
+    names = list(dict.fromkeys([*speakers, *identifiers("\n".join(s.text for s in sentences)), *carried]))
     reserve = min(budget // 4, count_tokens("Also mentioned: " + ", ".join(names)) + 8)
     chosen = select(sentences, budget - reserve)
     while True:
-        summary = _with_names(render(chosen), names, budget)
+        summary = _with_names(render(chosen), names, budget, uncounted)
         if count_tokens(summary) <= budget or not chosen:
             return summary.strip() or sentences[0].text[:budget]
         chosen = chosen[:-1]  # token counts of joined text are estimates: give back a line
 
 
-def _with_names(summary: str, names: list[str], budget: int) -> str:
+def _mentioned(material: str) -> tuple[list[str], int]:
+    """Names an earlier summary listed as "Also mentioned", and how many it could only count."""
+    names: list[str] = []
+    count = 0
+    for line in material.splitlines():
+        line = line.strip()
+        if not line.startswith("Also mentioned:"):
+            continue
+        line = line.removeprefix("Also mentioned:")
+        if m := _MORE.search(line):
+            count += int(m.group(1))
+            line = line[:m.start()]
+        names += [n.strip() for n in line.split(",") if n.strip()]
+    return names, count
+
+
+def _with_names(summary: str, names: list[str], budget: int, uncounted: int = 0) -> str:
     """The summary, then the names it does not mention that fit, then how many did not."""
     present = set(identifiers(summary)) | {n for n in names if f"{n}: " in summary}
     missing = [x for x in names if x not in present]
@@ -201,8 +219,8 @@ def _with_names(summary: str, names: list[str], budget: int) -> str:
         text = summary
         if listed:
             text += ("\n" if text else "") + "Also mentioned: " + ", ".join(listed)
-        if len(listed) < len(missing):
-            text += f" (+{len(missing) - len(listed)} more)"
+        if len(listed) < len(missing) or uncounted:
+            text += ("" if listed else "\nAlso mentioned:") + f" (+{len(missing) - len(listed) + uncounted} more)"
         if count_tokens(text) <= budget or not listed:
             return text
         listed = listed[: max(0, min(len(listed) - 1, len(listed) * 3 // 4))]
