@@ -31,6 +31,7 @@ MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
 HIT_CHARS = 600  # longer texts are shown around their first match
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 _KANA = re.compile(r"[\u3040-\u309f]+")
+_KANJI = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def query_terms(text: str) -> list[str]:
     for word in words(text):
         if CJK.search(word):
             for run in _KANA.split(word):  # kana are mostly particles between the words that matter
-                if len(run) >= 2:
+                if len(run) >= 2 or _KANJI.fullmatch(run):  # one kanji is a word: 猫, 海
                     terms.setdefault(run, None)
             continue
         if word in STOPWORDS or (len(word) < 3 and not word.isdigit()):
@@ -119,30 +120,40 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     total = max(1, await store.message_count_estimate())
     common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
     df = await store.match_counts("messages_fts", [t for t in terms if len(t) >= 3], common)
-    kept = {t: n for t, n in df.items() if 0 < n < common}  # a word found nowhere cannot help rank
+    rare = {t: n for t, n in df.items() if n < common}
     short = [t for t in terms if len(t) < 3]
-    weights = {t: math.log(1 + total / n) for t, n in kept.items()}
-    weights.update({t: math.log(1 + total / 20) for t in short})  # unknown df: weigh like a fairly rare word
-    weights = {t: w * (1.0 if t in own else 1 / 3) for t, w in weights.items()}
-    if not weights:
+    if not rare and not short:
         return []
     hits: list[Hit] = []
-    if kept:
-        query = " OR ".join(phrase(t) for t in kept)
-        for row in await store.recall_messages(query, seen.persona, seen.scope_keys, CANDIDATES):
-            if row["seq"] not in shown.messages:
-                hits.append(_message_hit(row, seen))
-        for row in await store.recall_chronicles(query, seen.persona, seen.scope_keys, CANDIDATES // 4):
-            if row["id"] not in shown.chronicles:
-                hits.append(_chronicle_hit(row, seen))
-        for row in await store.recall_records(query, seen.persona, seen.records, CANDIDATES // 4):
-            if row["id"] not in shown.records:
-                hits.extend(_record_hits(row, kept))
+    if rare:
+        hits += await _indexed(store, seen, shown, rare)
     for term in short:
         for row in await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4):
             if row["seq"] not in shown.messages:
                 hits.append(_message_hit(row, seen))
+    # A word in no message may still be in a chronicle or a memory; one found nowhere cannot help rank.
+    found = " ".join(f"{h.who} {h.text}".lower() for h in hits)
+    weights = {t: math.log(1 + total / max(n, 1)) for t, n in rare.items() if n or t in found}
+    weights.update({t: math.log(1 + total / 20) for t in short})  # unknown df: weigh like a fairly rare word
+    weights = {t: w * (1.0 if t in own else 1 / 3) for t, w in weights.items()}
+    if not weights:
+        return []
     return rank(hits, weights)[:limit]
+
+
+async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str]) -> list[Hit]:
+    """Hits of the full-text indexes: messages, chronicles and memory versions the request does not carry."""
+    query = " OR ".join(phrase(t) for t in terms)
+    hits = [_message_hit(row, seen)
+            for row in await store.recall_messages(query, seen.persona, seen.scope_keys, CANDIDATES)
+            if row["seq"] not in shown.messages]
+    hits += [_chronicle_hit(row, seen)
+             for row in await store.recall_chronicles(query, seen.persona, seen.scope_keys, CANDIDATES // 4)
+             if row["id"] not in shown.chronicles]
+    for row in await store.recall_records(query, seen.persona, seen.records, CANDIDATES // 4):
+        if row["id"] not in shown.records:
+            hits += _record_hits(row, terms)
+    return hits
 
 
 def rank(hits: Iterable[Hit], weights: dict[str, float]) -> list[Hit]:

@@ -1,0 +1,108 @@
+"""Recall (DESIGN.md section 5): full-text look-up of the archive, under the visibility rules of memory sharing."""
+
+import pytest
+
+from bot.engine import Engine
+from bot.providers.offline import OfflineLLM
+from memory.records import Scope
+
+GENERAL = Scope.channel(10, 100)
+RANDOM = Scope.channel(10, 101)
+SECRET = Scope.channel(10, 102)
+OTHER_GUILD = Scope.channel(20, 200)
+DM = Scope.dm(7, 300)
+PLACES = {GENERAL: ("general", True), RANDOM: ("random", True), SECRET: ("secret", False),
+          OTHER_GUILD: ("elsewhere", True), DM: (None, None)}
+
+
+@pytest.fixture
+async def engine(make_config):
+    e = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    for scope, (name, public) in PLACES.items():
+        await e.describe_channel(scope, name=name, public=public)
+    yield e
+    await e.close()
+
+
+async def places_found(engine, scope, query):
+    return {hit.where for hit in await engine.recall(scope, query)}
+
+
+async def test_recall_stays_inside_what_the_conversation_may_see(engine):
+    for i, scope in enumerate(PLACES):
+        await engine.hear(scope, f"the zephyrine lantern was left in room {i}", author_name="ana", external_id=i + 1)
+        await engine.memory_edit(scope, f"ana keeps a quillwort notebook ({i})")
+        for n in range(3):  # other words, so the planted ones are rare
+            await engine.hear(scope, f"plain chatter number {n} about the weather", author_name="ben")
+
+    general = await engine.recall(GENERAL, "where is the zephyrine lantern?")
+    assert {h.text for h in general if h.kind == "message"} == {
+        "the zephyrine lantern was left in room 0", "the zephyrine lantern was left in room 1"}
+    assert {h.where for h in general} == {"this conversation", "#random"}
+    memories = " ".join(h.text for h in await engine.recall(GENERAL, "quillwort notebook"))
+    assert "(0)" in memories and "(1)" in memories
+    assert "(2)" not in memories and "(3)" not in memories and "(4)" not in memories
+
+    # A DM, another server and a private channel reach nothing outside themselves.
+    assert {h.text for h in await engine.recall(DM, "zephyrine lantern")} == {
+        "the zephyrine lantern was left in room 4"}
+    assert {h.text for h in await engine.recall(OTHER_GUILD, "zephyrine lantern")} == {
+        "the zephyrine lantern was left in room 3"}
+    for scope in (GENERAL, RANDOM, OTHER_GUILD, DM):
+        texts = " ".join(h.text for h in await engine.recall(scope, "zephyrine lantern quillwort"))
+        assert "room 2" not in texts and "(2)" not in texts
+
+
+async def test_a_channel_that_becomes_private_stops_being_recalled(engine):
+    await engine.hear(RANDOM, "the zephyrine lantern is under the stairs", author_name="ana")
+    await engine.hear(GENERAL, "nothing to see", author_name="ben")
+    assert await places_found(engine, GENERAL, "zephyrine lantern") == {"#random"}
+    await engine.describe_channel(RANDOM, public=False)
+    assert await places_found(engine, GENERAL, "zephyrine lantern") == set()
+
+
+async def test_the_index_follows_edits_and_deletes(engine):
+    await engine.hear(GENERAL, "my bicycle is a turquoise roadster", author_name="ana", external_id=500)
+    await engine.hear(GENERAL, "my kettle is a copper antique", author_name="ana", external_id=501)
+    assert [h.key for h in await engine.recall(GENERAL, "turquoise roadster")]
+
+    await engine.edit_message(500, "my bicycle is a crimson tandem")
+    assert await engine.recall(GENERAL, "turquoise roadster") == []
+    assert [h.text for h in await engine.recall(GENERAL, "crimson tandem")] == ["my bicycle is a crimson tandem"]
+
+    await engine.delete_message(501)
+    assert await engine.recall(GENERAL, "copper antique kettle") == []
+
+
+async def test_unsegmented_and_short_queries_are_found(engine):
+    await engine.hear(GENERAL, "昨日は京都で抹茶のパフェを食べました", author_name="mahe")
+    await engine.hear(GENERAL, "猫が好き", author_name="mahe")
+    await engine.hear(GENERAL, "the weather is nice", author_name="ben")
+    found = [h.text for h in await engine.recall(GENERAL, "抹茶のパフェはどこ？")]
+    assert found == ["昨日は京都で抹茶のパフェを食べました"]
+    assert "猫が好き" in [h.text for h in await engine.recall(GENERAL, "猫")]  # one kanji: scanned, not indexed
+
+
+async def test_preview_puts_recall_in_the_tail_and_stores_nothing(make_config):
+    e = await Engine.open(make_config(llm={"context_tokens": 2048, "max_output_tokens": 256},
+                                      snapshots={"interval_seconds": 0}), OfflineLLM())
+    await e.hear(GENERAL, "my sister Odalys lives in Valparaiso and breeds alpacas", author_name="ana")
+    for i in range(120):  # push the fact far out of a 2k window
+        await e.hear(GENERAL, f"small talk {i} " + "and so on " * 10, author_name="ben")
+    thread = await e.thread_for(GENERAL)
+    before = (await e.store.count_messages(thread.id), await e.store.thread(thread.id))
+
+    assembly = await e.preview(GENERAL, "where does Odalys live?", author_name="carl")
+    blocks = [b.text for t in assembly.request.turns for b in t.blocks]
+    tail = next(b for b in blocks if b.startswith("[Recall:"))
+    assert "Valparaiso" in tail and "ana" in tail
+    summary = next(i for i, b in enumerate(blocks) if b.startswith("[Memory Summary]"))
+    assert "Valparaiso" not in " ".join(b for b in blocks[summary + 1:] if not b.startswith("[Recall:"))
+    assert blocks[-1].endswith("where does Odalys live?")
+    flat = [b for t in assembly.request.turns for b in t.blocks]
+    last_breakpoint = max(i for i, b in enumerate(flat) if b.cache)
+    assert blocks.index(tail) > last_breakpoint  # recall sits after the cached prefix: the cache is untouched
+
+    after = (await e.store.count_messages(thread.id), await e.store.thread(thread.id))
+    assert after == before  # neither the question nor a window cut was stored
+    await e.close()
