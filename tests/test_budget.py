@@ -40,7 +40,7 @@ def test_a_small_persona_card_leaves_most_of_any_budget_to_the_conversation(cont
 
 
 def test_a_persona_card_that_leaves_no_room_is_refused_with_the_keys_to_change():
-    with pytest.raises(ContextError, match="persona.card or raise llm.context_tokens"):
+    with pytest.raises(ContextError, match=r"persona\.card or raise llm\.context_tokens"):
         plan(Budget(2_048, 256), 1_700)
 
 
