@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from memory import channels
+from memory import channels, provenance
 from memory.channels import Triggers
-from memory.identifiers import identifiers
 from memory.llm import LLM, Block, LLMError, LLMRequest, Turn
 from memory.records import MemoryChannel, MemoryRecord
 from memory.store import Store
@@ -118,7 +117,7 @@ async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,
 
 async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: list[tuple[str, str]],
                 pins: list[str], settings: MemorySettings) -> str:
-    """One neutral merge request; whatever names and numbers the model drops are put back, with provenance."""
+    """One neutral merge request; what the model drops is put back or counted, with provenance."""
     material = []
     if existing:
         material.append(f"[existing long-term memory v{existing.version}]\n{existing.content}")
@@ -130,12 +129,8 @@ async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: 
         max_tokens=settings.long_term_tokens, purpose="summary",
     )
     merged = (await llm.complete(request)).text.strip()
-    if existing:
-        present = set(identifiers(merged))
-        lost = [x for x in identifiers(existing.content) if x not in present]
-        if lost:
-            merged += f"\nKept from long-term v{existing.version}: " + ", ".join(lost)
-    return keep_pins(merged, pins)
+    checked = [(f"long-term v{existing.version}", existing.content)] if existing else []
+    return keep_pins(provenance.account(merged, checked + sources), pins)
 
 
 def keep_pins(text: str, pins: list[str]) -> str:
