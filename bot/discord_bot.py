@@ -15,7 +15,7 @@ from bot.engine import Engine
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.conversation", "cogs.threads", "cogs.admin")
+EXTENSIONS = ("cogs.conversation", "cogs.threads", "cogs.admin", "cogs.visibility")
 # Never ping @everyone, @here or roles; users only when the reply names them.
 SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=False)
 

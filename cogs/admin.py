@@ -1,4 +1,4 @@
-"""Slash commands: /memory, /stelis, /branches, /context, /config, /persona. All answers are ephemeral.
+"""Slash commands: /memory, /stelis, /branches, /context, /recall, /config, /persona. All answers are ephemeral.
 
 Commands that change anything need Manage Server, checked here on the server side whatever the
 guild's command permissions say (default_permissions is only a hint admins can change).
@@ -16,7 +16,7 @@ from discord.ext import commands
 
 from bot.config import ConfigError, masked_dump
 from bot.engine import MemoryAdminError
-from bot.report import context_bars, history_line, memory_lines, tree_lines
+from bot.report import context_bars, history_line, memory_lines, recall_lines, tree_lines
 from bot.splitting import split_message
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
@@ -258,6 +258,18 @@ class Admin(commands.Cog):
         await self.answer(interaction, "\n".join([
             f"Next request for {thread_ref(thread_id)} (window budget {assembly.window_budget} tokens):", "```",
             *context_bars(assembly.parts, total), "```"]))
+
+    # /recall
+
+    @app_commands.command(name="recall", description="What the persona can recall about something, with dates "
+                                                     "and who said it")
+    @app_commands.describe(query="Words to look for, for example: calculator deadline")
+    async def recall(self, interaction: discord.Interaction, query: app_commands.Range[str, 1, 300]) -> None:
+        if not query.strip():
+            await self.answer(interaction, "Give some words to look for, for example: calculator deadline")
+            return
+        scope, _ = await self.where(interaction)
+        await self.answer(interaction, "\n".join(recall_lines(query, await self.engine.recall(scope, query))))
 
     # /config and /persona
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import discord
 import discord.ext.test as dpytest
 import pytest
 
@@ -233,3 +234,36 @@ async def test_forum_posts_are_branches_too(world):
     assert branch is not None and branch["channel_id"] == forum.id
     session = await engine.store.thread(branch["current_thread_id"])
     assert [m.content for m in await engine.store.tail(session.id, 10)] == ["what is the best time to visit?"]
+
+
+def channel_payload(ch, *, name: str | None = None, hidden: bool = False) -> dict:
+    deny = str(discord.Permissions(view_channel=True).value) if hidden else "0"
+    return {"id": ch.id, "type": 0, "guild_id": ch.guild.id, "name": name or ch.name, "position": ch.position,
+            "permission_overwrites": [{"id": ch.guild.id, "type": 0, "allow": "0", "deny": deny}],
+            "nsfw": False, "rate_limit_per_user": 0, "topic": None, "last_message_id": None, "flags": 0}
+
+
+async def test_channels_are_described_on_first_sight_and_on_permission_changes(world):
+    _, engine, _ = world
+    here = channel()
+    scope = Scope.channel(here.guild.id, here.id)
+    post("hello there")
+    await settle()
+    described = (await engine.memory_view(scope)).channel
+    assert (described.name, described.public) == (here.name, True)
+
+    dpytest.backend.get_state().parse_channel_update(channel_payload(here, name="staff-only", hidden=True))
+    await settle()
+    described = (await engine.memory_view(scope)).channel
+    assert (described.name, described.public) == ("staff-only", False)  # a channel gone private stops being shared
+
+    dpytest.backend.get_state().parse_channel_update(channel_payload(here, name="open-again"))
+    await settle()
+    assert (await engine.memory_view(scope)).channel.public == 1
+
+    everyone = here.guild.default_role
+    role = {"id": everyone.id, "name": "@everyone", "permissions": "0", "position": 0, "color": 0, "hoist": False,
+            "managed": False, "mentionable": False, "flags": 0}
+    dpytest.backend.get_state().parse_guild_role_update({"guild_id": here.guild.id, "role": role})
+    await settle()
+    assert (await engine.memory_view(scope)).channel.public == 0  # @everyone lost "view channel" server-wide

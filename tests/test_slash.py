@@ -198,3 +198,13 @@ async def test_reading_another_channels_memory_needs_to_see_it(admin):
     it.user = guild.get_member(member().id)
     await cog.memory_show.callback(cog, it, visible)
     assert "Tokyo" in said(it)  # a member reads a channel they can see
+
+
+async def test_recall_answers_ephemerally_with_date_speaker_and_place(admin):
+    cog, engine = admin
+    await engine.hear(scope(), "the calculator_v2 deadline is 14 March", author_name="mahe")
+    await engine.hear(scope(), "nice weather today", author_name="ben")
+    found = said(await run(cog.recall, cog, "calculator deadline", as_admin=False))  # reading needs no admin
+    assert "mahe (this conversation): the calculator_v2 deadline is 14 March" in found and "weather" not in found
+    assert "Nothing found for 'zebra'" in said(await run(cog.recall, cog, "zebra"))
+    assert "Give some words" in said(await run(cog.recall, cog, "   "))
