@@ -1,4 +1,5 @@
-"""Context assembly latency at 1k, 10k and 100k stored messages in one thread (anchors and tool pairs mixed in)."""
+"""Context assembly latency at 1k, 10k and 100k stored messages in one thread (anchors and tool pairs mixed in),
+with recall on, and what recall itself adds."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ async def build(store: Store, size: int, rng: random.Random) -> int:
 
 
 async def measure(size: int) -> dict:
+    """Turns alternate recall on and off on the same history, so the two are timed under the same load."""
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store.open(Path(tmp) / "bench.sqlite3")
@@ -68,20 +70,22 @@ async def measure(size: int) -> dict:
         assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
                               Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
         await assembler.assemble(thread_id)  # the first call makes the one cut a long history needs
-        timings = []
-        for i in range(SAMPLES):
+        timings: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(2 * SAMPLES):
+            assembler.recall_enabled = i % 2 == 0
             await store.append(thread_id, user_message(rng, size + i))
             started = time.perf_counter()
             await assembler.assemble(thread_id)
-            timings.append((time.perf_counter() - started) * 1000)
+            timings[assembler.recall_enabled].append((time.perf_counter() - started) * 1000)
             await store.append(thread_id, assistant_message(rng, size + i))
         await store.close()
-    timings.sort()
-    return {"bench": "context_latency", "messages": size, "p50_ms": round(statistics.median(timings), 2),
-            "p95_ms": round(timings[int(len(timings) * 0.95) - 1], 2)}
+    on, off = sorted(timings[True]), sorted(timings[False])
+    return {"bench": "context_latency", "messages": size, "p50_ms": round(statistics.median(on), 2),
+            "p95_ms": round(on[int(len(on) * 0.95) - 1], 2), "p50_ms_without_recall": round(statistics.median(off), 2),
+            "recall_p50_ms": round(statistics.median(on) - statistics.median(off), 2)}
 
 
 async def run() -> list[dict]:
     results = [await measure(size) for size in SIZES]
     ratio = results[-1]["p50_ms"] / results[0]["p50_ms"]
-    return [*results, {"bench": "context_latency", "ratio_p50_100k_1k": round(ratio, 2)}]
+    return [*results, {"bench": "context_latency", "ratio_p50_100k_1k": round(ratio, 2), "recall": True}]

@@ -11,8 +11,19 @@ WORDS = ["memory", "thread", "window", "anchor", "chronicle", "persona", "channe
          "the", "a", "and", "we", "you", "it", "was", "is", "to", "of", "in", "for", "that", "on", "with"]
 
 
+# Real conversations also carry a long tail of rarer words (names, places, things): a Zipf vocabulary
+# of made-up words, so recall's look-ups see realistic match counts rather than 35 words found in
+# every message. Letters are drawn at random, as in real rare words, whose letter triples vary.
+_LETTERS = random.Random(7)
+RARE = ["".join(_LETTERS.choices("abcdefghijklmnopqrstuvwxyz", k=_LETTERS.randint(5, 9))) for _ in range(4_096)]
+_RARE_WEIGHTS = [1 / (rank + 1) for rank in range(len(RARE))]
+RARE_SHARE = 0.2
+
+
 def sentence(rng: random.Random, low: int, high: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+    count = rng.randint(low, high)
+    rare = iter(rng.choices(RARE, _RARE_WEIGHTS, k=count))
+    return " ".join(next(rare) if rng.random() < RARE_SHARE else rng.choice(WORDS) for _ in range(count))
 
 
 def user_message(rng: random.Random, n: int) -> NewMessage:

@@ -360,7 +360,7 @@ class Engine:
         """What recall finds for a query in a conversation, under the same visibility rules as replies."""
         root = await self.thread_for(scope)
         return await recall.search(self.store, await recall.visibility(self.store, root), query, recall.Shown(),
-                                   limit=limit)
+                                   limit=limit, frequencies=self.assembler.frequencies)
 
     # Stelis threads
 

@@ -111,6 +111,7 @@ class Assembler:
         self.memory_versions = SHORT_TERM_VERSIONS
         self.shared_channels = SHARED_CHANNELS
         self.recall_enabled = True
+        self.frequencies = recall.Frequencies()
         # Per-conversation persona (a server may change the card); defaults to the fixed one.
         self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
@@ -224,7 +225,7 @@ class Assembler:
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
         hits = await recall.search(self.store, await recall.visibility(self.store, root), trigger.content, already,
-                                   context=before)
+                                   context=before, frequencies=self.frequencies)
         return recall.render(hits, room, recall.query_terms(trigger.content))
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:

@@ -119,6 +119,10 @@ _RULES: list[tuple[re.Pattern[str], Resolver]] = [
 ]
 
 
+# Every rule in one alternation, each as a named group, so a text is scanned once.
+_ANY = re.compile("|".join(f"(?P<r{i}>{pattern.pattern})" for i, (pattern, _) in enumerate(_RULES)), re.I)
+
+
 def _ja(d: date) -> str:
     return f"{d.year}年{d.month}月{d.day}日"
 
@@ -132,18 +136,24 @@ def resolve_relative(text: str, said_at: float) -> str:
     """Text with each relative time followed by the date it meant, for example "yesterday (7 May 2023)".
 
     Only for text as it was said: a phrase already followed by a parenthesis is left alone, so
-    resolved text passed through again does not change.
+    resolved text passed through again does not change. One pass: at each place the first rule
+    that matches wins, so "the day before yesterday" is never read as "yesterday".
     """
-    d = _day(said_at)
-    taken: list[tuple[int, int, str]] = []
-    for pattern, resolve in _RULES:
-        for match in pattern.finditer(text):
-            start, end = match.span()
-            if any(s < end and start < e for s, e, _ in taken) or text[end:].startswith((" (", "（")):
-                continue
-            resolved = resolve(match, d)
-            note = f" ({resolved})" if match.group(0).isascii() else f"（{resolved}）"
-            taken.append((start, end, match.group(0) + note))
-    for start, end, replacement in sorted(taken, reverse=True):
-        text = text[:start] + replacement + text[end:]
-    return text
+    d = None
+    out: list[str] = []
+    at = 0
+    for found in _ANY.finditer(text):
+        start, end = found.span()
+        if text[end:].startswith((" (", "（")):
+            continue
+        index = int(found.lastgroup[1:])  # type: ignore[index]
+        pattern, resolve = _RULES[index]
+        match = pattern.match(text, start)
+        if match is None:  # pragma: no cover - the rule matched here as part of the alternation
+            continue
+        d = d or _day(said_at)
+        resolved = resolve(match, d)
+        note = f" ({resolved})" if match.group(0).isascii() else f"（{resolved}）"
+        out += [text[at:end], note]
+        at = end
+    return "".join(out) + text[at:] if out else text

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
@@ -27,9 +28,13 @@ COMMON_SHARE = 0.15  # a word in more than this share of messages is dropped fro
 COMMON_CAP = 1_500  # ... and counting its matches stops here, so a look-up stays bounded
 SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked for in
 CANDIDATES = 40
+CANDIDATE_ROWS = 400  # matches the message look-up may rank, whatever the archive's size
 MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
-HIT_CHARS = 600  # longer texts are shown around their first match
+HIT_CHARS = 600
+MIN_LINE_TOKENS = 24  # less room than this left: no hit line fits  # longer texts are shown around their first match
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
+FREQUENCY_ENTRIES = 50_000  # words whose match counts are remembered between look-ups
+FREQUENCY_GROWTH = 1.1  # ... until the archive has grown by this factor
 _KANA = re.compile(r"[\u3040-\u309f]+")
 _KANJI = re.compile(r"[\u4e00-\u9fff]")
 
@@ -42,6 +47,38 @@ class Visibility:
     scope_keys: tuple[str, ...]  # threads whose messages and chronicles are visible
     records: tuple[tuple[str, int], ...]  # (scope, scope_id) of visible memory records
     titles: dict[str, str] = field(default_factory=dict, compare=False)  # scope key -> "#general"
+
+
+class Frequencies:
+    """How many messages each word matches, remembered while the archive has not grown much.
+
+    Counting a word's matches is most of a look-up's cost, and a conversation's words recur from
+    turn to turn; a weight a little stale ranks just as well. The archive's size comes with the
+    counts, so a look-up whose words are all known needs no database round trip for them.
+    """
+
+    def __init__(self, entries: int = FREQUENCY_ENTRIES):
+        self.entries = entries
+        self.total = 0  # messages in the archive, as of the last count
+        self._known: OrderedDict[str, tuple[int, int]] = OrderedDict()  # word -> (count, archive size then)
+
+    async def counts(self, store: Store, terms: list[str]) -> dict[str, int]:
+        """Each term's match count, up to COMMON_CAP."""
+        known = {}
+        for term in terms:
+            entry = self._known.get(term)
+            if entry is not None and self.total <= entry[1] * FREQUENCY_GROWTH:
+                known[term] = entry[0]
+                self._known.move_to_end(term)
+        missing = [t for t in terms if t not in known]
+        if missing or not self.total:
+            self.total, counted = await store.match_counts("messages_fts", missing, COMMON_CAP)
+            for term, n in counted.items():
+                known[term] = n
+                self._known[term] = (n, self.total)
+        while len(self._known) > self.entries:
+            self._known.popitem(last=False)
+        return {t: known[t] for t in terms}
 
 
 @dataclass(frozen=True)
@@ -108,7 +145,7 @@ def _stem(word: str) -> str:
 
 
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
-                 context: str = "") -> list[Hit]:
+                 context: str = "", frequencies: Frequencies | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
     Words of `context` (the turn before the new message) help rank but weigh a third as much.
@@ -117,16 +154,17 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     terms = own + [t for t in query_terms(context) if t not in own]
     if not terms:
         return []
-    total = max(1, await store.message_count_estimate())
+    frequencies = frequencies or Frequencies()
+    df = await frequencies.counts(store, [t for t in terms if len(t) >= 3])
+    total = max(1, frequencies.total)
     common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
-    df = await store.match_counts("messages_fts", [t for t in terms if len(t) >= 3], common)
     rare = {t: n for t, n in df.items() if n < common}
     short = [t for t in terms if len(t) < 3]
     if not rare and not short:
         return []
     hits: list[Hit] = []
     if rare:
-        hits += await _indexed(store, seen, shown, rare)
+        hits += await _indexed(store, seen, shown, rare, _candidate_terms(rare, own))
     for term in short:
         for row in await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4):
             if row["seq"] not in shown.messages:
@@ -141,12 +179,31 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     return rank(hits, weights)[:limit]
 
 
-async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str]) -> list[Hit]:
-    """Hits of the full-text indexes: messages, chronicles and memory versions the request does not carry."""
+def _candidate_terms(df: dict[str, int], own: list[str]) -> list[str]:
+    """The rarest words (the new message's first) whose matches together stay within CANDIDATE_ROWS.
+
+    They carry most of a query's weight, and ranking every match of a fairly common word would
+    make a look-up's cost grow with the archive.
+    """
+    chosen: list[str] = []
+    rows = 0
+    for term in sorted((t for t in df if df[t]), key=lambda t: df[t] * (1 if t in own else 3)):
+        if chosen and rows + df[term] > CANDIDATE_ROWS:
+            break
+        chosen.append(term)
+        rows += df[term]
+    return chosen
+
+
+async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str],
+                   message_terms: list[str]) -> list[Hit]:
+    """Hits of the full-text indexes: messages (for the rarest words), chronicles and memory versions."""
+    hits = []
+    if message_terms:
+        rows = await store.recall_messages(" OR ".join(phrase(t) for t in message_terms), seen.persona,
+                                           seen.scope_keys, CANDIDATES)
+        hits += [_message_hit(row, seen) for row in rows if row["seq"] not in shown.messages]
     query = " OR ".join(phrase(t) for t in terms)
-    hits = [_message_hit(row, seen)
-            for row in await store.recall_messages(query, seen.persona, seen.scope_keys, CANDIDATES)
-            if row["seq"] not in shown.messages]
     hits += [_chronicle_hit(row, seen)
              for row in await store.recall_chronicles(query, seen.persona, seen.scope_keys, CANDIDATES // 4)
              if row["id"] not in shown.chronicles]
@@ -166,7 +223,7 @@ def rank(hits: Iterable[Hit], weights: dict[str, float]) -> list[Hit]:
     best: dict[tuple[str, int], Hit] = {}
     for hit in hits:
         lowered = f"{hit.who} {hit.text}".lower()
-        score = sum(w for t, w in weights.items() if patterns[t].search(lowered))
+        score = sum(w for t, w in weights.items() if t in lowered and patterns[t].search(lowered))
         if score < MIN_COVERAGE * whole:
             continue
         scored = Hit(hit.kind, hit.key, hit.text, hit.at, hit.who, hit.where, score)
@@ -221,13 +278,15 @@ def render(hits: list[Hit], budget: int, terms: list[str]) -> tuple[str, list[Hi
         if any(gist in other or other in gist for other in said):
             continue  # a summary quoting a message already shown, or the other way round
         said.append(gist)
-        line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_clip(_resolved(hit), terms)}"
+        line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_resolved(hit, _clip(hit.text, terms))}"
         cost = count_tokens(line) + 1
         if used + cost > budget:
             continue
         lines.append(line)
         kept.append(hit)
         used += cost
+        if budget - used < MIN_LINE_TOKENS:
+            break
     return ("\n".join(lines), kept) if kept else ("", [])
 
 
@@ -237,8 +296,8 @@ def _gist(text: str) -> str:
     return " ".join(re.sub(r" \([^)]*\d{4}[^)]*\)", "", text).lower().split())
 
 
-def _resolved(hit: Hit) -> str:
-    return dates.resolve_relative(hit.text, hit.at) if hit.kind == "message" else hit.text
+def _resolved(hit: Hit, text: str) -> str:
+    return dates.resolve_relative(text, hit.at) if hit.kind == "message" else text
 
 
 def _clip(text: str, terms: list[str]) -> str:

@@ -409,22 +409,16 @@ class Store:
 
     # recall: full-text look-ups, always filtered to what one conversation may see
 
-    async def message_count_estimate(self) -> int:
-        """About how many messages exist (the newest sequence): the corpus size for word weights."""
-        row = await self.fetch_one("SELECT COALESCE(MAX(seq), 0) FROM messages", ())
-        return int(row[0])
-
-    async def match_counts(self, table: str, terms: list[str], cap: int) -> dict[str, int]:
-        """How many rows of an index each term matches, counting no further than `cap` (one round trip)."""
-        if not terms:
-            return {}
+    async def match_counts(self, table: str, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
+        """About how many messages exist (the newest sequence), and how many rows of an index each term
+        matches, counting no further than `cap`; one round trip."""
         if table not in ("messages_fts", "records_fts", "chronicles_fts"):
             raise ValueError(f"no full-text index {table!r}")
-        counts = ", ".join(f"(SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?))"
-                           for _ in terms)
+        counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?))"
+                         for _ in terms)
         params = [p for term in terms for p in (phrase(term), cap)]
-        row = await self.fetch_one(f"SELECT {counts}", tuple(params))
-        return dict(zip(terms, (int(n) for n in row), strict=True))
+        row = await self.fetch_one(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}", tuple(params))
+        return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
     async def recall_messages(self, query: str, persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[sqlite3.Row]:

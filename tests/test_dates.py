@@ -1,0 +1,33 @@
+"""Relative times resolved against when they were said (summaries and recall write dates, not "yesterday")."""
+
+import pytest
+
+from memory.dates import day_line, resolve_relative, span
+
+MONDAY = 1_683_540_000.0  # Monday 8 May 2023, 10:00 UTC
+
+
+@pytest.mark.parametrize(("said", "resolved"), [
+    ("I went yesterday", "I went yesterday (7 May 2023)"),
+    ("the day before yesterday", "the day before yesterday (6 May 2023)"),  # not read as "yesterday"
+    ("3 days ago and two weeks ago", "3 days ago (5 May 2023) and two weeks ago (around 24 April 2023)"),
+    ("see you next Friday", "see you next Friday (12 May 2023)"),
+    ("last weekend", "last weekend (the weekend of 6 May 2023)"),
+    ("last month, next year", "last month (April 2023), next year (2024)"),
+    ("一昨日と昨日", "一昨日（2023年5月6日）と昨日（2023年5月7日）"),
+    ("nothing relative here", "nothing relative here"),
+])
+def test_relative_times_get_the_date_they_meant(said, resolved):
+    assert resolve_relative(said, MONDAY) == resolved
+
+
+def test_resolving_twice_changes_nothing():
+    once = resolve_relative("yesterday and tomorrow", MONDAY)
+    assert resolve_relative(once, MONDAY + 86_400 * 30) == once
+
+
+def test_day_lines_and_spans():
+    assert day_line(MONDAY) == "Monday, 8 May 2023"
+    assert span(MONDAY, MONDAY + 3_600) == "8 May 2023"
+    assert span(MONDAY, MONDAY + 86_400 * 2) == "8 May 2023 to 10 May 2023"
+    assert span(None, MONDAY) == ""
