@@ -164,22 +164,18 @@ async def set_flags(store: Store, thread_id: int, **flags: int | str | None) -> 
         await db.execute(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?", (*flags.values(), thread_id))
 
 
+async def guild_channels(store: Store, persona: str, guild_id: int) -> list[MemoryChannel]:
+    """Every remembered conversation of a guild (channels and Discord threads), most recently active first."""
+    rows = await store.fetch_all(
+        "SELECT * FROM memory_channels WHERE persona = ? AND guild_id = ? ORDER BY last_message_at DESC",
+        (persona, guild_id),
+    )
+    return [_channel(r) for r in rows]
+
+
 async def shared_channels(store: Store, persona: str, guild_id: int) -> list[MemoryChannel]:
     """The guild's channels whose memory may travel, most recently active first."""
-    rows = await store.fetch_all(
-        "SELECT * FROM memory_channels WHERE persona = ? AND guild_id = ? AND discord_thread_id IS NULL"
-        " ORDER BY last_message_at DESC", (persona, guild_id),
-    )
-    return [c for c in (_channel(r) for r in rows) if c.shared]
-
-
-async def discord_threads(store: Store, persona: str, guild_id: int, channel_ids: set[int | None]) -> list[int]:
-    """Discord threads remembered under the given channels of a guild."""
-    rows = await store.fetch_all(
-        "SELECT channel_id, discord_thread_id FROM memory_channels WHERE persona = ? AND guild_id = ?"
-        " AND discord_thread_id IS NOT NULL", (persona, guild_id),
-    )
-    return [r[1] for r in rows if r[0] in channel_ids]
+    return [c for c in await guild_channels(store, persona, guild_id) if c.discord_thread_id is None and c.shared]
 
 
 # pinned facts

@@ -119,8 +119,16 @@ _RULES: list[tuple[re.Pattern[str], Resolver]] = [
 ]
 
 
-# Every rule in one alternation, each as a named group, so a text is scanned once.
-_ANY = re.compile("|".join(f"(?P<r{i}>{pattern.pattern})" for i, (pattern, _) in enumerate(_RULES)), re.I)
+# Every rule in one alternation, each as a named group, so a text is scanned once; English rules share
+# their leading word boundary, which lets the regex engine skip ahead faster.
+_ENGLISH = [(i, p.pattern[2:]) for i, (p, _) in enumerate(_RULES) if p.pattern.startswith(r"\b")]
+_OTHER = [(i, p.pattern) for i, (p, _) in enumerate(_RULES) if not p.pattern.startswith(r"\b")]
+_ANY = re.compile(r"\b(?:" + "|".join(f"(?P<r{i}>{p})" for i, p in _ENGLISH) + ")|"
+                  + "|".join(f"(?P<r{i}>{p})" for i, p in _OTHER), re.I)
+# A word every rule contains: only the text around these is scanned with the full alternation.
+_KEYWORDS = re.compile(r"yesterday|today|tonight|tomorrow|ago|last|next|this|昨|今|明|一昨日|おととい|あさって|きのう"
+                       r"|きょう|あした|先[週月]|来[週月年]|去年", re.I)
+_REACH = 30  # characters a rule may start before its keyword ("the day before yesterday", "10 days ago")
 
 
 def _ja(d: date) -> str:
@@ -142,7 +150,7 @@ def resolve_relative(text: str, said_at: float) -> str:
     d = None
     out: list[str] = []
     at = 0
-    for found in _ANY.finditer(text):
+    for found in _matches(text):
         start, end = found.span()
         if text[end:].startswith((" (", "（")):
             continue
@@ -157,3 +165,17 @@ def resolve_relative(text: str, said_at: float) -> str:
         out += [text[at:end], note]
         at = end
     return "".join(out) + text[at:] if out else text
+
+
+def _matches(text: str) -> list[re.Match[str]]:
+    """The rules' matches, left to right, looking only around keywords (most text has none)."""
+    windows: list[list[int]] = []
+    for key in _KEYWORDS.finditer(text):
+        start = text.rfind(" ", 0, max(0, key.start() - _REACH)) + 1
+        stop = text.find(" ", key.end() + _REACH)
+        stop = len(text) if stop < 0 else stop
+        if windows and start <= windows[-1][1]:  # overlapping: one window, so no match is cut in two
+            windows[-1][1] = max(windows[-1][1], stop)
+        else:
+            windows.append([start, stop])
+    return [m for start, stop in windows for m in _ANY.finditer(text, start, stop)]

@@ -18,20 +18,20 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from memory import channels, dates
-from memory.records import Thread
+from memory.records import Scope, Thread
 from memory.store import Store, phrase
 from memory.tokens import count_tokens
 from memory.words import CJK, STOPWORDS, words
 
 MAX_TERMS = 10
 COMMON_SHARE = 0.15  # a word in more than this share of messages is dropped from the query
-COMMON_CAP = 1_500  # ... and counting its matches stops here, so a look-up stays bounded
+COMMON_CAP = 500  # ... and counting its matches stops here, so a look-up stays bounded
 SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked for in
 CANDIDATES = 40
 CANDIDATE_ROWS = 400  # matches the message look-up may rank, whatever the archive's size
 MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
-HIT_CHARS = 600
-MIN_LINE_TOKENS = 24  # less room than this left: no hit line fits  # longer texts are shown around their first match
+HIT_CHARS = 400  # longer texts are shown around their first match
+MIN_LINE_TOKENS = 24  # less room than this left: no hit line fits
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 FREQUENCY_ENTRIES = 50_000  # words whose match counts are remembered between look-ups
 FREQUENCY_GROWTH = 1.1  # ... until the archive has grown by this factor
@@ -107,17 +107,15 @@ async def visibility(store: Store, root: Thread) -> Visibility:
     records = {("channel", root.channel_id or 0)}
     if root.guild_id is not None:
         records.add(("workspace", root.guild_id))
+        known = await channels.guild_channels(store, root.persona, root.guild_id)  # one query for all rules
         channel_ids = {root.channel_id}
-        for ch in await channels.shared_channels(store, root.persona, root.guild_id):
-            if ch.channel_id == root.channel_id:
-                continue
-            shared_root = await store.find_thread(ch.thread_id)
-            if shared_root is not None:
-                keys[shared_root.scope_key] = f"#{ch.name or ch.channel_id}"
+        for ch in known:
+            if ch.discord_thread_id is None and ch.shared and ch.channel_id != root.channel_id:
+                keys[Scope.channel(root.guild_id, ch.channel_id or 0).key] = f"#{ch.name or ch.channel_id}"
                 records.add(("channel", ch.channel_id or 0))
                 channel_ids.add(ch.channel_id)
-        for thread_id in await channels.discord_threads(store, root.persona, root.guild_id, channel_ids):
-            records.add(("thread", thread_id))
+        records.update(("thread", ch.discord_thread_id) for ch in known
+                       if ch.discord_thread_id is not None and ch.channel_id in channel_ids)
     return Visibility(root.persona, tuple(keys), tuple(sorted(records)), keys)
 
 
@@ -148,23 +146,23 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
                  context: str = "", frequencies: Frequencies | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
-    Words of `context` (the turn before the new message) help rank but weigh a third as much.
+    Words of `context` (the turn before the new message) only break ties between hits: they are
+    not looked up, so they cost nothing.
     """
     own = query_terms(text)
-    terms = own + [t for t in query_terms(context) if t not in own]
-    if not terms:
+    if not own:
         return []
     frequencies = frequencies or Frequencies()
-    df = await frequencies.counts(store, [t for t in terms if len(t) >= 3])
+    df = await frequencies.counts(store, [t for t in own if len(t) >= 3])
     total = max(1, frequencies.total)
     common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
     rare = {t: n for t, n in df.items() if n < common}
-    short = [t for t in terms if len(t) < 3]
+    short = [t for t in own if len(t) < 3]
     if not rare and not short:
         return []
     hits: list[Hit] = []
     if rare:
-        hits += await _indexed(store, seen, shown, rare, _candidate_terms(rare, own))
+        hits += await _indexed(store, seen, shown, rare, _candidate_terms(rare))
     for term in short:
         for row in await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4):
             if row["seq"] not in shown.messages:
@@ -173,21 +171,22 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     found = " ".join(f"{h.who} {h.text}".lower() for h in hits)
     weights = {t: math.log(1 + total / max(n, 1)) for t, n in rare.items() if n or t in found}
     weights.update({t: math.log(1 + total / 20) for t in short})  # unknown df: weigh like a fairly rare word
-    weights = {t: w * (1.0 if t in own else 1 / 3) for t, w in weights.items()}
     if not weights:
         return []
-    return rank(hits, weights)[:limit]
+    tie = math.log(1 + total / COMMON_CAP) / 3  # what a context word adds: less than any word of the message
+    ties = {t: tie for t in query_terms(context) if t not in weights}
+    return rank(hits, weights, ties)[:limit]
 
 
-def _candidate_terms(df: dict[str, int], own: list[str]) -> list[str]:
-    """The rarest words (the new message's first) whose matches together stay within CANDIDATE_ROWS.
+def _candidate_terms(df: dict[str, int]) -> list[str]:
+    """The rarest words whose matches together stay within CANDIDATE_ROWS.
 
     They carry most of a query's weight, and ranking every match of a fairly common word would
     make a look-up's cost grow with the archive.
     """
     chosen: list[str] = []
     rows = 0
-    for term in sorted((t for t in df if df[t]), key=lambda t: df[t] * (1 if t in own else 3)):
+    for term in sorted((t for t in df if df[t]), key=df.__getitem__):
         if chosen and rows + df[term] > CANDIDATE_ROWS:
             break
         chosen.append(term)
@@ -204,28 +203,30 @@ async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collecti
                                            seen.scope_keys, CANDIDATES)
         hits += [_message_hit(row, seen) for row in rows if row["seq"] not in shown.messages]
     query = " OR ".join(phrase(t) for t in terms)
-    hits += [_chronicle_hit(row, seen)
-             for row in await store.recall_chronicles(query, seen.persona, seen.scope_keys, CANDIDATES // 4)
-             if row["id"] not in shown.chronicles]
-    for row in await store.recall_records(query, seen.persona, seen.records, CANDIDATES // 4):
-        if row["id"] not in shown.records:
+    for row in await store.recall_notes(query, seen.persona, seen.scope_keys, seen.records, CANDIDATES // 4):
+        if row["source"] == "chronicle" and row["id"] not in shown.chronicles:
+            hits.append(_chronicle_hit(row, seen))
+        elif row["source"] == "record" and row["id"] not in shown.records:
             hits += _record_hits(row, terms)
     return hits
 
 
-def rank(hits: Iterable[Hit], weights: dict[str, float]) -> list[Hit]:
+def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] | None = None) -> list[Hit]:
     """Hits carrying enough of the query's information, the most first; newer first among equals.
 
-    Who said it counts as a match too: "what did Kai buy" is about Kai's own messages.
+    Who said it counts as a match too: "what did Kai buy" is about Kai's own messages. `ties` add
+    to a hit's score but not to what it must cover.
     """
+    ties = ties or {}
     whole = sum(weights.values())
-    patterns = {t: _word_start(t) for t in weights}
+    patterns = {t: _word_start(t) for t in [*weights, *ties]}
     best: dict[tuple[str, int], Hit] = {}
     for hit in hits:
         lowered = f"{hit.who} {hit.text}".lower()
         score = sum(w for t, w in weights.items() if t in lowered and patterns[t].search(lowered))
         if score < MIN_COVERAGE * whole:
             continue
+        score += sum(w for t, w in ties.items() if t in lowered and patterns[t].search(lowered))
         scored = Hit(hit.kind, hit.key, hit.text, hit.at, hit.who, hit.where, score)
         best.setdefault((hit.kind, hit.key), scored)
     # Among equals, a message before a summary quoting it (it has the exact day and speaker), then newer first.
@@ -249,8 +250,8 @@ def _message_hit(row, seen: Visibility) -> Hit:
 
 def _chronicle_hit(row, seen: Visibility) -> Hit:
     where = seen.titles.get(row["scope_key"], "elsewhere")
-    return Hit("chronicle", row["id"], row["chronicle_summary"], row["completed_at"] or row["created_at"],
-               f"chronicle of Stelis thread \"{row['label']}\"", where, 0.0)
+    return Hit("chronicle", row["id"], row["text"], row["at"], f"chronicle of Stelis thread \"{row['label']}\"",
+               where, 0.0)
 
 
 def _record_hits(row, terms: Collection[str]) -> list[Hit]:
@@ -258,9 +259,9 @@ def _record_hits(row, terms: Collection[str]) -> list[Hit]:
     kind = "short-term" if row["type"] == "short_term" else "long-term"
     where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}[row["scope"]]
     hits = []
-    for n, line in enumerate(row["content"].splitlines()):
+    for n, line in enumerate(row["text"].splitlines()):
         if any(t in line.lower() for t in terms):
-            hits.append(Hit("memory", row["id"] * 10_000 + n, line, row["created_at"],
+            hits.append(Hit("memory", row["id"] * 10_000 + n, line, row["at"],
                             f"{kind} memory v{row['version']}", where, 0.0))
     return hits
 

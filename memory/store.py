@@ -442,27 +442,25 @@ class Store:
             (window, needle, persona, *scope_keys, limit),
         )
 
-    async def recall_chronicles(self, query: str, persona: str, scope_keys: tuple[str, ...],
-                                limit: int) -> list[sqlite3.Row]:
-        marks = ", ".join("?" * len(scope_keys))
-        return await self.fetch_all(
-            "SELECT t.id, t.label, t.chronicle_summary, t.created_at, t.completed_at, t.scope_key"
-            " FROM chronicles_fts JOIN threads t ON t.id = chronicles_fts.rowid"
-            f" WHERE chronicles_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks})"
-            " ORDER BY chronicles_fts.rank LIMIT ?", (query, persona, *scope_keys, limit),
-        )
+    async def recall_notes(self, query: str, persona: str, scope_keys: tuple[str, ...],
+                           scopes: tuple[tuple[str, int], ...], limit: int) -> list[sqlite3.Row]:
+        """Chronicles and short-term memory versions matching a query, best first within each (one round trip).
 
-    async def recall_records(self, query: str, persona: str, scopes: tuple[tuple[str, int], ...],
-                             limit: int) -> list[sqlite3.Row]:
-        """Short-term memory versions (each long-term version repeats the last, so those are left out)."""
-        if not scopes:
-            return []
-        pairs = ", ".join("(?, ?)" for _ in scopes)
+        Long-term versions repeat the short-term ones they merged, so those are left out.
+        """
+        marks = ", ".join("?" * len(scope_keys))
+        pairs = ", ".join("(?, ?)" for _ in scopes) or "(NULL, NULL)"
         return await self.fetch_all(
-            "SELECT r.* FROM records_fts JOIN memory_records r ON r.id = records_fts.rowid"
-            f" WHERE records_fts MATCH ? AND r.persona = ? AND r.type = 'short_term' AND (r.scope, r.scope_id)"
-            f" IN (VALUES {pairs}) ORDER BY records_fts.rank LIMIT ?",
-            (query, persona, *(x for pair in scopes for x in pair), limit),
+            "SELECT * FROM (SELECT 'chronicle' AS source, t.id, t.chronicle_summary AS text,"
+            " COALESCE(t.completed_at, t.created_at) AS at, t.label, t.scope_key, NULL AS type, NULL AS scope,"
+            " NULL AS version FROM chronicles_fts JOIN threads t ON t.id = chronicles_fts.rowid"
+            f" WHERE chronicles_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks})"
+            " ORDER BY chronicles_fts.rank LIMIT ?)"
+            " UNION ALL SELECT * FROM (SELECT 'record', r.id, r.content, r.created_at, NULL, NULL, r.type, r.scope,"
+            " r.version FROM records_fts JOIN memory_records r ON r.id = records_fts.rowid"
+            " WHERE records_fts MATCH ? AND r.persona = ? AND r.type = 'short_term'"
+            f" AND (r.scope, r.scope_id) IN (VALUES {pairs}) ORDER BY records_fts.rank LIMIT ?)",
+            (query, persona, *scope_keys, limit, query, persona, *(x for pair in scopes for x in pair), limit),
         )
 
     async def newest_record_id(self) -> int:

@@ -1,7 +1,10 @@
 """Relative times resolved against when they were said (summaries and recall write dates, not "yesterday")."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from memory import dates
 from memory.dates import day_line, resolve_relative, span
 
 MONDAY = 1_683_540_000.0  # Monday 8 May 2023, 10:00 UTC
@@ -31,3 +34,14 @@ def test_day_lines_and_spans():
     assert span(MONDAY, MONDAY + 3_600) == "8 May 2023"
     assert span(MONDAY, MONDAY + 86_400 * 2) == "8 May 2023 to 10 May 2023"
     assert span(None, MONDAY) == ""
+
+
+PHRASES = ["yesterday", "the day before yesterday", "10 days ago", "last week", "next Tuesday", "this morning",
+           "tomorrowland", "lastly", "today (already dated)", "昨日", "一昨日", "lorem", "ipsum dolor sit amet", "(x)"]
+
+
+@given(st.lists(st.sampled_from(PHRASES), max_size=40))
+def test_scanning_around_keywords_finds_what_a_full_scan_finds(words):
+    text = " ".join(words)
+    full = [m.group(0) for m in dates._ANY.finditer(text)]
+    assert [m.group(0) for m in dates._matches(text)] == full

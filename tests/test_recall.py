@@ -106,3 +106,13 @@ async def test_preview_puts_recall_in_the_tail_and_stores_nothing(make_config):
     after = (await e.store.count_messages(thread.id), await e.store.thread(thread.id))
     assert after == before  # neither the question nor a window cut was stored
     await e.close()
+
+
+async def test_chronicles_of_finished_stelis_threads_are_recalled_with_their_label(engine):
+    run = await engine.new_run(GENERAL)
+    child = await engine.start_thread(run, "budget review")
+    await engine.hear(GENERAL, "the marmalade fund ends at 4200 credits", author_name="ana", thread_id=child.id)
+    await engine.end_thread(run)
+    hits = [h for h in await engine.recall(GENERAL, "marmalade fund") if h.kind == "chronicle"]
+    assert hits and "marmalade" in hits[0].text and hits[0].who == 'chronicle of Stelis thread "budget review"'
+    assert not [h for h in await engine.recall(OTHER_GUILD, "marmalade fund") if h.kind == "chronicle"]
