@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -140,6 +141,7 @@ def _ja_month(d: date, delta: int) -> str:
     return f"{d.year + month // 12}年{month % 12 + 1}月"
 
 
+@lru_cache(maxsize=1_024)  # the same messages come back turn after turn in recall and transcripts
 def resolve_relative(text: str, said_at: float) -> str:
     """Text with each relative time followed by the date it meant, for example "yesterday (7 May 2023)".
 

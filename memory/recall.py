@@ -27,8 +27,8 @@ MAX_TERMS = 10
 COMMON_SHARE = 0.15  # a word in more than this share of messages is dropped from the query
 COMMON_CAP = 500  # ... and counting its matches stops here, so a look-up stays bounded
 SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked for in
-CANDIDATES = 40
-CANDIDATE_ROWS = 400  # matches the message look-up may rank, whatever the archive's size
+CANDIDATES = 24
+CANDIDATE_ROWS = 200  # matches the message look-up may rank, whatever the archive's size
 MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
 HIT_CHARS = 400  # longer texts are shown around their first match
 MIN_LINE_TOKENS = 24  # less room than this left: no hit line fits
@@ -219,25 +219,29 @@ def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] 
     """
     ties = ties or {}
     whole = sum(weights.values())
-    patterns = {t: _word_start(t) for t in [*weights, *ties]}
     best: dict[tuple[str, int], Hit] = {}
     for hit in hits:
         lowered = f"{hit.who} {hit.text}".lower()
-        score = sum(w for t, w in weights.items() if t in lowered and patterns[t].search(lowered))
+        score = sum(w for t, w in weights.items() if _word_start(t, lowered))
         if score < MIN_COVERAGE * whole:
             continue
-        score += sum(w for t, w in ties.items() if t in lowered and patterns[t].search(lowered))
+        score += sum(w for t, w in ties.items() if _word_start(t, lowered))
         scored = Hit(hit.kind, hit.key, hit.text, hit.at, hit.who, hit.where, score)
         best.setdefault((hit.kind, hit.key), scored)
     # Among equals, a message before a summary quoting it (it has the exact day and speaker), then newer first.
     return sorted(best.values(), key=lambda h: (-h.score, h.kind != "message", -h.at))
 
 
-def _word_start(term: str) -> re.Pattern[str]:
-    """A term matched where a word starts ("eat" in "eating", not in "weather"); CJK has no word starts."""
-    if CJK.search(term):
-        return re.compile(re.escape(term))
-    return re.compile(r"(?<![^\W_])" + re.escape(term))
+def _word_start(term: str, text: str) -> bool:
+    """Whether the term occurs where a word starts ("eat" in "eating", not in "weather"); CJK has no word starts."""
+    at = text.find(term)
+    if at < 0 or CJK.search(term):
+        return at >= 0
+    while at >= 0:
+        if at == 0 or not text[at - 1].isalnum():
+            return True
+        at = text.find(term, at + 1)
+    return False
 
 
 def _message_hit(row, seen: Visibility) -> Hit:
