@@ -2,6 +2,10 @@
 
 Our window (persisted start, one cut to a low-water mark) against a naive window that slides one
 message per turn; the share is cache_read / (input + cache_creation + cache_read), summed over turns.
+
+Two conversations: "plain", whose words every message shares (recall finds nothing new, so this
+measures the window), and "zipf", with a long tail of rarer words as real talk has, where recall
+adds a few hundred uncached tokens to most turns; `recall_share` says how much of the input that is.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from bench.history import sentence, tool_pair, user_message
+from bench.history import RARE_SHARE, sentence, tool_pair, user_message
 from bot.config import AnthropicConfig, ModelTiers
 from bot.providers.anthropic_llm import AnthropicLLM
 from bot.providers.offline import OfflineLLM
@@ -27,12 +31,17 @@ CARD = ("You are Stelis, a warm and curious companion in a Discord server. You r
         "across days, speak naturally and briefly, and keep track of people's projects. ") * 4
 
 
-async def simulate(strategy: str, turns: int = TURNS) -> dict:
+VOCABULARIES = {"plain": 0.0, "zipf": RARE_SHARE}
+
+
+async def simulate(strategy: str, turns: int = TURNS, vocabulary: str = "plain") -> dict:
     rng = random.Random(600)
-    server = await FakeAnthropic(responder=lambda body: sentence(rng, 30, 260)).start()
+    rare = VOCABULARIES[vocabulary]
+    server = await FakeAnthropic(responder=lambda body: sentence(rng, 30, 260, rare)).start()
     llm = AnthropicLLM(AnthropicConfig(api_key="bench", base_url=server.base_url, max_retries=0, stream=False),
                        ModelTiers())
     totals = {"input": 0, "creation": 0, "read": 0}
+    recalled = 0
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store.open(Path(tmp) / "bench.sqlite3")
         root = await store.root_thread("Stelis", Scope.channel(1, 1), 0.8)
@@ -41,9 +50,10 @@ async def simulate(strategy: str, turns: int = TURNS) -> dict:
                               WindowPolicy(), StelisSettings())
         for turn in range(turns):
             if turn % 15 == 7:
-                await store.append_many(root.id, tool_pair(rng, turn))
-            await store.append(root.id, user_message(rng, turn))
+                await store.append_many(root.id, tool_pair(rng, turn, rare))
+            await store.append(root.id, user_message(rng, turn, rare))
             assembly = await assembler.assemble(root.id, naive=strategy == "naive")
+            recalled += assembly.parts.get("recall", 0)
             result = await llm.complete(assembly.request)
             await store.append(root.id, NewMessage("assistant", result.text))
             totals["input"] += result.usage.input_tokens
@@ -52,10 +62,11 @@ async def simulate(strategy: str, turns: int = TURNS) -> dict:
         await store.close()
     await llm.aclose()
     await server.stop()
-    share = totals["read"] / max(1, sum(totals.values()))
-    return {"bench": "cache_efficiency", "strategy": strategy, "turns": turns, "budget": BUDGET,
-            "cache_read_share": round(share, 3)}
+    sent = max(1, sum(totals.values()))
+    return {"bench": "cache_efficiency", "strategy": strategy, "vocabulary": vocabulary, "turns": turns,
+            "budget": BUDGET, "cache_read_share": round(totals["read"] / sent, 3),
+            "recall_share": round(recalled / sent, 3)}
 
 
 async def run() -> list[dict]:
-    return [await simulate("stelis"), await simulate("naive")]
+    return [await simulate("stelis"), await simulate("naive"), await simulate("stelis", vocabulary="zipf")]

@@ -20,22 +20,23 @@ _RARE_WEIGHTS = [1 / (rank + 1) for rank in range(len(RARE))]
 RARE_SHARE = 0.2
 
 
-def sentence(rng: random.Random, low: int, high: int) -> str:
+def sentence(rng: random.Random, low: int, high: int, rare_share: float = RARE_SHARE) -> str:
     count = rng.randint(low, high)
     rare = iter(rng.choices(RARE, _RARE_WEIGHTS, k=count))
-    return " ".join(next(rare) if rng.random() < RARE_SHARE else rng.choice(WORDS) for _ in range(count))
+    return " ".join(next(rare) if rng.random() < rare_share else rng.choice(WORDS) for _ in range(count))
 
 
-def user_message(rng: random.Random, n: int) -> NewMessage:
-    return NewMessage("user", f"({n}) " + sentence(rng, 8, 120), author_name=rng.choice(["mahe", "eris", "kai"]))
+def user_message(rng: random.Random, n: int, rare_share: float = RARE_SHARE) -> NewMessage:
+    return NewMessage("user", f"({n}) " + sentence(rng, 8, 120, rare_share),
+                      author_name=rng.choice(["mahe", "eris", "kai"]))
 
 
 def assistant_message(rng: random.Random, n: int) -> NewMessage:
     return NewMessage("assistant", f"({n}) " + sentence(rng, 20, 220))
 
 
-def tool_pair(rng: random.Random, n: int) -> list[NewMessage]:
-    call = {"id": f"call-{n}", "name": "search", "input": {"q": sentence(rng, 2, 5)}}
-    output = "\n".join(sentence(rng, 4, 14) for _ in range(rng.randint(5, 200)))
+def tool_pair(rng: random.Random, n: int, rare_share: float = RARE_SHARE) -> list[NewMessage]:
+    call = {"id": f"call-{n}", "name": "search", "input": {"q": sentence(rng, 2, 5, rare_share)}}
+    output = "\n".join(sentence(rng, 4, 14, rare_share) for _ in range(rng.randint(5, 200)))
     return [NewMessage("assistant", "let me check", metadata={"tool_use": [call]}),
             NewMessage("tool", output, metadata={"tool_use_id": call["id"]})]

@@ -128,12 +128,14 @@ def regions_of(request: LLMRequest) -> dict[str, str]:
     for block in request.system[1:]:
         parts["summarised"].append(block.text)
     blocks = [b.text for t in request.turns for b in t.blocks]
-    for text in blocks[:-1]:  # the last block is the question itself
-        if text.startswith("[Memory Summary]"):
-            parts["summarised"].append(text)
-        elif text.startswith(("[Now:", "[Recall")):
+    tail = [text.startswith(("[Now:", "[Recall")) for text in blocks]
+    question = max(i for i, is_tail in enumerate(tail) if not is_tail)  # the history's last block
+    for i, text in enumerate(blocks):
+        if tail[i]:
             parts["recalled"].append(text)
-        else:
+        elif text.startswith("[Memory Summary]"):
+            parts["summarised"].append(text)
+        elif i != question:
             parts["verbatim"].append(text)
     return {region: norm("\n".join(texts)) for region, texts in parts.items()}
 

@@ -170,7 +170,9 @@ class Assembler:
                        seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool) -> Assembly:
         """Lay out the request: system, layers, parent region, summary, history, then the tail."""
         drawn = list(window)
-        trigger = window.pop() if window and window[-1].role == "user" else None
+        # The new message closes the cached history, so the next turn reads it from the cache;
+        # only the tail (time, recall) after it is paid in full each turn.
+        trigger = window[-1] if window and window[-1].role == "user" else None
         head = seen.pieces(protected)
         summary = thread.window_summary if not naive else None
         if summary:
@@ -192,17 +194,16 @@ class Assembler:
             "parent": seen.tokens(protected),
             "summary": anchors.cached_tokens(summary) if summary else 0,
             "history": seen.tokens(window),
-            "tail": anchors.cached_tokens(tail_text) + (seen(trigger)[1] if trigger else 0),
+            "tail": anchors.cached_tokens(tail_text),
         }
         recalled: list[recall.Hit] = []
         if trigger is not None and self.recall_enabled and not naive:
             room = budget.input - sum(parts.values())
-            recall_text, recalled = await self._recall(chain[-1], trigger, window, protected + drawn, layers, room)
+            recall_text, recalled = await self._recall(chain[-1], trigger, window[:-1], protected + drawn, layers,
+                                                       room)
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))
                 parts["recall"] = anchors.cached_tokens(recall_text)
-        if trigger is not None:
-            tail.append(Piece("user", Block(seen(trigger)[0])))
         system = [Block(system_text, cache="1h")]
         if layers.text:
             system.append(Block(layers.text, cache="1h"))
@@ -226,7 +227,7 @@ class Assembler:
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
         hits = await recall.search(self.store, await recall.visibility(self.store, root), trigger.content, already,
                                    context=before, frequencies=self.frequencies)
-        return recall.render(hits, room, recall.query_terms(trigger.content))
+        return recall.render(hits, room)
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:
         """The parent's newest messages up to this thread's anchor, within budget, opening on a turn."""

@@ -15,9 +15,9 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from memory import channels, dates
+from memory import channels, dates, excerpts
 from memory.records import Scope, Thread
 from memory.store import Store, phrase
 from memory.tokens import count_tokens
@@ -30,7 +30,7 @@ SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked
 CANDIDATES = 24
 CANDIDATE_ROWS = 200  # matches the message look-up may rank, whatever the archive's size
 MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
-HIT_CHARS = 400  # longer texts are shown around their first match
+HIT_CHARS = 400  # longer texts are shown (and judged) by their densest stretch of query words
 MIN_LINE_TOKENS = 24  # less room than this left: no hit line fits
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 FREQUENCY_ENTRIES = 50_000  # words whose match counts are remembered between look-ups
@@ -212,36 +212,26 @@ async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collecti
 
 
 def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] | None = None) -> list[Hit]:
-    """Hits carrying enough of the query's information, the most first; newer first among equals.
+    """Hits whose excerpt carries enough of the query's information, the most first; newer first among equals.
 
     Who said it counts as a match too: "what did Kai buy" is about Kai's own messages. `ties` add
-    to a hit's score but not to what it must cover.
+    to a hit's score but not to what it must cover. Each hit comes back as its excerpt.
     """
     ties = ties or {}
     whole = sum(weights.values())
     best: dict[tuple[str, int], Hit] = {}
     for hit in hits:
-        lowered = f"{hit.who} {hit.text}".lower()
-        score = sum(w for t, w in weights.items() if _word_start(t, lowered))
+        who = hit.who.lower()
+        by_speaker = {t for t in weights if excerpts.contains(t, who)}
+        shown = excerpts.best(hit.text, {t: w for t, w in weights.items() if t not in by_speaker}, HIT_CHARS)
+        score = shown.score + sum(weights[t] for t in by_speaker)
         if score < MIN_COVERAGE * whole:
             continue
-        score += sum(w for t, w in ties.items() if _word_start(t, lowered))
-        scored = Hit(hit.kind, hit.key, hit.text, hit.at, hit.who, hit.where, score)
-        best.setdefault((hit.kind, hit.key), scored)
+        lowered = shown.text.lower()
+        score += sum(w for t, w in ties.items() if excerpts.contains(t, lowered))
+        best.setdefault((hit.kind, hit.key), replace(hit, text=shown.text, score=score))
     # Among equals, a message before a summary quoting it (it has the exact day and speaker), then newer first.
     return sorted(best.values(), key=lambda h: (-h.score, h.kind != "message", -h.at))
-
-
-def _word_start(term: str, text: str) -> bool:
-    """Whether the term occurs where a word starts ("eat" in "eating", not in "weather"); CJK has no word starts."""
-    at = text.find(term)
-    if at < 0 or CJK.search(term):
-        return at >= 0
-    while at >= 0:
-        if at == 0 or not text[at - 1].isalnum():
-            return True
-        at = text.find(term, at + 1)
-    return False
 
 
 def _message_hit(row, seen: Visibility) -> Hit:
@@ -270,11 +260,11 @@ def _record_hits(row, terms: Collection[str]) -> list[Hit]:
     return hits
 
 
-def render(hits: list[Hit], budget: int, terms: list[str]) -> tuple[str, list[Hit]]:
+def render(hits: list[Hit], budget: int) -> tuple[str, list[Hit]]:
     """The recall section within `budget` tokens, and the hits it holds."""
     if budget <= 0 or not hits:
         return "", []
-    header = "[Recall: from earlier, found for this message]"
+    header = "[Recall: from earlier, found for the message above]"
     used = count_tokens(header) + 2
     lines, kept = [header], []
     said: list[str] = []
@@ -283,7 +273,7 @@ def render(hits: list[Hit], budget: int, terms: list[str]) -> tuple[str, list[Hi
         if any(gist in other or other in gist for other in said):
             continue  # a summary quoting a message already shown, or the other way round
         said.append(gist)
-        line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_resolved(hit, _clip(hit.text, terms))}"
+        line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_resolved(hit, hit.text)}"
         cost = count_tokens(line) + 1
         if used + cost > budget:
             continue
@@ -303,14 +293,3 @@ def _gist(text: str) -> str:
 
 def _resolved(hit: Hit, text: str) -> str:
     return dates.resolve_relative(text, hit.at) if hit.kind == "message" else text
-
-
-def _clip(text: str, terms: list[str]) -> str:
-    """The text on one line, cut around its first match when long."""
-    text = " ".join(text.split())
-    if len(text) <= HIT_CHARS:
-        return text
-    lowered = text.lower()
-    at = min((i for t in terms if (i := lowered.find(t)) >= 0), default=0)
-    start = max(0, at - HIT_CHARS // 3)
-    return ("…" if start else "") + text[start:start + HIT_CHARS] + "…"

@@ -166,9 +166,11 @@ class FakeAnthropic:
 
 
 def default_reply(body: dict[str, Any]) -> str:
+    """Echo the newest message (its last line: a day line may open it); it comes before the time and recall notes."""
     last = body["messages"][-1]
-    texts = [b.get("text", "") for b in _content(last) if b.get("type") == "text"]
-    return "fake reply to: " + (texts[-1][-200:] if texts else "(no text)")
+    texts = [b.get("text", "") for b in _content(last)
+             if b.get("type") == "text" and not b.get("text", "").startswith(("[Now:", "[Recall:"))]
+    return "fake reply to: " + (texts[-1].splitlines()[-1][-200:] if texts and texts[-1] else "(no text)")
 
 
 # validation: the Messages rules of DESIGN.md section 5

@@ -46,9 +46,10 @@ async def test_request_layout_and_breakpoints(store):
     ttls = [ttl for _, _, ttl in blocks(a) if ttl]
     assert len(ttls) <= 4
     last_user = params["messages"][-1]["content"]
-    assert last_user[-1]["text"] == "[mahe] how are you?"  # the new message is last, after the tail
-    assert last_user[-2]["text"].startswith("[Now: ")
-    assert "cache_control" in params["messages"][-2]["content"][-1]  # history ends at a breakpoint
+    assert last_user[-1]["text"].startswith("[Now: ")  # the volatile tail comes last
+    assert last_user[-2]["text"].endswith("[mahe] how are you?")
+    assert "cache_control" in last_user[-2]  # the new message closes the cached history: read next turn
+    assert "cache_control" not in params["messages"][-2]["content"][-1]
 
 
 async def test_appending_keeps_every_block_before_the_tail_identical(store):

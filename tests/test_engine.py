@@ -59,7 +59,9 @@ async def test_request_is_valid_for_the_messages_api_and_marks_breakpoints(engin
     assert [m["role"] for m in params["messages"]] == ["user", "assistant", "user"]
     assert params["messages"][0]["content"][1]["text"] == "[v] second from someone else"
     assert params["system"][0]["cache_control"]["ttl"] == "1h"
-    assert params["messages"][1]["content"][-1]["cache_control"]["ttl"] == "5m"
+    newest = params["messages"][2]["content"]
+    assert newest[-2]["text"].endswith("[u] third") and newest[-2]["cache_control"]["ttl"] == "5m"
+    assert newest[-1]["text"].startswith("[Now: ") and "cache_control" not in newest[-1]
     assert "You are Stelis" in params["system"][0]["text"]
 
 

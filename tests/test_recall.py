@@ -98,10 +98,11 @@ async def test_preview_puts_recall_in_the_tail_and_stores_nothing(make_config):
     assert "Valparaiso" in tail and "ana" in tail
     summary = next(i for i, b in enumerate(blocks) if b.startswith("[Memory Summary]"))
     assert "Valparaiso" not in " ".join(b for b in blocks[summary + 1:] if not b.startswith("[Recall:"))
-    assert blocks[-1].endswith("where does Odalys live?")
+    question = max(i for i, b in enumerate(blocks) if b.endswith("where does Odalys live?"))
     flat = [b for t in assembly.request.turns for b in t.blocks]
     last_breakpoint = max(i for i, b in enumerate(flat) if b.cache)
-    assert blocks.index(tail) > last_breakpoint  # recall sits after the cached prefix: the cache is untouched
+    assert question == last_breakpoint  # the question closes the cached prefix ...
+    assert blocks.index(tail) > last_breakpoint  # ... and recall sits after it: the cache is untouched
 
     after = (await e.store.count_messages(thread.id), await e.store.thread(thread.id))
     assert after == before  # neither the question nor a window cut was stored
@@ -116,3 +117,15 @@ async def test_chronicles_of_finished_stelis_threads_are_recalled_with_their_lab
     hits = [h for h in await engine.recall(GENERAL, "marmalade fund") if h.kind == "chronicle"]
     assert hits and "marmalade" in hits[0].text and hits[0].who == 'chronicle of Stelis thread "budget review"'
     assert not [h for h in await engine.recall(OTHER_GUILD, "marmalade fund") if h.kind == "chronicle"]
+
+
+def test_a_long_text_is_judged_by_its_excerpt():
+    from memory.recall import Hit, rank
+
+    filler = " ".join(["we checked the build log again"] * 40)
+    scattered = Hit("message", 1, f"odalys {filler} valparaiso {filler} alpacas", 0.0, "bot", "here", 0.0)
+    dense = Hit("message", 2, f"{filler} odalys moved to valparaiso with the alpacas {filler}", 0.0, "ana", "here", 0.0)
+    weights = {"odalys": 2.0, "valparaiso": 2.0, "alpacas": 2.0, "sister": 2.0}
+    ranked = rank([scattered, dense], weights)
+    assert [h.key for h in ranked] == [2]  # one word of four in any stretch of the scattered one is too little
+    assert "odalys moved to valparaiso" in ranked[0].text and len(ranked[0].text) <= 402
