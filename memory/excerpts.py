@@ -7,6 +7,7 @@ query words pages apart is not about the query, and its excerpt would not carry 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memory.words import CJK
 
@@ -22,12 +23,17 @@ class Excerpt:
 def word_starts(term: str, text: str) -> list[int]:
     """Where the term occurs at a word's start ("eat" in "eating", not in "weather"); CJK has no word starts."""
     found, at = [], text.find(term)
-    anywhere = bool(CJK.search(term))
+    anywhere = _unsegmented(term)
     while at >= 0:
         if anywhere or at == 0 or not text[at - 1].isalnum():
             found.append(at)
         at = text.find(term, at + 1)
     return found
+
+
+@lru_cache(maxsize=4_096)
+def _unsegmented(term: str) -> bool:
+    return bool(CJK.search(term))
 
 
 def contains(term: str, text: str) -> bool:
