@@ -177,7 +177,15 @@ class Engine:
         return await channels.ensure_channel(self.store, await self.thread_for(scope))
 
     async def memory_view(self, scope: Scope) -> MemoryView:
-        ch = await self._memory_channel(scope)
+        return await self._view(await self._memory_channel(scope))
+
+    async def peek_memory(self, scope: Scope) -> MemoryView | None:
+        """The memory of a conversation, or None if it has none: a read creates nothing."""
+        root = await self.store.find_root(self.persona, scope)
+        ch = await channels.channel(self.store, root.id) if root is not None else None
+        return await self._view(ch) if ch is not None else None
+
+    async def _view(self, ch: MemoryChannel) -> MemoryView:
         kind, scope_id = ch.scope
         config = await self.settings_for(ch.guild_id, ch.channel_id)
         short = await self.store.recent_records(self.persona, kind, scope_id, "short_term",
@@ -187,7 +195,9 @@ class Engine:
         return MemoryView(ch, long, short, pins)
 
     async def memory_history(self, scope: Scope, type_: str = "short_term", limit: int = 25) -> list[MemoryRecord]:
-        view = await self.memory_view(scope)
+        view = await self.peek_memory(scope)
+        if view is None:
+            return []
         kind, scope_id = view.channel.scope
         return await self.store.recent_records(self.persona, kind, scope_id, type_, limit)
 
@@ -227,6 +237,8 @@ class Engine:
 
     async def memory_share(self, scope: Scope, shareable: bool | None) -> None:
         """Opt a channel in or out of sharing (None: follow its visibility)."""
+        if scope.private and shareable:
+            raise MemoryAdminError("a private thread's memory is never shared: only its members may read it")
         ch = await self._memory_channel(scope)
         await channels.set_flags(self.store, ch.thread_id, shareable=None if shareable is None else int(shareable))
 

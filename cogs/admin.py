@@ -82,6 +82,9 @@ class Admin(commands.Cog):
         """The scope to read: this channel, or another one the user may see (admins: any)."""
         if other is None or other.id == self._channel_id(interaction):
             return (await self.where(interaction))[0]
+        if other.guild.id != interaction.guild_id:  # records are keyed by channel: never read across servers
+            await self.answer(interaction, f"#{other.name} is not in this server.")
+            return None
         permissions = getattr(interaction.user, "guild_permissions", None)
         admin = permissions is not None and permissions.manage_guild
         member = interaction.user if isinstance(interaction.user, discord.Member) else None
@@ -93,9 +96,11 @@ class Admin(commands.Cog):
     @memory.command(name="show", description="Current memory of this channel (or another): versions, ranges, pins")
     async def memory_show(self, interaction: discord.Interaction, channel: discord.TextChannel | None = None) -> None:
         scope = await self.readable(interaction, channel)
-        if scope is not None:
-            await self.answer(interaction, "\n".join(memory_lines(await self.engine.memory_view(scope),
-                                                                  self.engine.clock())))
+        if scope is None:
+            return
+        view = await self.engine.peek_memory(scope)
+        await self.answer(interaction, "\n".join(memory_lines(view, self.engine.clock())) if view is not None
+                          else "No memory written yet.")
 
     @memory.command(name="history", description="Every short-term version of this channel's (or another's) memory")
     async def memory_history(self, interaction: discord.Interaction,

@@ -25,6 +25,13 @@ def settings_channel(channel: Any, channel_id: int) -> int:
     return channel_id
 
 
+def own_scope(channel: discord.abc.GuildChannel | discord.Thread) -> Scope:
+    """The conversation a server channel or private thread is (a public thread is a session of its parent's)."""
+    if isinstance(channel, discord.Thread) and channel.is_private():
+        return Scope.private_thread(channel.guild.id, channel.id)
+    return Scope.channel(channel.guild.id, channel.id)
+
+
 async def locate(engine: Any, channel: Any) -> Place | None:
     """The place of a channel, opening (or resuming) a Discord thread's session; None if unreadable."""
     if isinstance(channel, discord.DMChannel):
@@ -36,6 +43,8 @@ async def locate(engine: Any, channel: Any) -> Place | None:
     if isinstance(channel, discord.Thread):
         if channel.parent_id is None:
             return None
+        if channel.is_private():
+            return Place(Scope.private_thread(guild.id, channel.id), None, guild.id, channel.parent_id)
         scope = Scope.channel(guild.id, channel.parent_id)
         session = await engine.branches.session(scope, channel.id, channel.name)
         return Place(scope, session.id, guild.id, channel.parent_id)

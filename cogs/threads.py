@@ -23,8 +23,8 @@ class Threads(commands.Cog):
 
     @commands.Cog.listener()
     async def on_thread_create(self, thread: discord.Thread) -> None:
-        if thread.parent_id is None or thread.guild is None:
-            return
+        if thread.parent_id is None or thread.guild is None or thread.is_private():
+            return  # a private thread is a conversation of its own, opened when someone speaks in it
         policy = await self.engine.reply_policy(thread.guild.id, thread.parent_id)
         if policy != "off":
             await self.engine.branches.session(Scope.channel(thread.guild.id, thread.parent_id), thread.id, thread.name)

@@ -12,21 +12,27 @@ import logging
 import discord
 from discord.ext import commands
 
-from memory.records import Scope
+from cogs.places import own_scope
 
 log = logging.getLogger(__name__)
 
 
-def is_public(channel: discord.abc.GuildChannel) -> bool:
-    """Whether everyone in the server can read the channel (its @everyone permissions, overwrites included)."""
+def is_public(channel: discord.abc.GuildChannel | discord.Thread) -> bool:
+    """Whether everyone in the server can read it (@everyone's permissions, overwrites included).
+
+    A private thread never is, whatever its parent's permissions say.
+    """
+    if isinstance(channel, discord.Thread) and channel.is_private():
+        return False
     return channel.permissions_for(channel.guild.default_role).view_channel
 
 
-def described(channel: object) -> discord.abc.GuildChannel | None:
-    """The channel whose visibility memory keeps: a thread's parent, a server channel itself; None for a DM."""
-    if isinstance(channel, discord.Thread):
+def described(channel: object) -> discord.abc.GuildChannel | discord.Thread | None:
+    """The conversation whose visibility memory keeps: a public thread's parent, a private thread or a
+    server channel itself; None for a DM."""
+    if isinstance(channel, discord.Thread) and not channel.is_private():
         channel = channel.parent
-    return channel if isinstance(channel, discord.abc.GuildChannel) else None
+    return channel if isinstance(channel, discord.abc.GuildChannel | discord.Thread) else None
 
 
 class Visibility(commands.Cog):
@@ -35,11 +41,11 @@ class Visibility(commands.Cog):
         self.engine = bot.engine  # type: ignore[attr-defined]
         self._known: dict[int, tuple[str, bool]] = {}  # what memory was last told, so a message costs no write
 
-    async def describe(self, channel: discord.abc.GuildChannel) -> None:
+    async def describe(self, channel: discord.abc.GuildChannel | discord.Thread) -> None:
         state = (channel.name, is_public(channel))
         if self._known.get(channel.id) == state:
             return
-        await self.engine.describe_channel(Scope.channel(channel.guild.id, channel.id), name=state[0], public=state[1])
+        await self.engine.describe_channel(own_scope(channel), name=state[0], public=state[1])
         if self._known.get(channel.id, state)[1] != state[1]:
             log.info("channel #%s (%d) is now %s", state[0], channel.id, "public" if state[1] else "private")
         self._known[channel.id] = state

@@ -29,6 +29,16 @@ class Scope:
         return cls(key=f"guild:{guild_id}:channel:{channel_id}", guild_id=guild_id, channel_id=channel_id)
 
     @classmethod
+    def private_thread(cls, guild_id: int, thread_id: int) -> Scope:
+        # Its own conversation, never a session of its parent: only its members may read it.
+        return cls(key=f"guild:{guild_id}:private:{thread_id}", guild_id=guild_id, channel_id=thread_id)
+
+    @property
+    def private(self) -> bool:
+        """A private Discord thread: its memory is never shared, whatever a setting says."""
+        return ":private:" in self.key
+
+    @classmethod
     def dm(cls, user_id: int, channel_id: int) -> Scope:
         return cls(key=f"dm:{user_id}", channel_id=channel_id)
 

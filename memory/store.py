@@ -92,6 +92,12 @@ class Store:
 
     # threads
 
+    async def find_root(self, persona: str, scope: Scope) -> Thread | None:
+        """The root thread of a scope, if it exists: reading never creates one."""
+        row = await self.fetch_one("SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'",
+                                   (persona, scope.key))
+        return _thread(row) if row else None
+
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         """The root thread of a scope for a persona, created on first use."""
         lookup = "SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'"

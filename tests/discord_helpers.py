@@ -72,19 +72,22 @@ def delete(message_id: int, in_channel) -> None:
                                               "guild_id": in_channel.guild.id})
 
 
-def thread_payload(thread_id: int, parent, name: str, owner_id: int, *, archived: bool = False) -> dict:
+def thread_payload(thread_id: int, parent, name: str, owner_id: int, *, archived: bool = False,
+                   private: bool = False) -> dict:
     return {
         "id": thread_id, "guild_id": parent.guild.id, "parent_id": parent.id, "owner_id": owner_id, "name": name,
-        "type": 11, "last_message_id": None, "rate_limit_per_user": 0, "message_count": 0, "member_count": 1,
+        "type": 12 if private else 11, "last_message_id": None, "rate_limit_per_user": 0, "message_count": 0,
+        "member_count": 1,
         "flags": 0,
         "thread_metadata": {"archived": archived, "auto_archive_duration": 1440, "locked": False,
                             "archive_timestamp": datetime.datetime.now(datetime.UTC).isoformat()},
     }
 
 
-def create_thread(thread_id: int, parent, name: str, owner_id: int) -> discord.Thread:
+def create_thread(thread_id: int, parent, name: str, owner_id: int, *, private: bool = False) -> discord.Thread:
     state = backend.get_state()
-    state.parse_thread_create({**thread_payload(thread_id, parent, name, owner_id), "newly_created": True})
+    state.parse_thread_create({**thread_payload(thread_id, parent, name, owner_id, private=private),
+                               "newly_created": True})
     return parent.guild.get_thread(thread_id)
 
 

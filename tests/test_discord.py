@@ -267,3 +267,32 @@ async def test_channels_are_described_on_first_sight_and_on_permission_changes(w
     dpytest.backend.get_state().parse_guild_role_update({"guild_id": here.guild.id, "role": role})
     await settle()
     assert (await engine.memory_view(scope)).channel.public == 0  # @everyone lost "view channel" server-wide
+
+
+async def test_a_private_thread_is_its_own_conversation_and_nothing_of_it_reaches_the_parent(world):
+    bot, engine, _ = world
+    parent = channel()
+    parent_scope = Scope.channel(parent.guild.id, parent.id)
+    post("the parent channel talks about coffee", in_channel=parent)
+    await settle()
+    secret = create_thread(9200, parent, "HR matter", owner_id=member().id, private=True)
+    await settle()
+    assert await engine.store.branch("discord-9200") is None  # not a Stelis session of the parent
+    post(f"{mention(bot)} my salary is 91234 and I am leaving for Valparaiso", in_channel=secret)
+    await settle()
+    assert dpytest.get_message().content == "hello from the persona"  # answered in the thread
+
+    private_scope = Scope.private_thread(parent.guild.id, 9200)
+    assert any("Valparaiso" in m for m in await remembered(engine, private_scope))
+    root = await engine.thread_for(parent_scope)
+    tree = await engine.tree(root.id)
+    assert [row.thread.id for row in tree] == [root.id]  # no session, no anchor, no live status
+    assert not any("Valparaiso" in m or "HR matter" in m for m in await remembered(engine, parent_scope))
+    assert await engine.recall(parent_scope, "Valparaiso salary 91234") == []
+    preview = await engine.preview(parent_scope, "where is someone leaving for? Valparaiso?", author_name="x")
+    assert "91234" not in str(preview.request)
+
+    view = await engine.memory_view(private_scope)
+    assert not view.channel.shared  # never in server memory or another channel's layers
+    with pytest.raises(Exception, match="never shared"):
+        await engine.memory_share(private_scope, True)

@@ -208,3 +208,23 @@ async def test_recall_answers_ephemerally_with_date_speaker_and_place(admin):
     assert "mahe (this conversation): the calculator_v2 deadline is 14 March" in found and "weather" not in found
     assert "Nothing found for 'zebra'" in said(await run(cog.recall, cog, "zebra"))
     assert "Give some words" in said(await run(cog.recall, cog, "   "))
+
+
+async def test_memory_reads_stay_in_the_callers_server_and_create_nothing(admin):
+    from discord.ext.test import backend
+
+    cog, engine = admin
+    other_guild = backend.make_guild("elsewhere")
+    foreign = backend.make_text_channel("their-secrets", other_guild)
+    theirs = Scope.channel(other_guild.id, foreign.id)
+    await engine.hear(theirs, "their launch code is ZEBRA-77", author_name="them")
+    await engine.memory_regenerate(theirs)
+    for command in (cog.memory_show, cog.memory_history):
+        answer = said(await run(command, cog, foreign))  # even an admin, but of this server only
+        assert "not in this server" in answer and "ZEBRA" not in answer
+
+    quiet = backend.make_text_channel("quiet", channel().guild)
+    roots = len(await engine.store.root_threads(engine.persona))
+    assert "No memory written yet" in said(await run(cog.memory_show, cog, quiet))
+    assert "No memory written yet" in said(await run(cog.memory_history, cog, quiet))
+    assert len(await engine.store.root_threads(engine.persona)) == roots  # reading created no conversation
