@@ -229,6 +229,14 @@ def apply_overrides(base: Config, overrides: Mapping[str, Any]) -> Config:
     return validate(raw, {k: "override" for k in overrides})
 
 
+def dotted_value(config: Config, dotted: str) -> Any:
+    """One setting's value by its dotted key."""
+    node: Any = config
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node.get_secret_value() if isinstance(node, SecretStr) else node
+
+
 def flat_keys(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
     """Every leaf key as a dotted path."""
     keys = []
@@ -255,15 +263,51 @@ def masked_dump(config: Config) -> dict[str, Any]:
     return walk(config.model_dump(mode="python"))
 
 
+MAX_CONFIG_BYTES = 256 * 1024  # a config is a page of settings; anything near this is a mistake or an attack
+MAX_SHOWN_VALUE = 80  # characters of a bad value quoted back in an error
+
+
+def shown_value(value: Any) -> str:
+    """A value as an error quotes it: its repr, cut short so no error text can grow with its input."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_VALUE else text[:MAX_SHOWN_VALUE] + f"… ({len(text)} characters)"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML without aliases (an alias bomb expands a few bytes into gigabytes) or duplicate keys."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(None, None, "aliases (*name) are not allowed in the config",
+                                                    event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError([f"{path} is {path.stat().st_size} bytes; a config file may be at most "
+                               f"{MAX_CONFIG_BYTES} bytes"])
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"cannot read config file {path}: {exc.strerror}"]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path} is not UTF-8 text (byte {exc.start})"]) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path} is not valid YAML: {exc}"]) from None
+        raise ConfigError([f"{path} is not valid YAML: {_clip(str(exc))}"]) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -288,6 +332,10 @@ def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str
             tip = f" (did you mean {hint[0]}?)" if hint else ""
             warnings.append(f"ignored {var}: not a config key{tip}")
     return found, warnings
+
+
+def _clip(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
@@ -321,7 +369,7 @@ def _describe(err: Mapping[str, Any], raw: dict[str, Any], sources: Mapping[str,
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "value_error" and isinstance(_get_dotted(raw, loc), dict | None):
         return msg  # a rule across keys: its message names them
-    shown = "***" if _is_secret(dotted) else repr(_get_dotted(raw, loc))
+    shown = "***" if _is_secret(dotted) else shown_value(_get_dotted(raw, loc))
     allowed = _allowed_range(loc)
     return f"{dotted} = {shown}{origin}: {msg}" + (f" (allowed: {allowed})" if allowed else "")
 

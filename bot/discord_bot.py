@@ -17,7 +17,15 @@ log = logging.getLogger(__name__)
 
 EXTENSIONS = ("cogs.conversation", "cogs.threads", "cogs.admin", "cogs.visibility")
 # Never ping @everyone, @here or roles; users only when the reply names them.
-SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=False)
+# Nobody is pinged unless a reply names who may be: the model could write any user id.
+SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=False)
+MAX_PINGABLE = 100  # Discord's limit on an allowed-mentions user list
+
+
+def mentions_for(user_ids: set[int]) -> discord.AllowedMentions:
+    """Pings allowed only for these users (the people in the conversation being answered)."""
+    users = [discord.Object(uid) for uid in sorted(user_ids)[:MAX_PINGABLE]]
+    return discord.AllowedMentions(everyone=False, roles=False, users=users, replied_user=False)
 
 
 def intents() -> discord.Intents:

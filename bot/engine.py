@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot.branches import Branches
 from bot.clock import Clock
-from bot.config import Config, apply_overrides
+from bot.config import Config, apply_overrides, dotted_value
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
 from bot.providers import make_llm
 from memory import channels, recall, snapshots, threads
@@ -135,13 +135,17 @@ class Engine:
             self._settings_cache[key] = apply_overrides(self.config, overrides) if overrides else self.config
         return self._settings_cache[key]
 
-    async def set_setting(self, scope: str, scope_id: int, key: str, value: object) -> Config:
-        """Store a per-guild or per-channel override after validating it; raises ConfigError."""
+    async def set_setting(self, scope: str, scope_id: int, key: str, value: object) -> object:
+        """Store a per-guild or per-channel override after validating it; raises ConfigError.
+
+        A text value is read as the key's declared type ("off" stays a word, "12" becomes a number),
+        never as YAML. Returns the value as stored.
+        """
         base = await self.settings_for(scope_id if scope == "guild" else None, None)
-        validated = apply_overrides(base, {key: value})
-        await self.store.set_setting(scope, scope_id, key, value)
+        typed = dotted_value(apply_overrides(base, {key: value}), key)
+        await self.store.set_setting(scope, scope_id, key, typed)
         self._settings_cache.clear()
-        return validated
+        return typed
 
     async def reset_setting(self, scope: str, scope_id: int, key: str) -> bool:
         removed = await self.store.delete_setting(scope, scope_id, key)
@@ -281,6 +285,11 @@ class Engine:
     @property
     def persona(self) -> str:
         return self.config.persona.name
+
+    async def participants(self, thread_id: int, recent: int = 200) -> set[int]:
+        """Who spoke among a thread's recent messages: the only people a reply may ping."""
+        return {m.author_id for m in await self.store.tail(thread_id, recent)
+                if m.author_id is not None and m.role == "user"}
 
     async def thread_for(self, scope: Scope) -> Thread:
         return await self.store.root_thread(self.persona, scope, self.config.stelis.default_window_ratio)

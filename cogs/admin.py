@@ -10,11 +10,10 @@ import logging
 from typing import Any
 
 import discord
-import yaml
 from discord import app_commands
 from discord.ext import commands
 
-from bot.config import ConfigError, masked_dump
+from bot.config import ConfigError, masked_dump, shown_value
 from bot.engine import MemoryAdminError
 from bot.report import context_bars, history_line, memory_lines, recall_lines, tree_lines
 from bot.splitting import split_message
@@ -300,13 +299,12 @@ class Admin(commands.Cog):
             await self.answer(interaction, f"{key!r} cannot be set here; settable keys: {', '.join(SETTABLE)}.")
             return
         try:
-            parsed = yaml.safe_load(value)
-            await self.engine.set_setting(scope, self._scope_id(interaction, scope), key, parsed)
-        except (ConfigError, yaml.YAMLError) as exc:
-            await self.answer(interaction, f"Not set: {exc}")
+            parsed = await self.engine.set_setting(scope, self._scope_id(interaction, scope), key, value)
+        except ConfigError as exc:
+            await self.answer(interaction, f"Not set: {'; '.join(exc.problems)}")
             return
         where = "server" if scope == "guild" else "channel"
-        await self.answer(interaction, f"Set {key} = {parsed!r} for this {where}.")
+        await self.answer(interaction, f"Set {key} = {shown_value(parsed)} for this {where}.")
 
     @config_set.autocomplete("key")
     async def _keys(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:

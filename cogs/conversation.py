@@ -9,7 +9,7 @@ from collections import defaultdict
 import discord
 from discord.ext import commands
 
-from bot.discord_bot import SAFE_MENTIONS
+from bot.discord_bot import SAFE_MENTIONS, mentions_for
 from bot.engine import ReplyFailed
 from bot.splitting import split_message
 from cogs.places import Place, locate
@@ -146,12 +146,13 @@ class Conversation(commands.Cog):
                 return
             if message.author.bot:
                 self._bot_turns[channel.id] += 1
+            allowed = mentions_for(await self.engine.participants(target) | {message.author.id})
             chunks = split_message(reply.content)
             for i, chunk in enumerate(chunks):
                 if i == 0:
-                    await message.reply(chunk, mention_author=False, allowed_mentions=SAFE_MENTIONS)
+                    await message.reply(chunk, mention_author=False, allowed_mentions=allowed)
                 else:
-                    await channel.send(chunk, allowed_mentions=SAFE_MENTIONS)
+                    await channel.send(chunk, allowed_mentions=allowed)
 
 
 def _content(message: discord.Message) -> str:

@@ -14,6 +14,11 @@ def problems(environ=None, path=None) -> list[str]:
     return err.value.problems
 
 
+# 9 aliases per level, 9 levels: a few hundred bytes that a plain YAML load expands to 9**9 items.
+ALIAS_BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+    f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+
+
 def test_shipped_config_is_valid_and_every_key_is_commented():
     config = load_config(REPO_CONFIG, {}).config
     assert config.stelis.default_window_ratio == 0.8
@@ -89,6 +94,18 @@ def test_unreadable_and_malformed_files(tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("persona: [unclosed\n")
     assert "is not valid YAML" in problems(path=broken)[0]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(ALIAS_BOMB)
+    assert "aliases (*name) are not allowed" in problems(path=bomb)[0] and len(problems(path=bomb)[0]) < 600
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("llm:\n  context_tokens: 8192\n  context_tokens: 4096\n")
+    assert "key 'context_tokens' appears twice" in problems(path=twice)[0]
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("# filler\n" * 40_000)
+    assert "may be at most" in problems(path=huge)[0]
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"persona:\n  card: caf\xe9\n")
+    assert "is not UTF-8" in problems(path=latin)[0]
     listy = tmp_path / "list.yaml"
     listy.write_text("- a\n- b\n")
     assert "must hold a mapping" in problems(path=listy)[0]

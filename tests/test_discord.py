@@ -296,3 +296,26 @@ async def test_a_private_thread_is_its_own_conversation_and_nothing_of_it_reache
     assert not view.channel.shared  # never in server memory or another channel's layers
     with pytest.raises(Exception, match="never shared"):
         await engine.memory_share(private_scope, True)
+
+
+async def test_a_reply_may_ping_only_people_in_the_conversation(world, monkeypatch):
+    from discord.ext.test import backend
+
+    bot, _, llm = world
+
+    outsider = backend.make_member(backend.make_user("outsider", 7), channel().guild).id  # never spoke here
+    llm.text = f"<@{outsider}> and <@{member().id}>, have a look"
+    sent: list[discord.AllowedMentions] = []
+    original = discord.Message.reply
+
+    async def spy(self, content=None, **kwargs):
+        sent.append(kwargs["allowed_mentions"])
+        return await original(self, content, **kwargs)
+
+    monkeypatch.setattr(discord.Message, "reply", spy)
+    post(f"{mention(bot)} who should look at this?")
+    await settle()
+    assert dpytest.get_message().content.endswith("have a look")
+    allowed = sent[-1]
+    assert allowed.everyone is False and allowed.roles is False
+    assert {u.id for u in allowed.users} == {member().id}  # the model wrote the outsider's id: no ping

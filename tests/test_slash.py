@@ -12,6 +12,7 @@ from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
 from memory.records import Scope
 from tests.discord_helpers import channel, create_thread, member, start_bot
+from tests.test_config import ALIAS_BOMB
 
 
 class Response:
@@ -149,7 +150,7 @@ async def test_config_and_persona_commands(admin):
     shown = said(await run(cog.config_show, cog))
     assert "discord.reply_policy = 'chat'" in shown and "channel discord.reply_policy = 'chat'" in shown
     bad = said(await run(cog.config_set, cog, "guild", "short_term_history.message_threshold", "1"))
-    assert "Not set:" in bad and "short_term_history.message_threshold = 1" in bad and "2 <= value <= 10000" in bad
+    assert "Not set:" in bad and "short_term_history.message_threshold = '1'" in bad and "2 <= value <= 10000" in bad
     assert "cannot be set here" in said(await run(cog.config_set, cog, "guild", "llm.anthropic.api_key", "x"))
     assert "Not set:" in said(await run(cog.config_set, cog, "channel", "discord.reply_policy", "shout"))
     assert "Override of discord.reply_policy removed." in said(
@@ -228,3 +229,20 @@ async def test_memory_reads_stay_in_the_callers_server_and_create_nothing(admin)
     assert "No memory written yet" in said(await run(cog.memory_show, cog, quiet))
     assert "No memory written yet" in said(await run(cog.memory_history, cog, quiet))
     assert len(await engine.store.root_threads(engine.persona)) == roots  # reading created no conversation
+
+
+async def test_config_values_are_read_as_their_keys_type_never_as_yaml(admin):
+    cog, engine = admin
+    assert "Set discord.reply_policy = 'off'" in said(
+        await run(cog.config_set, cog, "channel", "discord.reply_policy", "off"))  # YAML would make it False
+    assert await engine.reply_policy(channel().guild.id, channel().id) == "off"
+    card = "# Stelis\nrole: a guide: kind, brief  # not a comment"
+    assert "Set persona.card" in said(await run(cog.config_set, cog, "channel", "persona.card", card))
+    assert (await engine.settings_for(channel().guild.id, channel().id)).persona.card == card
+    said(await run(cog.config_set, cog, "channel", "stelis.max_depth", "3"))
+    assert (await engine.settings_for(channel().guild.id, channel().id)).stelis.max_depth == 3
+
+    refused = said(await run(cog.config_set, cog, "channel", "stelis.max_depth", ALIAS_BOMB))
+    assert "Not set:" in refused and "stelis.max_depth" in refused and len(refused) < 400
+    for value in ("nan", "inf", "1e18"):
+        assert "Not set:" in said(await run(cog.config_set, cog, "channel", "stelis.default_window_ratio", value))
