@@ -36,6 +36,9 @@ class RequestRejected(Exception):
 class Fault:
     status: int | None = None  # answer with this error status
     hang: bool = False  # never answer (until the client gives up)
+    cut: bool = False  # drop the connection in the middle of a streamed answer
+    stall: bool = False  # stop sending in the middle of a streamed answer, connection open
+    unfinished: bool = False  # end a streamed answer cleanly but without its final events
 
 
 @dataclass
@@ -85,20 +88,28 @@ class FakeAnthropic:
     def hang_next(self, count: int = 1) -> None:
         self.faults.extend(Fault(hang=True) for _ in range(count))
 
+    def cut_next(self, count: int = 1) -> None:
+        self.faults.extend(Fault(cut=True) for _ in range(count))
+
+    def stall_next(self, count: int = 1) -> None:
+        self.faults.extend(Fault(stall=True) for _ in range(count))
+
+    def unfinish_next(self, count: int = 1) -> None:
+        self.faults.extend(Fault(unfinished=True) for _ in range(count))
+
     def forget_cache(self) -> None:
         self._cache.clear()
 
     # handlers
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
-        if self.faults:
-            fault = self.faults.pop(0)
-            if fault.hang:
-                await self._released.wait()
-                return _error(500, "released at shutdown")
-            if fault.status:
-                self.calls.append(CallRecord({}, {}, fault.status))
-                return _error(fault.status, f"simulated {fault.status}", self.retry_after_ms)
+        fault = self.faults.pop(0) if self.faults else Fault()
+        if fault.hang:
+            await self._released.wait()
+            return _error(500, "released at shutdown")
+        if fault.status:
+            self.calls.append(CallRecord({}, {}, fault.status))
+            return _error(fault.status, f"simulated {fault.status}", self.retry_after_ms)
         try:
             body = await request.json()
         except json.JSONDecodeError:
@@ -118,7 +129,7 @@ class FakeAnthropic:
             "stop_reason": "end_turn", "stop_sequence": None, "usage": usage,
         }
         if body.get("stream"):
-            return await _stream(request, message)
+            return await _stream(request, message, fault, self._released)
         return web.json_response(message)
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
@@ -333,7 +344,8 @@ def _error(status: int, message: str, retry_after_ms: int | None = None) -> web.
     return web.json_response(body, status=status, headers=headers)
 
 
-async def _stream(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+async def _stream(request: web.Request, message: dict[str, Any], fault: Fault,
+                  released: asyncio.Event) -> web.StreamResponse:
     response = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
     await response.prepare(request)
     usage = message["usage"]
@@ -354,7 +366,15 @@ async def _stream(request: web.Request, message: dict[str, Any]) -> web.StreamRe
                            "usage": {"output_tokens": usage["output_tokens"]}}),
         ("message_stop", {"type": "message_stop"}),
     ]
-    for name, data in events:
+    if fault.unfinished:
+        events = events[:-2]  # no message_delta (stop_reason) and no message_stop
+    for i, (name, data) in enumerate(events):
+        if fault.cut and i == 3:
+            request.transport.close()  # mid-answer, as a dropped connection
+            return response
+        if fault.stall and i == 3:
+            await released.wait()
+            return response
         await response.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
     await response.write_eof()
     return response

@@ -103,3 +103,30 @@ def test_tool_blocks_and_breakpoints_map_to_the_messages_api():
     assert params["messages"][1]["content"][0] == {"type": "tool_use", "id": "t1", "name": "ls", "input": {"p": "/"}}
     assert params["messages"][2]["content"][0]["tool_use_id"] == "t1"
     assert params["messages"][2]["content"][0]["cache_control"]["ttl"] == "5m"
+
+
+async def test_a_stream_cut_midway_is_a_clear_error_not_a_crash(fake_anthropic):
+    llm = provider(fake_anthropic, stream=True, max_retries=0)
+    fake_anthropic.cut_next()
+    pieces: list[str] = []
+    with pytest.raises(LLMError, match="broke off") as caught:
+        await llm.complete(request("a long story please"), on_text=pieces.append)
+    assert caught.value.retryable
+    assert (await llm.complete(request("again"))).text == "fake reply to: again"  # the next call works
+    await llm.aclose()
+
+
+async def test_a_stream_without_its_final_event_is_not_taken_as_an_answer(fake_anthropic):
+    llm = provider(fake_anthropic, stream=True, max_retries=0)
+    fake_anthropic.unfinish_next()
+    with pytest.raises(LLMError, match="ended before it was finished"):
+        await llm.complete(request("tell me everything"))
+    await llm.aclose()
+
+
+async def test_a_stream_that_stalls_midway_times_out_into_a_clear_error(fake_anthropic):
+    llm = provider(fake_anthropic, stream=True, max_retries=0, timeout_seconds=0.5)
+    fake_anthropic.stall_next()
+    with pytest.raises(LLMError, match="broke off"):
+        await llm.complete(request("hello"))
+    await llm.aclose()

@@ -128,3 +128,18 @@ async def test_restart_remembers(make_config):
     reply = await e.reply(thread.id)
     assert "I remember 2 earlier message(s)" in reply.content
     await e.close()
+
+
+@pytest.mark.parametrize("fault", ["cut_next", "unfinish_next"])
+async def test_a_broken_stream_fails_the_reply_and_stores_nothing_of_it(make_config, fake_anthropic, fault):
+    config = make_config(llm={"provider": "anthropic", "anthropic": {
+        "api_key": "sk-x", "base_url": fake_anthropic.base_url, "stream": True, "max_retries": 0}})
+    e = await Engine.open(config, AnthropicLLM(config.llm.anthropic, config.persona.models))
+    await e.hear(Scope.console(), "tell me a long story", author_name="u")
+    thread = await e.thread_for(Scope.console())
+    getattr(fake_anthropic, fault)()
+    with pytest.raises(ReplyFailed):
+        await e.reply(thread.id)
+    assert [m.role for m in await e.store.tail(thread.id, 10)] == ["user"]  # nothing partial kept
+    assert (await e.reply(thread.id)).content == "fake reply to: [u] tell me a long story"  # a retry works
+    await e.close()

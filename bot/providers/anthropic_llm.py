@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import anthropic
+import httpx2  # the SDK's HTTP client: errors in the middle of a stream reach us unwrapped
 
 from bot.config import AnthropicConfig, ModelTiers
 from bot.providers.usage_log import log_call
@@ -39,6 +40,10 @@ class AnthropicLLM:
                 message = await self.client.messages.create(**params)
         except anthropic.APIError as exc:
             raise _as_llm_error(exc, self.config) from exc
+        except httpx2.HTTPError as exc:  # a stream cut or stalled after it began
+            raise LLMError(f"The model's answer broke off ({type(exc).__name__}); nothing of it was kept.") from exc
+        if message.stop_reason is None:  # the stream ended without its final event: an unfinished answer
+            raise LLMError("The model's answer ended before it was finished; nothing of it was kept.")
         usage = Usage(
             input_tokens=message.usage.input_tokens,
             output_tokens=message.usage.output_tokens,
