@@ -8,6 +8,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiosqlite
+
 from bot.branches import Branches
 from bot.clock import Clock
 from bot.config import Config, apply_overrides, dotted_value
@@ -98,6 +100,8 @@ class Engine:
         store = await Store.open(config.database_path, clock=clock)
         engine = cls(config, store, llm or make_llm(config), clock)
         await threads.sweep(store, engine.llm, engine.stelis, live_runs=set())
+        if repaired := await channels.recount(store, clock()):
+            log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
         if config.snapshots.interval_seconds > 0:
             engine._snapshotter = asyncio.create_task(engine._snapshot_every(config.snapshots.interval_seconds))
         return engine
@@ -303,14 +307,21 @@ class Engine:
     ) -> Message:
         """Remember a message in the scope's root thread, or in the given thread; duplicates stored once."""
         thread = await (self.store.thread(thread_id) if thread_id is not None else self.thread_for(scope))
+        triggers = await self._counted(thread)
+        due: list[float | None] = []
+
+        async def note(db: aiosqlite.Connection, at: float) -> None:  # in the message's own transaction
+            due.append(await channels.noting(db, thread, at, triggers))
+
         message, created = await self.store.append(
-            thread.id, NewMessage(role, content, author_id, author_name, external_id=external_id)
+            thread.id, NewMessage(role, content, author_id, author_name, external_id=external_id),
+            then=note if triggers is not None else None,
         )
         self._dirty.add(thread.id)
         if not created:
             log.debug("duplicate message %s ignored", external_id)
-        else:
-            await self._note(thread, message.created_at)
+        elif due and self.scheduler is not None:
+            self.scheduler.arm(thread.id, due[0])
         return message
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
@@ -334,16 +345,12 @@ class Engine:
     async def reply_policy(self, guild_id: int | None, channel_id: int | None) -> str:
         return (await self.settings_for(guild_id, channel_id)).discord.reply_policy
 
-    async def _note(self, thread: Thread, at: float) -> None:
-        """Count a message towards its conversation's next short-term version and re-arm its timer."""
+    async def _counted(self, thread: Thread) -> Triggers | None:
+        """The triggers a message in this thread counts towards; None when it does not count."""
         if not (thread.is_root or thread.discord_thread_id is not None):
-            return  # internal Stelis threads are remembered through their chronicles
+            return None  # internal Stelis threads are remembered through their chronicles
         config = await self.settings_for(thread.guild_id, thread.channel_id)
-        if not config.short_term_history.enabled:
-            return
-        due_at = await channels.note_message(self.store, thread, at, _triggers(config))
-        if self.scheduler is not None:
-            self.scheduler.arm(thread.id, due_at)
+        return _triggers(config) if config.short_term_history.enabled else None
 
     async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
         """Answer what the thread holds now; store and return the reply. Raises ReplyFailed."""

@@ -11,6 +11,8 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+import aiosqlite
+
 from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.store import Store, record_from_row
 
@@ -27,27 +29,42 @@ class Triggers:
     threshold: int = 50
 
 
-async def note_message(store: Store, thread: Thread, at: float, triggers: Triggers) -> float | None:
+async def noting(db: aiosqlite.Connection, thread: Thread, at: float, triggers: Triggers) -> float | None:
     """Count a new message and push the idle deadline back (sooner when the threshold is reached).
 
-    Returns the conversation's new deadline, for its timer.
+    Runs in the transaction that stores the message; returns the conversation's new deadline.
     """
+    cur = await db.execute(
+        "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id,"
+        " last_message_at, pending_count, due_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)"
+        " ON CONFLICT (thread_id) DO UPDATE SET last_message_at = excluded.last_message_at,"
+        " pending_count = pending_count + 1,"
+        " due_at = CASE WHEN failures > 0 THEN due_at"
+        "   WHEN pending_count + 1 >= ? THEN ?"
+        "   ELSE ? END"
+        " RETURNING due_at",
+        (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id, at,
+         at + triggers.idle_seconds, triggers.threshold, at, at + triggers.idle_seconds),
+    )
+    row = await cur.fetchone()
+    await cur.close()
+    return row[0]
+
+
+async def recount(store: Store, now: float) -> int:
+    """Conversations with messages past their last version but nothing pending (a crash of an older
+    version between storing and counting): count them again and make them due now. Returns how many."""
     async with store.transaction() as db:
         cur = await db.execute(
-            "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id,"
-            " last_message_at, pending_count, due_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)"
-            " ON CONFLICT (thread_id) DO UPDATE SET last_message_at = excluded.last_message_at,"
-            " pending_count = pending_count + 1,"
-            " due_at = CASE WHEN failures > 0 THEN due_at"
-            "   WHEN pending_count + 1 >= ? THEN ?"
-            "   ELSE ? END"
-            " RETURNING due_at",
-            (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id, at,
-             at + triggers.idle_seconds, triggers.threshold, at, at + triggers.idle_seconds),
+            "UPDATE memory_channels SET pending_count = missed.n, due_at = ? FROM ("
+            " SELECT c.thread_id, COUNT(m.seq) AS n FROM memory_channels c JOIN messages m"
+            " ON m.thread_id = c.thread_id AND m.seq > COALESCE(c.covered_seq, 0) AND m.deleted_at IS NULL"
+            " AND m.role IN ('user', 'assistant') AND NOT (m.role = 'assistant' AND m.author_name = c.persona)"
+            " WHERE c.pending_count = 0 AND c.paused = 0 GROUP BY c.thread_id) AS missed"
+            " WHERE memory_channels.thread_id = missed.thread_id",
+            (now,),
         )
-        row = await cur.fetchone()
-        await cur.close()
-    return row[0]
+        return cur.rowcount
 
 
 async def channel(store: Store, thread_id: int) -> MemoryChannel | None:

@@ -7,7 +7,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -202,19 +202,28 @@ class Store:
 
     # messages
 
-    async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
-        """Store a message; a known external id returns the stored one and False instead."""
+    async def append(self, thread_id: int, new: NewMessage,
+                     then: Callable[[aiosqlite.Connection, float], Awaitable[Any]] | None = None,
+                     ) -> tuple[Message, bool]:
+        """Store a message; a known external id returns the stored one and False instead.
+
+        `then(db, created_at)` runs in the same transaction when the message is new, so what it
+        records (memory bookkeeping) is never lost to a crash between the two.
+        """
         tokens = count_tokens(new.content)
+        now = self.clock()
         async with self.transaction() as db:
             cur = await db.execute(
                 "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata,"
                 " token_count, external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (external_id) DO NOTHING",
                 (thread_id, new.role, new.author_id, new.author_name, new.content,
-                 json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, self.clock()),
+                 json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, now),
             )
             created = cur.rowcount == 1
             seq = cur.lastrowid if created else None
+            if created and then is not None:
+                await then(db, now)
         if created:
             row = await self.fetch_one("SELECT * FROM messages WHERE seq = ?", (seq,))
         else:

@@ -385,3 +385,35 @@ async def test_close_cancels_a_running_update_cleanly(make_config):
     assert await store.recent_records("Stelis", "channel", 100, "short_term", 5) == []
     assert (await channels.channel(store, root.id)).pending_count == 1
     await store.close()
+
+
+async def test_a_message_and_its_count_are_stored_together_or_not_at_all(world, monkeypatch):
+    engine, _, _ = world
+    await say(engine, GENERAL, "counted with its message")
+    thread = await engine.thread_for(GENERAL)
+    assert (await channels.channel(engine.store, thread.id)).pending_count == 1
+
+    async def crash(*_):
+        raise OSError("disk full while counting")
+
+    monkeypatch.setattr(channels, "noting", crash)
+    with pytest.raises(OSError):
+        await say(engine, GENERAL, "lost with its count")
+    assert [m.content for m in await engine.store.tail(thread.id, 10)] == ["counted with its message"]
+
+
+async def test_messages_an_older_version_never_counted_are_due_after_a_restart(make_config):
+    clock = Clock()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, Scripted(), clock)
+    await say(engine, GENERAL, "stored, but the count was lost in a crash")
+    thread = await engine.thread_for(GENERAL)
+    async with engine.store.transaction() as db:  # what a crash between two transactions left behind
+        await db.execute("UPDATE memory_channels SET pending_count = 0, due_at = NULL WHERE thread_id = ?",
+                         (thread.id,))
+    await engine.close()
+    engine = await Engine.open(config, Scripted(), clock)
+    ch = await channels.channel(engine.store, thread.id)
+    assert ch.pending_count == 1 and ch.due_at is not None and ch.due_at <= clock()
+    await engine.close()
