@@ -44,6 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command or "run"
     if command == "check-config":
         return _check_config(loaded)
+    from memory.store import StoreError
+
+    try:
+        return _run(command, loaded, args)
+    except StoreError as exc:
+        print(f"stelis: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
     config = loaded.config
     if command == "snapshot":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
@@ -73,13 +83,8 @@ def _check_config(loaded: LoadedConfig) -> int:
 async def _console(loaded: LoadedConfig) -> int:
     from bot.console import Console
     from bot.engine import Engine
-    from memory.store import StoreError
 
-    try:
-        engine = await Engine.open(loaded.config)
-    except StoreError as exc:
-        print(f"stelis: {exc}", file=sys.stderr)
-        return 2
+    engine = await Engine.open(loaded.config)
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
              loaded.config.database_path)
     await engine.start_memory()

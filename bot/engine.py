@@ -90,6 +90,7 @@ class Engine:
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._dirty: set[int] = set()  # threads whose snapshot is out of date
         self._snapshotter: asyncio.Task[None] | None = None
+        self._chronicler: asyncio.Task[None] | None = None
         self._closed = False
         self.shutdown_grace = 10.0  # seconds running memory updates get to finish at shutdown
 
@@ -98,10 +99,17 @@ class Engine:
         """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone."""
         clock = clock or Clock()
         store = await Store.open(config.database_path, clock=clock)
-        engine = cls(config, store, llm or make_llm(config), clock)
-        await threads.sweep(store, engine.llm, engine.stelis, live_runs=set())
-        if repaired := await channels.recount(store, clock()):
-            log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
+        try:
+            engine = cls(config, store, llm or make_llm(config), clock)
+            # No model call before the bot is up: swept threads get their chronicles in the background.
+            swept = await threads.sweep(store, None, engine.stelis, live_runs=set())
+            if repaired := await channels.recount(store, clock()):
+                log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
+        except BaseException:
+            await store.close()
+            raise
+        if swept:
+            engine._chronicler = asyncio.create_task(threads.chronicle_swept(store, engine.llm, swept, engine.stelis))
         if config.snapshots.interval_seconds > 0:
             engine._snapshotter = asyncio.create_task(engine._snapshot_every(config.snapshots.interval_seconds))
         return engine
@@ -116,14 +124,23 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        if self.scheduler is not None:
-            self.scheduler.stop()
-        await self.memory.drain(self.shutdown_grace)
-        if self._snapshotter is not None:
-            self._snapshotter.cancel()
-        await self.write_snapshots()
-        await self.llm.aclose()
-        await self.store.close()
+        try:
+            if self.scheduler is not None:
+                self.scheduler.stop()
+            await self.memory.drain(self.shutdown_grace)
+            for task in (self._snapshotter, self._chronicler):
+                if task is not None:
+                    task.cancel()
+            if self._chronicler is not None:
+                await asyncio.gather(self._chronicler, return_exceptions=True)
+            await self.write_snapshots()
+        except Exception:  # whatever failed, the model client and the database still close
+            log.exception("shutdown: could not finish memory work or snapshots")
+        finally:
+            try:
+                await self.llm.aclose()
+            finally:
+                await self.store.close()
 
     # settings and memory
 

@@ -38,19 +38,26 @@ class Store:
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> Store:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(str(path), isolation_level=None)
-        db.row_factory = sqlite3.Row
-        await db.execute("PRAGMA journal_mode = WAL")
-        await db.execute("PRAGMA foreign_keys = ON")
-        await db.execute("PRAGMA synchronous = NORMAL")
-        await db.execute("PRAGMA busy_timeout = 5000")
-        store = cls(db, clock)
+        """Open (creating) the database; anything unusable is a StoreError naming the file and why."""
         try:
+            if str(path) != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(str(path), isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the database {path}: {exc}") from None
+        try:
+            db.row_factory = sqlite3.Row
+            await db.execute("PRAGMA journal_mode = WAL")
+            await db.execute("PRAGMA foreign_keys = ON")
+            await db.execute("PRAGMA synchronous = NORMAL")
+            await db.execute("PRAGMA busy_timeout = 5000")
+            store = cls(db, clock)
             await store.migrate()
-        except BaseException:
-            await db.close()
+        except BaseException as exc:
+            await db.close()  # an open connection's thread would keep the process alive
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"the database {path} cannot be used ({exc}); restore it from a backup or "
+                                 "a snapshot, or point data_dir elsewhere") from None
             raise
         return store
 

@@ -138,6 +138,18 @@ async def finish(store: Store, llm: LLM | None, thread: Thread, settings: Stelis
     return closed
 
 
+async def chronicle_swept(store: Store, llm: LLM, swept: list[Thread], settings: StelisSettings) -> None:
+    """Chronicles for threads swept at start-up, written once the bot is up; a failure leaves them without."""
+    for thread in swept:
+        try:
+            text = await write_chronicle(store, llm, thread, settings, partial=True)
+        except LLMError as exc:
+            log.warning("chronicle of swept %s not written: %s", anchors.thread_ref(thread.id), exc.notice)
+            continue
+        if text:
+            await _close(store, await store.thread(thread.id), thread.status, text)
+
+
 async def _close(store: Store, thread: Thread, status: str, chronicle: str | None) -> Thread:
     """One write: the thread's status and chronicle, and its anchor's final full form."""
     ended = replace(thread, status=status, chronicle_summary=chronicle, completed_at=store.clock())

@@ -174,3 +174,28 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     assert "Usage: /memory [show | history" in text and "Usage: /idle <seconds>" in text
     assert "Unpinned: Mahe likes green tea" in text
     await engine.close()
+
+
+async def test_a_corrupt_database_exits_with_a_clear_error_instead_of_hanging(tmp_path):
+    (tmp_path / "stelis.sqlite3").write_bytes(b"not a database " * 500)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env.update(STELIS_DATA_DIR=str(tmp_path))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", cwd=REPO, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(b"hello\n"), timeout=60)
+    assert proc.returncode == 2
+    assert "cannot be used" in err.decode() and "Traceback" not in err.decode()
+
+
+async def test_shutdown_closes_the_database_even_when_snapshots_fail(make_config, monkeypatch):
+    engine = await Engine.open(make_config(), OfflineLLM())
+
+    async def broken():
+        raise OSError("disk full")
+
+    monkeypatch.setattr(engine, "write_snapshots", broken)
+    await asyncio.wait_for(engine.close(), 10)
+    with pytest.raises(ValueError):  # aiosqlite: no active connection
+        await engine.store.count_messages(1)

@@ -1,3 +1,4 @@
+import asyncio
 import re
 
 import pytest
@@ -142,4 +143,42 @@ async def test_a_broken_stream_fails_the_reply_and_stores_nothing_of_it(make_con
         await e.reply(thread.id)
     assert [m.role for m in await e.store.tail(thread.id, 10)] == ["user"]  # nothing partial kept
     assert (await e.reply(thread.id)).content == "fake reply to: [u] tell me a long story"  # a retry works
+    await e.close()
+
+
+async def test_start_up_sweeps_without_waiting_for_the_model_and_chronicles_later(make_config):
+    from memory import threads
+    from memory.records import NewMessage
+
+    config = make_config(snapshots={"interval_seconds": 0})
+    e = await Engine.open(config, OfflineLLM())
+    root = await e.thread_for(Scope.console())
+    orphan = await threads.start(e.store, threads.Run(root.id), "left behind", e.stelis)
+    await e.store.append(orphan.id, NewMessage("user", "half done work on calculator_v2"))
+    await e.close()  # the run is gone with the process
+
+    class Slow:
+        name = "slow"
+
+        def __init__(self):
+            self.release = asyncio.Event()
+            self.calls = 0
+
+        async def complete(self, request, on_text=None):
+            self.calls += 1
+            await self.release.wait()
+            return await OfflineLLM().complete(request)
+
+        async def aclose(self):
+            return None
+
+    slow = Slow()
+    e = await asyncio.wait_for(Engine.open(config, slow), 5)  # up at once, whatever the model does
+    assert (await e.store.thread(orphan.id)).status == "aborted"
+    slow.release.set()
+    for _ in range(100):
+        if (await e.store.thread(orphan.id)).chronicle_summary:
+            break
+        await asyncio.sleep(0.02)
+    assert "calculator_v2" in (await e.store.thread(orphan.id)).chronicle_summary
     await e.close()

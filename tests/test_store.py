@@ -1,3 +1,4 @@
+import asyncio
 import sqlite3
 
 import pytest
@@ -46,11 +47,27 @@ async def test_a_failing_migration_leaves_nothing_half_done(tmp_path, monkeypatc
     broken = "CREATE TABLE extra (x INTEGER); CREATE TABLE extra (x INTEGER)"
     monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS, broken])
     monkeypatch.setattr(store_module, "LATEST_VERSION", LATEST_VERSION + 1)
-    with pytest.raises(sqlite3.OperationalError, match="already exists"):
+    with pytest.raises(StoreError, match="already exists"):
         await Store.open(path)
     assert "extra" not in table_names(path)
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "directory_is_a_file"])
+async def test_an_unusable_database_is_a_clear_error_not_a_hang(tmp_path, damage):
+    path = tmp_path / "db.sqlite3"
+    if damage == "garbage":
+        path.write_bytes(b"this is not a database at all" * 200)
+    elif damage == "truncated":
+        store = await Store.open(path)
+        await store.close()
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        (tmp_path / "data").write_text("a file where the data directory should be")
+        path = tmp_path / "data" / "db.sqlite3"
+    with pytest.raises(StoreError, match="database"):
+        await asyncio.wait_for(Store.open(path), 10)
 
 
 async def test_a_database_from_a_newer_stelis_is_refused(tmp_path):
