@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 DEFAULT_CONFIG_FILE = Path(__file__).resolve().parent.parent / "config.yaml"
 
@@ -167,6 +167,18 @@ class Config(_Model):
     snapshots: SnapshotConfig = SnapshotConfig()
     short_term_history: ShortTermHistoryConfig = ShortTermHistoryConfig()
     memory: MemoryConfig = MemoryConfig()
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must name a directory (an empty value would put the data in the current directory)")
+        return value
 
     @property
     def database_path(self) -> Path:

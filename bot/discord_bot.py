@@ -100,6 +100,10 @@ async def run_discord(config: Config) -> int:
     except discord.LoginFailure:
         log.error("Discord refused the token (DISCORD_TOKEN): check it in the developer portal")
         return 2
+    except discord.PrivilegedIntentsRequired:
+        log.error("Discord refused the connection: turn on 'Message Content Intent' (and 'Server Members "
+                  "Intent') under Bot > Privileged Gateway Intents in the developer portal, then start again")
+        return 2
     except (aiohttp.ClientError, OSError) as exc:
         log.error("cannot reach Discord (%s); check the network, then start again", exc)
         return 3

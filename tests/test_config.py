@@ -148,3 +148,24 @@ def test_check_config_prints_masked_config_and_fails_on_invalid(capsys, monkeypa
     assert main(["check-config"]) == 2
     err = capsys.readouterr().err
     assert "stelis.max_depth = 'many' (from STELIS_MAX_DEPTH)" in err
+
+
+def test_log_level_in_any_case_and_an_empty_data_dir_is_refused():
+    assert load_config(None, {"STELIS_LOG_LEVEL": "info"}).config.log_level == "INFO"
+    refused = problems({"STELIS_DATA_DIR": ""})
+    assert refused[0].startswith("data_dir = ''") and "must name a directory" in refused[0]
+
+
+async def test_missing_privileged_intents_say_which_switch_to_turn_on(monkeypatch, caplog):
+    import discord
+    from discord.ext import commands
+
+    from bot.discord_bot import run_discord
+
+    async def refused(self, token, *, reconnect=True):
+        raise discord.PrivilegedIntentsRequired(None)
+
+    monkeypatch.setattr(commands.Bot, "start", refused)
+    config = load_config(None, {"DISCORD_TOKEN": "x.y.z"}).config
+    assert await run_discord(config) == 2
+    assert "Message Content Intent" in caplog.text
