@@ -126,7 +126,7 @@ class Engine:
         self._closed = True
         try:
             if self.scheduler is not None:
-                self.scheduler.stop()
+                await self.scheduler.stop(self.shutdown_grace)
             await self.memory.drain(self.shutdown_grace)
             for task in (self._snapshotter, self._chronicler):
                 if task is not None:

@@ -118,6 +118,13 @@ class MemoryScheduler:
         job = self.scheduler.get_job(f"memory-{thread_id}")
         return job.next_run_time if job else None
 
-    def stop(self) -> None:
+    async def stop(self, grace: float) -> None:
+        """No new runs; the running ones get `grace` seconds to finish, then the scheduler goes.
+
+        Shutting APScheduler down first would cancel a running update at once (its executor
+        cancels pending futures), so the grace period would do nothing.
+        """
         if self.scheduler.running:
+            self.scheduler.pause()
+            await self.worker.drain(grace)
             self.scheduler.shutdown(wait=False)

@@ -10,6 +10,7 @@ from bot.providers.offline import OfflineLLM
 from memory import channels
 from memory.llm import LLMError, LLMResult
 from memory.records import Scope
+from memory.store import Store
 
 IDLE = 7_200
 THRESHOLD = 5
@@ -417,3 +418,29 @@ async def test_messages_an_older_version_never_counted_are_due_after_a_restart(m
     ch = await channels.channel(engine.store, thread.id)
     assert ch.pending_count == 1 and ch.due_at is not None and ch.due_at <= clock()
     await engine.close()
+
+
+async def test_shutdown_lets_a_running_update_finish_quietly(make_config, caplog):
+    clock = Clock()
+
+    class Slow(Scripted):
+        async def complete(self, request, on_text=None):
+            self.started.set()
+            await asyncio.sleep(0.3)
+            return await super().complete(request, on_text)
+
+    llm = Slow()
+    llm.started = asyncio.Event()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, llm, clock)
+    await engine.start_memory()
+    await say(engine, GENERAL, *(f"message {i}" for i in range(THRESHOLD)))  # due now: the timer fires
+    await asyncio.wait_for(llm.started.wait(), 5)
+    await engine.close()  # inside the 10 s grace: the update completes instead of being cancelled
+    store = await Store.open(config.database_path)
+    thread = await store.find_root(engine.persona, GENERAL)
+    assert len(await store.recent_records(engine.persona, "channel", 100, "short_term", 5)) == 1
+    assert thread is not None
+    await store.close()
+    assert "CancelledError" not in caplog.text and not [r for r in caplog.records if r.levelname == "ERROR"]
