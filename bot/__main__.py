@@ -98,7 +98,7 @@ async def _snapshot(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     from bot.engine import Engine
     from memory import snapshots
 
-    engine = await Engine.open(loaded.config)
+    engine = await Engine.open(loaded.config, exclusive=False)  # the bot may be running: sweep nothing
     try:
         if args.action == "export":
             try:

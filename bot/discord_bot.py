@@ -12,6 +12,7 @@ from discord.ext import commands
 
 from bot.config import Config
 from bot.engine import Engine
+from memory.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,9 @@ async def run_discord(config: Config) -> int:
             await bot.start(token)
     except discord.LoginFailure:
         log.error("Discord refused the token (DISCORD_TOKEN): check it in the developer portal")
+        return 2
+    except StoreError as exc:  # the database cannot be used, or another process holds it
+        log.error("%s", exc)
         return 2
     except discord.PrivilegedIntentsRequired:
         log.error("Discord refused the connection: turn on 'Message Content Intent' (and 'Server Members "

@@ -13,6 +13,7 @@ import aiosqlite
 from bot.branches import Branches
 from bot.clock import Clock
 from bot.config import Config, apply_overrides, dotted_value
+from bot.instance_lock import AlreadyRunning, InstanceLock
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
 from bot.providers import make_llm
 from memory import channels, recall, snapshots, threads
@@ -22,7 +23,7 @@ from memory.context import Assembler, Assembly, Persona
 from memory.llm import LLM, LLMError, TextSink
 from memory.records import MemoryChannel, MemoryRecord, Message, NewMessage, Role, Scope, Thread
 from memory.short_term import MemorySettings, Outcome
-from memory.store import Store
+from memory.store import Store, StoreError
 from memory.threads import Run, StelisSettings
 from memory.window import LockedBufferTooLarge, WindowPolicy, protected_size, window_size
 
@@ -91,22 +92,42 @@ class Engine:
         self._dirty: set[int] = set()  # threads whose snapshot is out of date
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
+        self._lock = InstanceLock(config.database_path)  # held only when opened exclusive
         self._closed = False
         self.shutdown_grace = 10.0  # seconds running memory updates get to finish at shutdown
 
     @classmethod
-    async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None) -> Engine:
-        """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone."""
+    async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None, *,
+                   exclusive: bool = True) -> Engine:
+        """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone.
+
+        `exclusive` (the bot and the console): refuse a second process on the same database and
+        repair what a crash left. Without it (snapshot commands) nothing is swept or repaired.
+        """
         clock = clock or Clock()
-        store = await Store.open(config.database_path, clock=clock)
+        lock = InstanceLock(config.database_path)
+        if exclusive:
+            try:
+                lock.acquire()
+            except (AlreadyRunning, OSError) as exc:
+                raise StoreError(str(exc)) from None
+        try:
+            store = await Store.open(config.database_path, clock=clock)
+        except BaseException:
+            lock.release()
+            raise
         try:
             engine = cls(config, store, llm or make_llm(config), clock)
+            engine._lock = lock
+            if not exclusive:
+                return engine
             # No model call before the bot is up: swept threads get their chronicles in the background.
             swept = await threads.sweep(store, None, engine.stelis, live_runs=set())
             if repaired := await channels.recount(store, clock()):
                 log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
         except BaseException:
             await store.close()
+            lock.release()
             raise
         if swept:
             engine._chronicler = asyncio.create_task(threads.chronicle_swept(store, engine.llm, swept, engine.stelis))
@@ -141,6 +162,7 @@ class Engine:
                 await self.llm.aclose()
             finally:
                 await self.store.close()
+                self._lock.release()
 
     # settings and memory
 

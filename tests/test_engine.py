@@ -182,3 +182,28 @@ async def test_start_up_sweeps_without_waiting_for_the_model_and_chronicles_late
         await asyncio.sleep(0.02)
     assert "calculator_v2" in (await e.store.thread(orphan.id)).chronicle_summary
     await e.close()
+
+
+async def test_a_second_process_on_the_same_database_is_refused_clearly(make_config, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from memory.store import StoreError
+
+    config = make_config()
+    first = await Engine.open(config, OfflineLLM())
+    with pytest.raises(StoreError, match=f"another Stelis process \\(pid {os.getpid()}\\)"):
+        await Engine.open(config, OfflineLLM())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env.update(STELIS_DATA_DIR=str(config.data_dir))
+    other = subprocess.run([sys.executable, "-m", "bot", "console"], input=b"hello\n", capture_output=True,
+                           env=env, cwd=Path(__file__).resolve().parent.parent, timeout=60)
+    assert other.returncode == 2 and b"another Stelis process" in other.stderr
+    assert await first.store.count_messages((await first.thread_for(Scope.console())).id) == 0  # untouched
+    snapshot = await Engine.open(config, OfflineLLM(), exclusive=False)  # exports may run beside the bot
+    await snapshot.close()
+    await first.close()
+    again = await Engine.open(config, OfflineLLM())  # the lock went with the first engine
+    await again.close()
