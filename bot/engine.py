@@ -16,7 +16,7 @@ from bot.config import Config, apply_overrides, dotted_value
 from bot.instance_lock import AlreadyRunning, InstanceLock
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
 from bot.providers import make_llm
-from memory import channels, recall, snapshots, threads
+from memory import channels, forget, recall, snapshots, threads
 from memory.budget import Budget, ContextError, Shares
 from memory.channels import Triggers
 from memory.context import Assembler, Assembly, Persona
@@ -92,6 +92,9 @@ class Engine:
         self._dirty: set[int] = set()  # threads whose snapshot is out of date
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
+        self._rewrites: set[asyncio.Task] = set()
+        self._forgetting = asyncio.Lock()
+        self._opted_out: set[int] = set()
         self._lock = InstanceLock(config.database_path)  # held only when opened exclusive
         self._closed = False
         self.shutdown_grace = 10.0  # seconds running memory updates get to finish at shutdown
@@ -123,6 +126,7 @@ class Engine:
                 return engine
             # No model call before the bot is up: swept threads get their chronicles in the background.
             swept = await threads.sweep(store, None, engine.stelis, live_runs=set())
+            engine._opted_out = await store.opted_out(engine.persona)
             if repaired := await channels.recount(store, clock()):
                 log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
         except BaseException:
@@ -149,6 +153,8 @@ class Engine:
             if self.scheduler is not None:
                 await self.scheduler.stop(self.shutdown_grace)
             await self.memory.drain(self.shutdown_grace)
+            if self._rewrites:  # erasures in progress finish: they must not be left half done
+                await asyncio.wait(self._rewrites, timeout=self.shutdown_grace)
             for task in (self._snapshotter, self._chronicler):
                 if task is not None:
                     task.cancel()
@@ -343,8 +349,13 @@ class Engine:
     async def hear(
         self, scope: Scope, content: str, *, author_name: str | None = None, author_id: int | None = None,
         external_id: int | None = None, role: Role = "user", thread_id: int | None = None,
-    ) -> Message:
-        """Remember a message in the scope's root thread, or in the given thread; duplicates stored once."""
+    ) -> Message | None:
+        """Remember a message in the scope's root thread, or in the given thread; duplicates stored once.
+
+        Someone who opted out is not remembered at all: None.
+        """
+        if not self.remembers(author_id):
+            return None
         thread = await (self.store.thread(thread_id) if thread_id is not None else self.thread_for(scope))
         triggers = await self._counted(thread)
         due: list[float | None] = []
@@ -371,11 +382,37 @@ class Engine:
         return message
 
     async def delete_message(self, external_id: int) -> bool:
-        """A message deleted in Discord leaves every later context."""
-        message = await self.store.message_by_external_id(external_id)
-        if message is not None:
-            self._dirty.add(message.thread_id)
-        return await self.store.delete_message(external_id)
+        """A message deleted in Discord is erased, and what was written from it is rewritten in the background."""
+        purged = await self.store.purge(external_id=external_id)
+        if purged:
+            self._dirty.update(purged)
+            task = asyncio.create_task(self._rewrite(purged))
+            self._rewrites.add(task)
+            task.add_done_callback(self._rewrites.discard)
+        return bool(purged)
+
+    async def forget_person(self, user_id: int, *, guild_id: int | None = None,
+                            dm: Scope | None = None) -> forget.Rewritten:
+        """Erase someone's messages in a server (or their DM) and rewrite all memory written from them."""
+        thread_ids = await self.store.conversation_threads(self.persona, guild_id=guild_id,
+                                                           scope_key=dm.key if dm else None)
+        purged = await self.store.purge(author_id=user_id, thread_ids=thread_ids)
+        self._dirty.update(purged)
+        return await self._rewrite(purged)
+
+    async def opt_out(self, user_id: int, out: bool = True) -> None:
+        """From now on, this person's messages are (not) remembered at all."""
+        await self.store.set_optout(self.persona, user_id, out)
+        self._opted_out = await self.store.opted_out(self.persona)
+
+    def remembers(self, user_id: int | None) -> bool:
+        return user_id is None or user_id not in self._opted_out
+
+    async def _rewrite(self, purged: dict[int, set[int]]) -> forget.Rewritten:
+        async with self._forgetting:  # one rewrite at a time: they touch the same versions
+            done = await forget.rewrite(self.store, self.llm, purged, await self.memory_settings(None), self.stelis)
+        await self.write_snapshots()  # snapshots on disk hold messages too
+        return done
 
     async def last_seen(self, thread_id: int) -> int | None:
         """The newest remembered Discord message id in a thread (backfill starts after it)."""

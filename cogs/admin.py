@@ -33,7 +33,8 @@ MAX_CHOICES = 25
 
 
 class Admin(commands.Cog):
-    memory = app_commands.Group(name="memory", description="This channel's memory", guild_only=True)
+    # Not guild-only: forget-me and optout work in DMs too; the other subcommands refuse there themselves.
+    memory = app_commands.Group(name="memory", description="This channel's memory")
     stelis = app_commands.Group(name="stelis", description="Stelis working threads", guild_only=True)
     branches = app_commands.Group(name="branches", description="Branches (Discord threads as tasks)",
                                   guild_only=True)
@@ -149,6 +150,38 @@ class Admin(commands.Cog):
         if await self.allowed(interaction):
             await interaction.response.defer(ephemeral=True, thinking=True)
             await self._memory_change(interaction, "regenerate", None)
+
+    @memory.command(name="forget-me", description="Erase your messages here (this server, or this DM) and "
+                                                  "everything remembered from them")
+    async def memory_forget_me(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        user = interaction.user.id
+        if interaction.guild_id is not None:
+            done = await self.engine.forget_person(user, guild_id=interaction.guild_id)
+        else:
+            done = await self.engine.forget_person(user, dm=Scope.dm(user, interaction.channel_id or 0))
+        await self.answer(interaction, forget_report(done, "of yours"))
+
+    @memory.command(name="forget", description="Erase a member's messages in this server and what was "
+                                               "remembered from them")
+    @app_commands.guild_only()
+    async def memory_forget(self, interaction: discord.Interaction, user: discord.User) -> None:
+        if not await self.allowed(interaction):
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        done = await self.engine.forget_person(user.id, guild_id=interaction.guild_id)
+        await self.answer(interaction, forget_report(done, f"of {user.display_name}"))
+
+    @memory.command(name="optout", description="Stop remembering anything you say, everywhere")
+    async def memory_optout(self, interaction: discord.Interaction) -> None:
+        await self.engine.opt_out(interaction.user.id)
+        await self.answer(interaction, "From now on I don't keep or read anything you say. What I remember "
+                                       "already stays until you run /memory forget-me; /memory optin undoes this.")
+
+    @memory.command(name="optin", description="Let the persona remember what you say again")
+    async def memory_optin(self, interaction: discord.Interaction) -> None:
+        await self.engine.opt_out(interaction.user.id, out=False)
+        await self.answer(interaction, "I remember what you say again, from now on.")
 
     @memory.command(name="pause", description="Stop automatic memory updates in this channel")
     async def memory_pause(self, interaction: discord.Interaction) -> None:
@@ -354,3 +387,12 @@ def _lookup(data: dict, dotted: str) -> Any:
 
 async def setup(bot: commands.Bot) -> None:
     await bot.add_cog(Admin(bot))
+
+
+def forget_report(done, whose: str) -> str:
+    """What a forget request erased and rewrote, in one line."""
+    if not done.messages:
+        return f"There were no messages {whose} to forget here."
+    return (f"Forgot {done.messages} message(s) {whose}: rewrote {done.versions} memory version(s), "
+            f"{done.chronicles} chronicle(s) and {done.windows} rolling summary(ies); the old text is deleted.")
+

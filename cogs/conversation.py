@@ -76,6 +76,12 @@ class Conversation(commands.Cog):
             stored = await self.engine.hear(place.scope, _content(message), author_name=message.author.display_name,
                                             author_id=message.author.id, external_id=message.id,
                                             thread_id=place.session_id)
+        if stored is None:  # opted out: nothing of it is kept, so nothing can be answered
+            if answer and self.bot.user in message.mentions:
+                await message.reply("You asked me not to remember you (/memory optout), so I don't keep or read "
+                                    "your messages. /memory optin undoes it.", mention_author=False,
+                                    allowed_mentions=SAFE_MENTIONS)
+            return
         if answer and policy != "listen" and await self._should_answer(message, policy, place.session_id):
             await self._answer(message, stored.thread_id)
 

@@ -326,6 +326,58 @@ class Store:
             )
         return await self.message_by_external_id(external_id)
 
+    async def conversation_threads(self, persona: str, *, guild_id: int | None = None,
+                                   scope_key: str | None = None) -> list[int]:
+        """Ids of every thread of a server's conversations, or of one conversation (a DM)."""
+        rows = await self.fetch_all(
+            "SELECT id FROM threads WHERE persona = ? AND ((? IS NOT NULL AND guild_id = ?) OR scope_key = ?)",
+            (persona, guild_id, guild_id, scope_key),
+        )
+        return [r["id"] for r in rows]
+
+    async def purge(self, *, author_id: int | None = None, thread_ids: list[int] | None = None,
+                    external_id: int | None = None) -> dict[int, set[int]]:
+        """Erase messages for good (an author's in these threads, or one message): text, name and index
+        entry go; the row stays as a gap so sequence numbers are never reused. Returns thread -> seqs."""
+        if external_id is not None:
+            where, params = "external_id = ?", (external_id,)
+        elif author_id is not None and thread_ids:
+            where = f"author_id = ? AND thread_id IN ({', '.join('?' * len(thread_ids))})"
+            params = (author_id, *thread_ids)
+        else:
+            return {}
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE messages SET content = '', author_name = NULL, author_id = NULL, metadata = '{}',"
+                f" token_count = 0, deleted_at = COALESCE(deleted_at, ?) WHERE {where} AND content != ''"
+                " RETURNING thread_id, seq",
+                (self.clock(), *params),
+            )
+            rows = await cur.fetchall()
+            await cur.close()
+        purged: dict[int, set[int]] = {}
+        for row in rows:
+            purged.setdefault(row[0], set()).add(row[1])
+        return purged
+
+    async def delete_records(self, ids: list[int]) -> None:
+        """Remove memory versions for good (their text and index entries)."""
+        if ids:
+            async with self.transaction() as db:
+                await db.execute(f"DELETE FROM memory_records WHERE id IN ({', '.join('?' * len(ids))})", ids)
+
+    async def set_optout(self, persona: str, user_id: int, out: bool) -> None:
+        async with self.transaction() as db:
+            if out:
+                await db.execute("INSERT INTO optouts (persona, user_id, created_at) VALUES (?, ?, ?)"
+                                 " ON CONFLICT DO NOTHING", (persona, user_id, self.clock()))
+            else:
+                await db.execute("DELETE FROM optouts WHERE persona = ? AND user_id = ?", (persona, user_id))
+
+    async def opted_out(self, persona: str) -> set[int]:
+        rows = await self.fetch_all("SELECT user_id FROM optouts WHERE persona = ?", (persona,))
+        return {r["user_id"] for r in rows}
+
     async def delete_message(self, external_id: int) -> bool:
         """Mark a message deleted; it leaves every context but its sequence is never reused."""
         async with self.transaction() as db:

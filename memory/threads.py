@@ -138,6 +138,11 @@ async def finish(store: Store, llm: LLM | None, thread: Thread, settings: Stelis
     return closed
 
 
+async def reclose(store: Store, thread: Thread, chronicle: str | None) -> Thread:
+    """A closed thread's chronicle written again (after a start-up sweep, or after forgetting)."""
+    return await _close(store, thread, thread.status, chronicle)
+
+
 async def chronicle_swept(store: Store, llm: LLM, swept: list[Thread], settings: StelisSettings) -> None:
     """Chronicles for threads swept at start-up, written once the bot is up; a failure leaves them without."""
     for thread in swept:
@@ -147,7 +152,7 @@ async def chronicle_swept(store: Store, llm: LLM, swept: list[Thread], settings:
             log.warning("chronicle of swept %s not written: %s", anchors.thread_ref(thread.id), exc.notice)
             continue
         if text:
-            await _close(store, await store.thread(thread.id), thread.status, text)
+            await reclose(store, await store.thread(thread.id), text)
 
 
 async def _close(store: Store, thread: Thread, status: str, chronicle: str | None) -> Thread:

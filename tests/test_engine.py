@@ -1,5 +1,6 @@
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from memory.llm import LLMError
 from memory.records import Scope
 from memory.store import Store
 from tests.fake_anthropic import validate_request
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -186,9 +189,7 @@ async def test_start_up_sweeps_without_waiting_for_the_model_and_chronicles_late
 
 async def test_a_second_process_on_the_same_database_is_refused_clearly(make_config, tmp_path):
     import os
-    import subprocess
     import sys
-    from pathlib import Path
 
     from memory.store import StoreError
 
@@ -198,9 +199,11 @@ async def test_a_second_process_on_the_same_database_is_refused_clearly(make_con
         await Engine.open(config, OfflineLLM())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
     env.update(STELIS_DATA_DIR=str(config.data_dir))
-    other = subprocess.run([sys.executable, "-m", "bot", "console"], input=b"hello\n", capture_output=True,
-                           env=env, cwd=Path(__file__).resolve().parent.parent, timeout=60)
-    assert other.returncode == 2 and b"another Stelis process" in other.stderr
+    other = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", env=env, cwd=REPO, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(other.communicate(b"hello\n"), 60)
+    assert other.returncode == 2 and b"another Stelis process" in err
     assert await first.store.count_messages((await first.thread_for(Scope.console())).id) == 0  # untouched
     snapshot = await Engine.open(config, OfflineLLM(), exclusive=False)  # exports may run beside the bot
     await snapshot.close()

@@ -246,3 +246,22 @@ async def test_config_values_are_read_as_their_keys_type_never_as_yaml(admin):
     assert "Not set:" in refused and "stelis.max_depth" in refused and len(refused) < 400
     for value in ("nan", "inf", "1e18"):
         assert "Not set:" in said(await run(cog.config_set, cog, "channel", "stelis.default_window_ratio", value))
+
+
+async def test_forget_me_and_optout_answer_ephemerally(admin):
+    cog, engine = admin
+    me = member()
+    await engine.hear(scope(), "my locker code is 5521", author_name="me", author_id=me.id)
+    it = interaction(admin=False)
+    it.user = me
+    await cog.memory_forget_me.callback(cog, it)
+    assert it.response.deferred == (True, True) and "Forgot 1 message(s) of yours" in said(it)
+    assert "5521" not in str(await engine.context((await engine.thread_for(scope())).id))
+    refused = interaction(admin=False)
+    await cog.memory_forget.callback(cog, refused, me)
+    assert "Manage Server" in said(refused)  # forgetting someone else is for admins
+    it = interaction(admin=False)
+    it.user = me
+    await cog.memory_optout.callback(cog, it)
+    assert "don't keep or read" in said(it)
+    assert await engine.hear(scope(), "not kept", author_name="me", author_id=me.id) is None

@@ -1,0 +1,112 @@
+"""Forgetting: after messages are erased, nothing written from them may live on.
+
+Every place a message's words can reach is rewritten from what is left: the short-term versions
+whose range held it (re-summarised over the same range, the old text deleted), the conversation's
+long-term memory (merged again from the remaining versions), the server memory built from it,
+chronicles of closed Stelis threads (and their anchors' final form), and rolling summaries.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from memory import channels, threads
+from memory.llm import LLM
+from memory.records import MemoryChannel, MemoryRecord
+from memory.short_term import MemorySettings, keep_pins, merge, update_workspace
+from memory.store import Store
+from memory.summarise import Line, summarise
+from memory.templates import render
+from memory.transcript import dated_transcript
+
+log = logging.getLogger(__name__)
+ALL = 1_000_000  # every version a conversation has
+
+
+@dataclass
+class Rewritten:
+    messages: int = 0
+    versions: int = 0
+    chronicles: int = 0
+    windows: int = 0
+    guilds: set[int] = field(default_factory=set)
+
+
+async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,
+                  stelis: threads.StelisSettings) -> Rewritten:
+    """Rewrite everything that covered the purged messages (thread id -> seqs)."""
+    done = Rewritten(messages=sum(len(s) for s in purged.values()))
+    covering = {tid: set(seqs) for tid, seqs in purged.items()}  # grows by the anchors of rewritten chronicles
+    chains = {tid: await threads.lineage(store, await store.thread(tid)) for tid in purged}
+    for chain in chains.values():
+        for thread in chain:  # rolling summaries and memory snapshots above the erased messages
+            await store.set_window(thread.id, window_start_seq=None, window_summary=None, window_summary_from=None,
+                                   window_summary_to=None, window_summary_first_at=None,
+                                   window_summary_last_at=None, memory_as_of=None)
+            done.windows += 1
+        for thread in chain[:-1]:  # closed Stelis threads, the erased one's and its ancestors'
+            if thread.anchor_seq is not None and thread.parent_thread_id is not None:
+                covering.setdefault(thread.parent_thread_id, set()).add(thread.anchor_seq)
+            if thread.status != "active" and thread.chronicle_summary:
+                text = await threads.write_chronicle(store, llm, thread, stelis, partial=thread.status == "aborted")
+                await threads.reclose(store, await store.thread(thread.id), text)
+                done.chronicles += 1
+    for tid, seqs in covering.items():
+        ch = await channels.channel(store, tid)
+        if ch is not None:
+            done.versions += await _rewrite_versions(store, llm, ch, seqs, settings)
+            if ch.shared and ch.guild_id is not None:
+                done.guilds.add(ch.guild_id)
+    for guild_id in sorted(done.guilds):
+        persona = next(iter(chains.values()))[-1].persona
+        old = await store.recent_records(persona, "workspace", guild_id, "long_term", ALL)
+        await store.delete_records([r.id for r in old])
+        await update_workspace(store, llm, persona, guild_id, settings)
+    return done
+
+
+async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set[int],
+                            settings: MemorySettings) -> int:
+    """Re-summarise each short-term version that covered an erased message, then rebuild long-term."""
+    scope, scope_id = ch.scope
+    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL)
+    hit = [r for r in versions if _covers(r, seqs)]
+    if not hit:
+        return 0
+    pins = await channels.pins(store, ch.persona, scope, scope_id)
+    for record in hit:
+        await store.delete_records([record.id])
+        messages = [m async for m in store.span(ch.thread_id, record.first_seq or 0, (record.last_seq or 0) + 1)]
+        if not messages:
+            continue
+        lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
+        instruction = render("short_term_request.md.j2", previous=[], pins=pins)
+        content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
+                                            max_tokens=settings.short_term_tokens), pins)
+        await store.add_record(ch.persona, scope, scope_id, "short_term", content, record.first_seq,
+                               record.last_seq, {**record.metadata, "rewritten_from": record.version},
+                               version=1 if scope == "thread" else None)
+    await _rebuild_long_term(store, llm, ch, settings)
+    log.info("forget: rewrote %d memory version(s) of thread %d", len(hit), ch.thread_id)
+    return len(hit)
+
+
+async def _rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings) -> None:
+    scope, scope_id = ch.scope
+    old = await store.recent_records(ch.persona, scope, scope_id, "long_term", ALL)
+    await store.delete_records([r.id for r in old])
+    remaining = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL)
+    if scope != "channel" or not remaining:
+        return
+    pins = await channels.pins(store, ch.persona, scope, scope_id)
+    merged = await merge(llm, f"channel {ch.name or ch.channel_id}", None,
+                         [(f"v{r.version}", r.content) for r in remaining], pins, settings)
+    await store.add_record(ch.persona, scope, scope_id, "long_term", merged, remaining[0].first_seq,
+                           remaining[-1].last_seq, {"rebuilt_from": [r.version for r in remaining]})
+
+
+def _covers(record: MemoryRecord, seqs: set[int]) -> bool:
+    if record.first_seq is None or record.last_seq is None:
+        return False
+    return any(record.first_seq <= s <= record.last_seq for s in seqs)
