@@ -84,6 +84,8 @@ async def _console(loaded: LoadedConfig) -> int:
     from bot.console import Console
     from bot.engine import Engine
 
+    if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become U+FFFD instead of ending input
+        sys.stdin.reconfigure(errors="replace")
     engine = await Engine.open(loaded.config)
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
              loaded.config.database_path)

@@ -37,6 +37,9 @@ HELP = """Commands:
   /quit                 leave (Ctrl-D works too)
 Anything else is a message to the persona."""
 
+MAX_IDLE_SECONDS = 366 * 86_400.0
+
+
 async def read_line(stream: TextIO) -> str | None:
     """A line from a blocking stream without blocking the loop; None at end of input.
 
@@ -102,7 +105,7 @@ class Console:
             if name == "/help":
                 self._say(HELP)
             elif name == "/retry":
-                await self._reply()
+                await self._retry()
             elif name == "/thread":
                 await self._thread(rest)
             elif name == "/tree":
@@ -183,7 +186,7 @@ class Console:
             record = await engine.memory_edit(self.scope, arg)
             self._say(f"Short-term memory v{record.version} written.")
         elif action == "rollback":
-            if not arg.isdigit():
+            if not (arg.isascii() and arg.isdecimal()):  # "²" is a digit to str.isdigit
                 self._say("Usage: /memory rollback <version number>")
                 return
             record = await engine.memory_rollback(self.scope, int(arg))
@@ -204,8 +207,8 @@ class Console:
         except ValueError:
             self._say("Usage: /idle <seconds>, for example /idle 7200")
             return
-        if seconds <= 0:
-            self._say("Usage: /idle <seconds> with a positive number")
+        if not (0 < seconds <= MAX_IDLE_SECONDS):  # also refuses nan and inf
+            self._say(f"Usage: /idle <seconds> with a number from 1 to {MAX_IDLE_SECONDS:.0f} (a year)")
             return
         self.engine.clock.advance(seconds)
         self._say(f"(time passes: {seconds:.0f} s)")
@@ -225,6 +228,14 @@ class Console:
                 self._say(f"Long-term memory updated (v{outcome.long_term.version}).")
         else:
             self._say("(nothing new to remember)")
+
+    async def _retry(self) -> None:
+        run = await self.start()
+        last = await self.engine.store.tail(run.current, 1)
+        if not last or last[-1].role == "assistant":
+            self._say("Nothing to retry: the last message already has its reply. Say something new.")
+            return
+        await self._reply()
 
     async def _reply(self) -> None:
         run = await self.start()

@@ -199,3 +199,31 @@ async def test_shutdown_closes_the_database_even_when_snapshots_fail(make_config
     await asyncio.wait_for(engine.close(), 10)
     with pytest.raises(ValueError):  # aiosqlite: no active connection
         await engine.store.count_messages(1)
+
+
+def test_bytes_that_are_not_utf8_lose_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env.update(STELIS_DATA_DIR=str(tmp_path / "data"), STELIS_CONSOLE_USER_NAME="mahe")
+    done = subprocess.run([sys.executable, "-m", "bot", "console"], input=b"caf\xe9 \xff first\nsecond line\n",
+                          capture_output=True, cwd=REPO, env=env, timeout=60)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr
+    assert done.stdout.count(b"Stelis: ") == 2  # both lines heard and answered
+
+
+@pytest.mark.parametrize("line", ["/idle nan", "/idle inf", "/idle 1e18", "/idle -5", "/memory rollback ²"])
+async def test_bad_numbers_in_console_commands_get_usage_not_a_crash(make_config, line):
+    engine = await Engine.open(make_config(), OfflineLLM())
+    before = engine.clock()
+    out = io.StringIO()
+    assert await Console(engine, io.StringIO(line + "\n"), out, "mahe").run_loop() == 0
+    assert "Usage:" in out.getvalue()
+    assert engine.clock() - before < 60  # the demo clock did not jump
+    await engine.close()
+
+
+async def test_retry_after_a_reply_does_not_ask_again(make_config):
+    engine = await Engine.open(make_config(), OfflineLLM())
+    out = io.StringIO()
+    await Console(engine, io.StringIO("hello\n/retry\n"), out, "mahe").run_loop()
+    assert "Nothing to retry" in out.getvalue() and out.getvalue().count("Stelis: ") == 1
+    await engine.close()
