@@ -13,6 +13,7 @@ from bot.discord_bot import SAFE_MENTIONS, mentions_for
 from bot.engine import ReplyFailed
 from bot.splitting import split_message
 from cogs.places import Place, locate
+from memory.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ class Conversation(commands.Cog):
         self._channel_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)  # replies, in order
         # Creates, edits and deletes of one channel applied in arrival order (an edit never outruns its message).
         self._ingest_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._unstored: defaultdict[int, list[discord.Message]] = defaultdict(list)  # refused by storage, in order
         self._bot_turns: defaultdict[int, int] = defaultdict(int)
 
     # events
@@ -73,9 +75,22 @@ class Conversation(commands.Cog):
             place, policy = await self._place(message.channel)
             if place is None or policy == "off":
                 return
-            stored = await self.engine.hear(place.scope, _content(message), author_name=message.author.display_name,
-                                            author_id=message.author.id, external_id=message.id,
-                                            thread_id=place.session_id)
+            waiting = self._unstored[message.channel.id]
+            waiting.append(message)
+            try:  # in order: a later message is never stored before an earlier one that failed
+                while waiting:
+                    stored = await self.engine.hear(
+                        place.scope, _content(waiting[0]), author_name=waiting[0].author.display_name,
+                        author_id=waiting[0].author.id, external_id=waiting[0].id, thread_id=place.session_id)
+                    waiting.pop(0)
+            except StoreError as exc:
+                log.error("%d message(s) in channel %d not stored yet: %s; retried with the next message, and "
+                          "read again from Discord after a restart", len(waiting), message.channel.id, exc)
+                if len(waiting) == 1:
+                    await message.channel.send("⚠️ I can't save messages right now (the server's storage "
+                                               "refused); I'll keep trying and won't lose them.",
+                                               allowed_mentions=SAFE_MENTIONS)
+                return
         if stored is None:  # opted out: nothing of it is kept, so nothing can be answered
             if answer and self.bot.user in message.mentions:
                 await message.reply("You asked me not to remember you (/memory optout), so I don't keep or read "

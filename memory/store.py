@@ -89,13 +89,18 @@ class Store:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """One short write transaction at a time on the shared connection."""
         async with self._write_lock:
-            await self.db.execute("BEGIN IMMEDIATE")
             try:
-                yield self.db
-            except BaseException:
-                await self.db.execute("ROLLBACK")
-                raise
-            await self.db.execute("COMMIT")
+                await self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self.db
+                except BaseException:
+                    await self.db.execute("ROLLBACK")
+                    raise
+                await self.db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
+                if self.db.in_transaction:
+                    await self.db.execute("ROLLBACK")
+                raise StoreError(f"the database refused a write ({exc}); nothing of it was saved") from exc
 
     # threads
 

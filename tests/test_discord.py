@@ -319,3 +319,25 @@ async def test_a_reply_may_ping_only_people_in_the_conversation(world, monkeypat
     allowed = sent[-1]
     assert allowed.everyone is False and allowed.roles is False
     assert {u.id for u in allowed.users} == {member().id}  # the model wrote the outsider's id: no ping
+
+
+async def test_a_message_storage_refused_is_kept_and_stored_in_order_later(world, monkeypatch):
+    from memory.store import StoreError
+
+    _, engine, _ = world
+    original = engine.store.append
+    full = {"on": True}
+
+    async def append(thread_id, new, then=None):
+        if full["on"]:
+            raise StoreError("the database refused a write (database or disk is full); nothing of it was saved")
+        return await original(thread_id, new, then)
+
+    monkeypatch.setattr(engine.store, "append", append)
+    post("first, while the disk is full")
+    await settle()
+    assert "can't save messages right now" in dpytest.get_message().content
+    full["on"] = False
+    post("second, after space was freed")
+    await settle()
+    assert (await remembered(engine))[-2:] == ["first, while the disk is full", "second, after space was freed"]

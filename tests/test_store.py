@@ -162,3 +162,11 @@ async def test_settings_round_trip(store):
     assert await store.settings("channel", 5) == {"stelis.max_depth": 1}
     assert await store.delete_setting("channel", 5, "stelis.max_depth") is True
     assert await store.settings("channel", 5) == {}
+
+
+async def test_a_refused_write_is_a_store_error_and_leaves_the_connection_usable(store):
+    await store.db.execute("PRAGMA query_only = ON")  # as a read-only file or a full disk would refuse
+    with pytest.raises(StoreError, match="refused a write"):
+        await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    await store.db.execute("PRAGMA query_only = OFF")
+    assert (await store.root_thread("P", Scope.channel(1, 2), 0.8)).kind == "root"
