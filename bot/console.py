@@ -135,6 +135,9 @@ class Console:
             self._say(f"Started {thread_ref(thread.id)} \"{thread.label}\" at depth {thread.depth}. "
                       "Messages now go to this thread; /thread end to finish it.")
         elif action == "end":
+            if not run.stack:
+                self._say("(!) You are in the main conversation: there is no Stelis thread to end.")
+                return
             self._say("Ending the thread and writing its chronicle...")
             thread = await self.engine.end_thread(run)
             self._say(f"Ended {thread_ref(thread.id)} ({thread.status}). Chronicle:\n"

@@ -227,3 +227,11 @@ async def test_retry_after_a_reply_does_not_ask_again(make_config):
     await Console(engine, io.StringIO("hello\n/retry\n"), out, "mahe").run_loop()
     assert "Nothing to retry" in out.getvalue() and out.getvalue().count("Stelis: ") == 1
     await engine.close()
+
+
+async def test_thread_end_in_the_main_conversation_is_refused_before_any_progress(make_config):
+    engine = await Engine.open(make_config(), OfflineLLM())
+    out = io.StringIO()
+    await Console(engine, io.StringIO("/thread end\n"), out, "mahe").run_loop()
+    assert "no Stelis thread to end" in out.getvalue() and "Ending the thread" not in out.getvalue()
+    await engine.close()
