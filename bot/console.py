@@ -136,7 +136,7 @@ class Console:
                       "Messages now go to this thread; /thread end to finish it.")
         elif action == "end":
             if not run.stack:
-                self._say("(!) You are in the main conversation: there is no Stelis thread to end.")
+                self._say("(!) no Stelis thread is active in this run: you are in the main conversation.")
                 return
             self._say("Ending the thread and writing its chronicle...")
             thread = await self.engine.end_thread(run)

@@ -233,5 +233,5 @@ async def test_thread_end_in_the_main_conversation_is_refused_before_any_progres
     engine = await Engine.open(make_config(), OfflineLLM())
     out = io.StringIO()
     await Console(engine, io.StringIO("/thread end\n"), out, "mahe").run_loop()
-    assert "no Stelis thread to end" in out.getvalue() and "Ending the thread" not in out.getvalue()
+    assert "no Stelis thread is active" in out.getvalue() and "Ending the thread" not in out.getvalue()
     await engine.close()
