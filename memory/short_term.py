@@ -49,9 +49,10 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             await _long_term(store, llm, ch, settings, now)
         messages = [m async for m in store.span(ch.thread_id, (ch.covered_seq or 0) + 1, None)]
         previous = await store.recent_records(ch.persona, scope, scope_id, "short_term", settings.history_count)
+        redone = None
         if not messages and force and previous:  # regenerate the latest version over its own range
-            latest = previous.pop()
-            messages = [m async for m in store.span(ch.thread_id, latest.first_seq, (latest.last_seq or 0) + 1)]
+            redone = previous.pop()
+            messages = [m async for m in store.span(ch.thread_id, redone.first_seq, (redone.last_seq or 0) + 1)]
         if not messages:
             await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
@@ -60,6 +61,9 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
         content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
                                             max_tokens=settings.short_term_tokens), pins)
+        if redone is not None and content == redone.content:  # the same text again: no copy as a new version
+            await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
+            return Outcome(ch.thread_id)
         record = await channels.save_short_term(
             store, ch, content, messages[0].seq, messages[-1].seq, ch.pending_count, now, settings.triggers,
             {"messages": len(messages), "pins": pins, "first_at": messages[0].created_at,

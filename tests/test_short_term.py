@@ -444,3 +444,15 @@ async def test_shutdown_lets_a_running_update_finish_quietly(make_config, caplog
     assert thread is not None
     await store.close()
     assert "CancelledError" not in caplog.text and not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+async def test_regenerating_twice_writes_no_copy(make_config):
+    from bot.providers.offline import OfflineLLM
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    await say(engine, GENERAL, "the Kyoto trip is on 3 May", "Ben books the ryokan")
+    first = await engine.memory_regenerate(GENERAL)
+    again = await engine.memory_regenerate(GENERAL)  # same messages, same model: the same text
+    assert first.short_term is not None and again.short_term is None
+    assert len(await versions(engine, GENERAL)) == 1
+    await engine.close()
