@@ -427,6 +427,8 @@ def _get_dotted(raw: Any, loc: list[str]) -> Any:
     for part in loc:
         if isinstance(raw, dict) and part in raw:
             raw = raw[part]
+        elif isinstance(raw, list) and part.isdecimal() and int(part) < len(raw):
+            raw = raw[int(part)]  # "discord.personas.0": an item of a list
         else:
             return None
     return raw

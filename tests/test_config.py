@@ -169,3 +169,9 @@ async def test_missing_privileged_intents_say_which_switch_to_turn_on(monkeypatc
     config = load_config(None, {"DISCORD_TOKEN": "x.y.z"}).config
     assert await run_discord(config) == 2
     assert "Message Content Intent" in caplog.text
+
+
+def test_a_bad_list_item_is_shown_with_its_own_value(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("discord:\n  personas: [123, abc]\n")
+    assert problems(path=path)[0].startswith("discord.personas.1 = 'abc'")
