@@ -210,3 +210,13 @@ async def test_a_second_process_on_the_same_database_is_refused_clearly(make_con
     await first.close()
     again = await Engine.open(config, OfflineLLM())  # the lock went with the first engine
     await again.close()
+
+
+async def test_one_message_larger_than_the_window_is_reduced_and_blocks_nothing(make_config):
+    e = await Engine.open(make_config(llm={"context_tokens": 4096, "max_output_tokens": 256}), OfflineLLM())
+    scope = Scope.console()
+    thread = await e.thread_for(scope)
+    for text in ["hi", "word " * 9000, "next", "and next"]:
+        await e.hear(scope, text, author_name="u")
+        assert (await e.reply(thread.id)).content  # every turn answered, the huge one included
+    await e.close()
