@@ -81,12 +81,13 @@ def _check_config(loaded: LoadedConfig) -> int:
 
 
 async def _console(loaded: LoadedConfig) -> int:
-    from bot.console import Console
+    from bot.console import Console, console_run_id
     from bot.engine import Engine
+    from memory.records import Scope
 
     if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become U+FFFD instead of ending input
         sys.stdin.reconfigure(errors="replace")
-    engine = await Engine.open(loaded.config)
+    engine = await Engine.open(loaded.config, keep_runs=frozenset({console_run_id(Scope.console())}))
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
              loaded.config.database_path)
     await engine.start_memory()

@@ -37,6 +37,11 @@ HELP = """Commands:
   /quit                 leave (Ctrl-D works too)
 Anything else is a message to the persona."""
 
+def console_run_id(scope: Scope) -> str:
+    """One run per console scope, so Stelis threads left open are resumed, not swept, next time."""
+    return f"console-run:{scope.key}"
+
+
 MAX_IDLE_SECONDS = 366 * 86_400.0
 
 
@@ -74,7 +79,10 @@ class Console:
 
     async def start(self) -> Run:
         if self.run is None:
-            self.run = await self.engine.new_run(self.scope)
+            self.run = await self.engine.new_run(self.scope, console_run_id(self.scope))
+            if self.run.stack:
+                self._say(f"(resuming Stelis thread {thread_ref(self.run.current)}, left open last time; "
+                          "/thread end to close it)")
         return self.run
 
     async def run_loop(self) -> int:
@@ -84,16 +92,23 @@ class Console:
         while True:
             line = await self._read_line()
             if line is None:
+                self._leaving(run)
                 return 0
             line = line.strip()
             if not line:
                 continue
             if line.startswith("/"):
                 if not await self.command(line):
+                    self._leaving(run)
                     return 0
                 continue
             await self.engine.hear(self.scope, line, author_name=self.user_name, thread_id=run.current)
             await self._reply()
+
+    def _leaving(self, run: Run) -> None:
+        if run.stack:
+            self._say(f"(!) You are leaving inside Stelis thread {thread_ref(run.current)}: it stays open, and the "
+                      "next console session resumes it.")
 
     async def command(self, line: str) -> bool:
         """Run a slash command; False means leave."""

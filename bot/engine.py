@@ -101,7 +101,7 @@ class Engine:
 
     @classmethod
     async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None, *,
-                   exclusive: bool = True) -> Engine:
+                   exclusive: bool = True, keep_runs: frozenset[str] = frozenset()) -> Engine:
         """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone.
 
         `exclusive` (the bot and the console): refuse a second process on the same database and
@@ -125,7 +125,7 @@ class Engine:
             if not exclusive:
                 return engine
             # No model call before the bot is up: swept threads get their chronicles in the background.
-            swept = await threads.sweep(store, None, engine.stelis, live_runs=set())
+            swept = await threads.sweep(store, None, engine.stelis, live_runs=set(keep_runs))
             engine._opted_out = await store.opted_out(engine.persona)
             if repaired := await channels.recount(store, clock()):
                 log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
@@ -343,8 +343,12 @@ class Engine:
     async def thread_for(self, scope: Scope) -> Thread:
         return await self.store.root_thread(self.persona, scope, self.config.stelis.default_window_ratio)
 
-    async def new_run(self, scope: Scope) -> Run:
-        return Run(root_id=(await self.thread_for(scope)).id)
+    async def new_run(self, scope: Scope, run_id: str | None = None) -> Run:
+        """A run of the persona; a known `run_id` resumes the Stelis threads it left open."""
+        root = (await self.thread_for(scope)).id
+        if run_id is None:
+            return Run(root_id=root)
+        return Run(root_id=root, id=run_id, stack=[t.id for t in await self.store.active_threads_of_run(run_id)])
 
     async def hear(
         self, scope: Scope, content: str, *, author_name: str | None = None, author_id: int | None = None,

@@ -197,6 +197,12 @@ class Store:
         )
         return [_thread(r) for r in rows]
 
+    async def active_threads_of_run(self, run_id: str) -> list[Thread]:
+        """A run's open Stelis threads, outermost first: the stack to resume it with."""
+        rows = await self.fetch_all("SELECT * FROM threads WHERE status = 'active' AND run_id = ? ORDER BY depth",
+                                    (run_id,))
+        return [_thread(r) for r in rows]
+
     async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
         """A window cut: its new start, rolling summary (range and dates) and memory snapshot, in one write."""
         allowed = {"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",

@@ -235,3 +235,13 @@ async def test_thread_end_in_the_main_conversation_is_refused_before_any_progres
     await Console(engine, io.StringIO("/thread end\n"), out, "mahe").run_loop()
     assert "no Stelis thread is active" in out.getvalue() and "Ending the thread" not in out.getvalue()
     await engine.close()
+
+
+def test_quitting_inside_a_thread_warns_and_the_next_session_resumes_it(tmp_path):
+    first = run_console(tmp_path, "/thread new Research\nlooking into calculator_v2\n/quit\n", "console")
+    assert first.returncode == 0, first.stderr
+    assert "You are leaving inside Stelis thread" in first.stdout
+    second = run_console(tmp_path, "and continuing\n/thread end\n", "console")
+    assert second.returncode == 0, second.stderr
+    assert "(resuming Stelis thread" in second.stdout
+    assert "Ended stelis:" in second.stdout and "(completed)" in second.stdout  # not swept to aborted
