@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 from bot import logs
@@ -87,7 +88,8 @@ async def _console(loaded: LoadedConfig) -> int:
 
     if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become U+FFFD instead of ending input
         sys.stdin.reconfigure(errors="replace")
-    engine = await Engine.open(loaded.config, keep_runs=frozenset({console_run_id(Scope.console())}))
+    engine = await Engine.open(loaded.config, keep_runs=frozenset({console_run_id(Scope.console())}),
+                               store_clock=time.time)  # /idle moves the scheduler's clock, never stored times
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
              loaded.config.database_path)
     await engine.start_memory()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +85,8 @@ class Engine:
         self.assembler.shared_channels = config.memory.shared_channels
         self.assembler.recall_enabled = c.recall
         self.assembler.persona_for = self._persona_for
-        self.memory = MemoryWorker(store, llm, self.memory_settings, store.clock, config.memory.concurrency)
+        # The scheduler's view of time: the console's /idle moves it, stored times never.
+        self.memory = MemoryWorker(store, llm, self.memory_settings, self.clock, config.memory.concurrency)
         self.scheduler: MemoryScheduler | None = None
         self.branches = Branches(self)
         self._settings_cache: dict[tuple[int | None, int | None], Config] = {}
@@ -101,11 +103,14 @@ class Engine:
 
     @classmethod
     async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None, *,
-                   exclusive: bool = True, keep_runs: frozenset[str] = frozenset()) -> Engine:
+                   exclusive: bool = True, keep_runs: frozenset[str] = frozenset(),
+                   store_clock: Callable[[], float] | None = None) -> Engine:
         """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone.
 
         `exclusive` (the bot and the console): refuse a second process on the same database and
         repair what a crash left. Without it (snapshot commands) nothing is swept or repaired.
+        `store_clock` stamps what is stored (default: `clock`); the console's demo clock moves
+        only the scheduler's view, so /idle never writes made-up times.
         """
         clock = clock or Clock()
         lock = InstanceLock(config.database_path)
@@ -115,7 +120,7 @@ class Engine:
             except (AlreadyRunning, OSError) as exc:
                 raise StoreError(str(exc)) from None
         try:
-            store = await Store.open(config.database_path, clock=clock)
+            store = await Store.open(config.database_path, clock=store_clock or clock)
         except BaseException:
             lock.release()
             raise

@@ -245,3 +245,16 @@ def test_quitting_inside_a_thread_warns_and_the_next_session_resumes_it(tmp_path
     assert second.returncode == 0, second.stderr
     assert "(resuming Stelis thread" in second.stdout
     assert "Ended stelis:" in second.stdout and "(completed)" in second.stdout  # not swept to aborted
+
+
+def test_idle_moves_the_memory_clock_but_never_the_stored_times(tmp_path):
+    import sqlite3
+    import time
+
+    started = time.time()
+    done = run_console(tmp_path, "before the idle\n/idle 7200\nafter the idle\n", "console")
+    assert done.returncode == 0, done.stderr
+    assert "Short-term memory v1 written" in done.stdout  # the idle deadline passed for the scheduler
+    with sqlite3.connect(tmp_path / "data" / "stelis.sqlite3") as db:
+        stamps = [row[0] for row in db.execute("SELECT created_at FROM messages")]
+    assert stamps and all(started - 5 <= t <= time.time() + 5 for t in stamps)  # real times, not +2 hours
