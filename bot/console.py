@@ -13,6 +13,7 @@ from memory.anchors import thread_ref
 from memory.context import ContextError
 from memory.llm import LLMError
 from memory.records import Scope
+from memory.store import StoreError
 from memory.threads import Run, StelisError
 from memory.window import LockedBufferTooLarge
 
@@ -102,7 +103,11 @@ class Console:
                     self._leaving(run)
                     return 0
                 continue
-            await self.engine.hear(self.scope, line, author_name=self.user_name, thread_id=run.current)
+            try:
+                await self.engine.hear(self.scope, line, author_name=self.user_name, thread_id=run.current)
+            except StoreError as exc:  # disk full, read-only: the line is still on screen to send again
+                self._say(f"(!) Not saved: {exc}. Free some space or fix the data directory, then send it again.")
+                continue
             await self._reply()
 
     def _leaving(self, run: Run) -> None:

@@ -258,3 +258,24 @@ def test_idle_moves_the_memory_clock_but_never_the_stored_times(tmp_path):
     with sqlite3.connect(tmp_path / "data" / "stelis.sqlite3") as db:
         stamps = [row[0] for row in db.execute("SELECT created_at FROM messages")]
     assert stamps and all(started - 5 <= t <= time.time() + 5 for t in stamps)  # real times, not +2 hours
+
+
+async def test_a_line_the_database_refuses_is_reported_and_the_session_goes_on(make_config, monkeypatch):
+    from memory.store import StoreError
+
+    engine = await Engine.open(make_config(), OfflineLLM())
+    original = engine.store.append
+    refusals = iter([True])
+
+    async def append(thread_id, new, then=None):
+        if next(refusals, False):
+            raise StoreError("the database refused a write (database or disk is full); nothing of it was saved")
+        return await original(thread_id, new, then)
+
+    monkeypatch.setattr(engine.store, "append", append)
+    out = io.StringIO()
+    assert await Console(engine, io.StringIO("first try\nsecond try\n"), out, "mahe").run_loop() == 0
+    assert "Not saved" in out.getvalue() and "send it again" in out.getvalue()
+    thread = await engine.thread_for(Scope.console())
+    assert [m.content for m in await engine.store.tail(thread.id, 10) if m.role == "user"] == ["second try"]
+    await engine.close()
