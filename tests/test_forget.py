@@ -12,7 +12,7 @@ from bot.clock import Clock
 from bot.engine import Engine
 from memory import threads
 from memory.records import NewMessage, Scope
-from tests.test_short_term import GENERAL, IDLE, RANDOM, THRESHOLD, Scripted
+from tests.test_short_term import GENERAL, IDLE, RANDOM, Scripted, memory_config
 
 SECRET = "passport ZX4471Q"
 ANA, BEN = 1001, 1002
@@ -21,8 +21,7 @@ ANA, BEN = 1001, 1002
 @pytest.fixture
 async def world(make_config):
     clock = Clock()
-    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-                         snapshots={"interval_seconds": 0})
+    config = memory_config(make_config)
     engine = await Engine.open(config, Scripted(), clock)
     for scope, name in ((GENERAL, "general"), (RANDOM, "random")):
         await engine.describe_channel(scope, name=name, public=True)

@@ -43,12 +43,17 @@ class Scripted:
         return None
 
 
+def memory_config(make_config):
+    """Quick triggers, no snapshot timer: the worker is driven by the test."""
+    return make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                       snapshots={"interval_seconds": 0})
+
+
 @pytest.fixture
 async def world(make_config):
     clock = Clock()
     llm = Scripted()
-    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-                         snapshots={"interval_seconds": 0})
+    config = memory_config(make_config)
     engine = await Engine.open(config, llm, clock)
     for scope, name, public in ((GENERAL, "general", True), (RANDOM, "random", True), (SECRET, "secret", False),
                                 (OTHER_GUILD, "elsewhere", True)):
@@ -236,8 +241,7 @@ async def test_concurrent_version_allocation_never_collides(world):
 
 async def test_restart_recomputes_deadlines_and_skips_nothing(make_config):
     clock = Clock()
-    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-                         snapshots={"interval_seconds": 0})
+    config = memory_config(make_config)
     engine = await Engine.open(config, Scripted(), clock)
     await say(engine, GENERAL, "first")
     await idle(engine, clock)
@@ -405,8 +409,7 @@ async def test_a_message_and_its_count_are_stored_together_or_not_at_all(world, 
 
 async def test_messages_an_older_version_never_counted_are_due_after_a_restart(make_config):
     clock = Clock()
-    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-                         snapshots={"interval_seconds": 0})
+    config = memory_config(make_config)
     engine = await Engine.open(config, Scripted(), clock)
     await say(engine, GENERAL, "stored, but the count was lost in a crash")
     thread = await engine.thread_for(GENERAL)
@@ -431,8 +434,7 @@ async def test_shutdown_lets_a_running_update_finish_quietly(make_config, caplog
 
     llm = Slow()
     llm.started = asyncio.Event()
-    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-                         snapshots={"interval_seconds": 0})
+    config = memory_config(make_config)
     engine = await Engine.open(config, llm, clock)
     await engine.start_memory()
     await say(engine, GENERAL, *(f"message {i}" for i in range(THRESHOLD)))  # due now: the timer fires
