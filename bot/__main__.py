@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -90,6 +91,7 @@ async def _console(loaded: LoadedConfig) -> int:
         sys.stdin.reconfigure(errors="replace")
     engine = await Engine.open(loaded.config, keep_runs=frozenset({console_run_id(Scope.console())}),
                                store_clock=time.time)  # /idle moves the scheduler's clock, never stored times
+    gc.freeze()  # what start-up made lives for the whole session: no full collection walks it again
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
              loaded.config.database_path)
     await engine.start_memory()

@@ -234,19 +234,18 @@ class Store:
             cur = await db.execute(
                 "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata,"
                 " token_count, external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (external_id) DO NOTHING",
+                " ON CONFLICT (external_id) DO NOTHING RETURNING *",  # the stored row, without a re-read
                 (thread_id, new.role, new.author_id, new.author_name, new.content,
                  json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, now),
             )
-            created = cur.rowcount == 1
-            seq = cur.lastrowid if created else None
-            if created and then is not None:
+            row = await cur.fetchone()
+            await cur.close()
+            if row is not None and then is not None:
                 await then(db, now)
-        if created:
-            row = await self.fetch_one("SELECT * FROM messages WHERE seq = ?", (seq,))
-        else:
+        if row is None:  # a known external id: the message stored before
             row = await self.fetch_one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
-        return _message(row), created
+            return _message(row), False
+        return _message(row), True
 
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
                           created: list[float] | None = None, tokens: list[int] | None = None) -> int:
@@ -456,7 +455,8 @@ class Store:
 
     async def last_external_id(self, thread_id: int) -> int | None:
         """The newest Discord message id remembered in a thread: where a backfill after a reconnect starts."""
-        row = await self.fetch_one("SELECT MAX(external_id) FROM messages WHERE thread_id = ?", (thread_id,))
+        row = await self.fetch_one("SELECT MAX(external_id) FROM messages WHERE thread_id = ?"
+                                   " AND external_id IS NOT NULL", (thread_id,))  # the partial index answers
         return row[0]
 
     # memory records

@@ -164,7 +164,8 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     assert text.count("(no memory update was due)") == 2  # ten seconds after a message: not yet
     assert "Short-term memory v1 written (messages 1-4)" in text and "Long-term memory updated (v1)." in text
     assert "Pinned: Mahe likes green tea" in text
-    day = dates.day_text(datetime.fromtimestamp(engine.clock(), UTC).date())
+    said_at = (await engine.store.tail((await engine.thread_for(Scope.console())).id, 100))[0].created_at
+    day = dates.day_text(datetime.fromtimestamp(said_at, UTC).date())  # the day it was said, not after /idle
     assert f"v1 (messages 1-4, {day}): mahe: I am Mahe, building calculator_v2" in text
     assert "Version 1 is current again, as v2." in text
     assert "Usage: /memory rollback <version number>" in text

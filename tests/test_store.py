@@ -170,3 +170,13 @@ async def test_a_refused_write_is_a_store_error_and_leaves_the_connection_usable
         await store.root_thread("P", Scope.channel(1, 2), 0.8)
     await store.db.execute("PRAGMA query_only = OFF")
     assert (await store.root_thread("P", Scope.channel(1, 2), 0.8)).kind == "root"
+
+
+async def test_the_reconnect_look_up_reads_an_index_not_the_thread(store):
+    root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    await store.append_many(root.id, [NewMessage("user", f"m{i}", external_id=1000 + i) for i in range(50)])
+    assert await store.last_external_id(root.id) == 1049
+    plan = " ".join(str(tuple(r)) for r in await store.fetch_all(
+        "EXPLAIN QUERY PLAN SELECT MAX(external_id) FROM messages WHERE thread_id = ? AND external_id IS NOT NULL",
+        (root.id,)))
+    assert "idx_messages_thread_external" in plan
