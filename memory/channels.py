@@ -190,9 +190,19 @@ async def guild_channels(store: Store, persona: str, guild_id: int) -> list[Memo
     return [_channel(r) for r in rows]
 
 
-async def shared_channels(store: Store, persona: str, guild_id: int) -> list[MemoryChannel]:
-    """The guild's channels whose memory may travel, most recently active first."""
-    return [c for c in await guild_channels(store, persona, guild_id) if c.discord_thread_id is None and c.shared]
+async def shared_channels(store: Store, persona: str, guild_id: int, limit: int | None = None,
+                          besides: int | None = None) -> list[MemoryChannel]:
+    """The guild's channels whose memory may travel (other than `besides`), most recently active first.
+
+    The sharing rule (MemoryChannel.shared) is applied in the query, so a build reads `limit` rows
+    however many channels the server has.
+    """
+    rows = await store.fetch_all(
+        "SELECT * FROM memory_channels WHERE persona = ? AND guild_id = ? AND discord_thread_id IS NULL"
+        " AND COALESCE(shareable, public) = 1 AND channel_id IS NOT ? ORDER BY last_message_at DESC LIMIT ?",
+        (persona, guild_id, besides, -1 if limit is None else limit),
+    )
+    return [_channel(r) for r in rows]
 
 
 # pinned facts

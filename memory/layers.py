@@ -78,8 +78,7 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
         found = await store.latest_record(persona, "workspace", root.guild_id, "long_term", as_of)
         if found:
             pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(found), found))
-        others = [c for c in await channels.shared_channels(store, persona, root.guild_id)
-                  if c.channel_id != root.channel_id][:shared]
+        others = await channels.shared_channels(store, persona, root.guild_id, limit=shared, besides=root.channel_id)
         for rank, other in enumerate(others):  # the most recently active nearest this conversation
             section = (49 - rank, f"#{other.name or other.channel_id}")
             pieces += await _channel(store, persona, other.channel_id or 0, section, 1, as_of,

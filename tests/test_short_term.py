@@ -458,3 +458,18 @@ async def test_regenerating_twice_writes_no_copy(make_config):
     assert first.short_term is not None and again.short_term is None
     assert len(await versions(engine, GENERAL)) == 1
     await engine.close()
+
+
+async def test_shared_channels_come_from_the_query_most_recent_first_and_bounded(world):
+    engine, clock, _ = world
+    for i in range(30):
+        scope = Scope.channel(10, 1_000 + i)
+        await engine.describe_channel(scope, name=f"c{i}", public=i % 3 != 0)  # every third one private
+        await say(engine, scope, f"message in c{i}")
+        clock.advance(1)
+    await engine.memory_share(Scope.channel(10, 1_001), False)  # public, but opted out of sharing
+    found = await channels.shared_channels(engine.store, engine.persona, 10, limit=5, besides=1_029)
+    assert [c.channel_id for c in found] == [1_028, 1_026, 1_025, 1_023, 1_022]
+    everything = await channels.shared_channels(engine.store, engine.persona, 10)
+    assert all(c.shared for c in everything) and 1_001 not in {c.channel_id for c in everything}
+    assert {c.channel_id for c in everything} >= {100, 101}  # the fixture's public channels
