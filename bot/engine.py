@@ -97,6 +97,7 @@ class Engine:
         self._rewrites: set[asyncio.Task] = set()
         self._forgetting = asyncio.Lock()
         self._opted_out: set[int] = set()
+        self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
         self._lock = InstanceLock(config.database_path)  # held only when opened exclusive
         self._closed = False
         self.shutdown_grace = 10.0  # seconds running memory updates get to finish at shutdown
@@ -345,6 +346,13 @@ class Engine:
         return {m.author_id for m in await self.store.tail(thread_id, recent)
                 if m.author_id is not None and m.role == "user"}
 
+    async def _root(self, scope: Scope) -> Thread:
+        """A scope's root for hearing: its identity never changes, so it is looked up once per process."""
+        found = self._roots.get(scope.key)
+        if found is None:
+            found = self._roots[scope.key] = await self.thread_for(scope)
+        return found
+
     async def thread_for(self, scope: Scope) -> Thread:
         return await self.store.root_thread(self.persona, scope, self.config.stelis.default_window_ratio)
 
@@ -365,7 +373,7 @@ class Engine:
         """
         if not self.remembers(author_id):
             return None
-        thread = await (self.store.thread(thread_id) if thread_id is not None else self.thread_for(scope))
+        thread = await (self.store.thread(thread_id) if thread_id is not None else self._root(scope))
         triggers = await self._counted(thread)
         due: list[float | None] = []
 

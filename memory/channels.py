@@ -34,7 +34,7 @@ async def noting(db: aiosqlite.Connection, thread: Thread, at: float, triggers: 
 
     Runs in the transaction that stores the message; returns the conversation's new deadline.
     """
-    cur = await db.execute(
+    rows = await db.execute_fetchall(
         "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id,"
         " last_message_at, pending_count, due_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)"
         " ON CONFLICT (thread_id) DO UPDATE SET last_message_at = excluded.last_message_at,"
@@ -46,9 +46,7 @@ async def noting(db: aiosqlite.Connection, thread: Thread, at: float, triggers: 
         (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id, at,
          at + triggers.idle_seconds, triggers.threshold, at, at + triggers.idle_seconds),
     )
-    row = await cur.fetchone()
-    await cur.close()
-    return row[0]
+    return next(iter(rows))[0]
 
 
 async def recount(store: Store, now: float) -> int:

@@ -231,15 +231,14 @@ class Store:
         tokens = count_tokens(new.content)
         now = self.clock()
         async with self.transaction() as db:
-            cur = await db.execute(
+            rows = await db.execute_fetchall(  # one round trip; the stored row comes back without a re-read
                 "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata,"
                 " token_count, external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (external_id) DO NOTHING RETURNING *",  # the stored row, without a re-read
+                " ON CONFLICT (external_id) DO NOTHING RETURNING *",
                 (thread_id, new.role, new.author_id, new.author_name, new.content,
                  json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, now),
             )
-            row = await cur.fetchone()
-            await cur.close()
+            row = next(iter(rows), None)
             if row is not None and then is not None:
                 await then(db, now)
         if row is None:  # a known external id: the message stored before
