@@ -1,5 +1,6 @@
 """Context assembly latency at 1k, 10k and 100k stored messages in one thread (anchors and tool pairs mixed in),
-with recall on, and what recall itself adds."""
+with recall on, what recall itself adds, and the ratio to a bare select of the rows the window holds
+(timed in the same run: the floor any design that reads its window from SQLite pays)."""
 
 from __future__ import annotations
 
@@ -74,18 +75,31 @@ async def measure(size: int) -> dict:
         gc.collect()
         gc.freeze()  # as the bot does after start-up
         timings: dict[bool, list[float]] = {True: [], False: []}
+        bare: list[float] = []
         for i in range(2 * SAMPLES):
             assembler.recall_enabled = i % 2 == 0
             await store.append(thread_id, user_message(rng, size + i))
             started = time.perf_counter()
             await assembler.assemble(thread_id)
             timings[assembler.recall_enabled].append((time.perf_counter() - started) * 1000)
+            bare.append(await _bare_select(store, thread_id))
             await store.append(thread_id, assistant_message(rng, size + i))
         await store.close()
     on, off = sorted(timings[True]), sorted(timings[False])
+    floor = statistics.median(bare)
     return {"bench": "context_latency", "messages": size, "p50_ms": round(statistics.median(on), 2),
             "p95_ms": round(on[int(len(on) * 0.95) - 1], 2), "p50_ms_without_recall": round(statistics.median(off), 2),
-            "recall_p50_ms": round(statistics.median(on) - statistics.median(off), 2)}
+            "recall_p50_ms": round(statistics.median(on) - statistics.median(off), 2),
+            "bare_select_p50_ms": round(floor, 2), "ratio_to_bare": round(statistics.median(on) / floor, 1)}
+
+
+async def _bare_select(store: Store, thread_id: int) -> float:
+    """Milliseconds to read the rows the window holds, and nothing else."""
+    start = (await store.thread(thread_id)).window_start_seq or 0
+    started = time.perf_counter()
+    await store.fetch_all("SELECT * FROM messages WHERE thread_id = ? AND seq >= ? AND deleted_at IS NULL"
+                          " ORDER BY seq", (thread_id, start))
+    return (time.perf_counter() - started) * 1000
 
 
 async def run() -> list[dict]:
