@@ -58,8 +58,8 @@ async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings:
             done.versions += await _rewrite_versions(store, llm, ch, seqs, settings)
             if ch.shared and ch.guild_id is not None:
                 done.guilds.add(ch.guild_id)
+    persona = next(iter(chains.values()))[-1].persona if chains else ""
     for guild_id in sorted(done.guilds):
-        persona = next(iter(chains.values()))[-1].persona
         old = await store.recent_records(persona, "workspace", guild_id, "long_term", ALL)
         await store.delete_records([r.id for r in old])
         await update_workspace(store, llm, persona, guild_id, settings)

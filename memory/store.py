@@ -356,14 +356,12 @@ class Store:
         else:
             return {}
         async with self.transaction() as db:
-            cur = await db.execute(
+            rows = await db.execute_fetchall(
                 "UPDATE messages SET content = '', author_name = NULL, author_id = NULL, metadata = '{}',"
                 f" token_count = 0, deleted_at = COALESCE(deleted_at, ?) WHERE {where} AND content != ''"
                 " RETURNING thread_id, seq",
                 (self.clock(), *params),
             )
-            rows = await cur.fetchall()
-            await cur.close()
         purged: dict[int, set[int]] = {}
         for row in rows:
             purged.setdefault(row[0], set()).add(row[1])
@@ -388,13 +386,8 @@ class Store:
         return {r["user_id"] for r in rows}
 
     async def delete_message(self, external_id: int) -> bool:
-        """Mark a message deleted; it leaves every context but its sequence is never reused."""
-        async with self.transaction() as db:
-            cur = await db.execute(
-                "UPDATE messages SET deleted_at = ? WHERE external_id = ? AND deleted_at IS NULL",
-                (self.clock(), external_id),
-            )
-        return cur.rowcount == 1
+        """Erase one message (see purge); False when there was nothing left to erase."""
+        return bool(await self.purge(external_id=external_id))
 
     # branches (seed 001)
 
