@@ -1,72 +1,217 @@
-"""Prompt-cache efficiency over a long conversation, through the fake Anthropic server and the real SDK.
+"""Prompt-cache efficiency and cost over one scripted conversation, through the fake Anthropic server and the real SDK.
 
-Our window (persisted start, one cut to a low-water mark) against a naive window that slides one
-message per turn; the share is cache_read / (input + cache_creation + cache_read), summed over turns.
+Every strategy answers the same scripted turns (user messages, tool pairs, and the replies the
+"model" gives), at context budgets of 8k, 16k and 32k tokens:
 
-Two conversations: "plain", whose words every message shares (recall finds nothing new, so this
-measures the window), and "zipf", with a long tail of rarer words as real talk has, where recall
-adds a few hundred uncached tokens to most turns; `recall_share` says how much of the input that is.
+- `stelis`: the full engine (hear, reply, and the memory worker writing short-term versions as it
+  would in production, so memory layers change during the run);
+- `stelis_window`: the assembler alone (window, rolling summary, recall; no memory versions);
+- `letta`: a Letta-style manager (bench/letta_style.py);
+- `naive`: the newest messages that fit, recomputed every turn (what the Discord peers do).
+
+`cache_read_share` is cache_read / (input + cache_creation + cache_read) over the reply requests;
+`limit` is the best share any layout could reach given each turn's new tokens (what was said since the
+last request); `cost_per_turn` prices every call (summaries included) in input-token units of the
+reply model: cache writes 1.25, reads 0.1, output 5, the light model a third of that.
 """
 
 from __future__ import annotations
 
 import random
 import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.history import RARE_SHARE, sentence, tool_pair, user_message
-from bot.config import AnthropicConfig, ModelTiers
+from bench.letta_style import LettaStyle
+from bot.config import AnthropicConfig, ModelTiers, validate
+from bot.engine import Engine
 from bot.providers.anthropic_llm import AnthropicLLM
-from bot.providers.offline import OfflineLLM
-from memory.context import Assembler, Budget, Persona
+from memory.budget import Budget
+from memory.context import Assembler, Persona
 from memory.records import NewMessage, Scope
 from memory.store import Store
+from memory.templates import render
 from memory.threads import StelisSettings
+from memory.tokens import count_tokens
 from memory.window import WindowPolicy
 from tests.fake_anthropic import FakeAnthropic
 
-TURNS = 600
-BUDGET = 16_000
+TURNS = 2_000
+BUDGETS = (8_000, 16_000, 32_000)
+OUTPUT = 1_024
 CARD = ("You are Stelis, a warm and curious companion in a Discord server. You remember conversations "
         "across days, speak naturally and briefly, and keep track of people's projects. ") * 4
-
-
+SYSTEM = render("system.md.j2", persona_name="Stelis", persona_card=CARD.strip())
+TIERS = ModelTiers()
+PRICE = {"input": 1.0, "creation": 1.25, "read": 0.1, "output": 5.0}
+LIGHT = 1 / 3
 VOCABULARIES = {"plain": 0.0, "zipf": RARE_SHARE}
 
 
-async def simulate(strategy: str, turns: int = TURNS, vocabulary: str = "plain") -> dict:
-    rng = random.Random(600)
-    rare = VOCABULARIES[vocabulary]
-    server = await FakeAnthropic(responder=lambda body: sentence(rng, 30, 260, rare)).start()
+@dataclass(frozen=True)
+class Step:
+    """One scripted turn: what is said before the reply (tool pairs, the user message), and the reply."""
+
+    said: list[NewMessage]
+    reply: str
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(count_tokens(m.content) for m in self.said)
+
+
+def script(turns: int, rare: float, seed: int = 600) -> list[Step]:
+    rng = random.Random(seed)
+    steps = []
+    for turn in range(turns):
+        said = tool_pair(rng, turn, rare) if turn % 15 == 7 else []
+        said.append(user_message(rng, turn, rare))
+        steps.append(Step(said, sentence(rng, 30, 260, rare)))
+    return steps
+
+
+class Scripted:
+    """The fake model's answers: the scripted reply for replies, a seeded summary for the light model."""
+
+    def __init__(self) -> None:
+        self.reply = ""
+        self.rng = random.Random(1)
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        if body["model"] == TIERS.light:
+            return sentence(self.rng, 40, max(41, min(300, body["max_tokens"] // 2)), 0.3)
+        return self.reply
+
+
+Reply = Callable[[Step], Awaitable[None]]
+
+
+async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: str = "zipf") -> dict:
+    steps = script(turns, VOCABULARIES[vocabulary])
+    scripted = Scripted()
+    server = await FakeAnthropic(responder=scripted).start()
     llm = AnthropicLLM(AnthropicConfig(api_key="bench", base_url=server.base_url, max_retries=0, stream=False),
-                       ModelTiers())
-    totals = {"input": 0, "creation": 0, "read": 0}
-    recalled = 0
+                       TIERS)
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store.open(Path(tmp) / "bench.sqlite3")
-        root = await store.root_thread("Stelis", Scope.channel(1, 1), 0.8)
-        # Rolling summaries come from the offline model: this bench measures the conversation's requests.
-        assembler = Assembler(store, OfflineLLM(), Persona("Stelis", CARD), Budget(BUDGET, 1_024),
-                              WindowPolicy(), StelisSettings())
-        for turn in range(turns):
-            if turn % 15 == 7:
-                await store.append_many(root.id, tool_pair(rng, turn, rare))
-            await store.append(root.id, user_message(rng, turn, rare))
-            assembly = await assembler.assemble(root.id, naive=strategy == "naive")
-            recalled += assembly.parts.get("recall", 0)
-            result = await llm.complete(assembly.request)
-            await store.append(root.id, NewMessage("assistant", result.text))
-            totals["input"] += result.usage.input_tokens
-            totals["creation"] += result.usage.cache_creation_input_tokens
-            totals["read"] += result.usage.cache_read_input_tokens
-        await store.close()
-    await llm.aclose()
+        runner = {"stelis": _engine, "stelis_window": _assembler, "naive": _assembler, "letta": _letta}[strategy]
+        async with runner(strategy, budget, llm, Path(tmp)) as turn:
+            for step in steps:
+                scripted.reply = step.reply
+                await turn(step)
     await server.stop()
-    sent = max(1, sum(totals.values()))
-    return {"bench": "cache_efficiency", "strategy": strategy, "vocabulary": vocabulary, "turns": turns,
-            "budget": BUDGET, "cache_read_share": round(totals["read"] / sent, 3),
-            "recall_share": round(recalled / sent, 3)}
+    return _report(strategy, budget, turns, vocabulary, server, steps)
+
+
+def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: FakeAnthropic,
+            steps: list[Step]) -> dict:
+    replies = [c.usage for c in server.calls if _is_reply(c.body)]
+    other = [c for c in server.calls if c.usage and not _is_reply(c.body)]
+    prompt = [u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] for u in replies]
+    read = sum(u["cache_read_input_tokens"] for u in replies)
+    new = sum(s.new_tokens for s in steps)
+    previous_replies = sum(count_tokens(s.reply) for s in steps[:-1])
+    cost = sum(_cost(u) for u in replies) + sum(
+        _cost(c.usage) * (LIGHT if c.body["model"] == TIERS.light else 1) for c in other)
+    return {"bench": "cache_efficiency", "strategy": strategy, "budget": budget, "vocabulary": vocabulary,
+            "turns": turns, "cache_read_share": round(read / max(1, sum(prompt)), 3),
+            "limit": round(1 - (new + previous_replies) / max(1, sum(prompt)), 3),
+            "avg_prompt": round(sum(prompt) / max(1, len(prompt))),
+            "avg_prompt_share": round(sum(prompt) / max(1, len(prompt)) / Budget(budget, OUTPUT).input, 3),
+            "cost_per_turn": round(cost / turns, 1), "summary_calls": len(other)}
+
+
+def _is_reply(body: dict[str, Any]) -> bool:
+    """A reply request opens with the persona's system prompt; summaries and memory updates do not."""
+    return bool(body.get("system")) and body["system"][0].get("text") == SYSTEM
+
+
+def _cost(usage: dict[str, int]) -> float:
+    return (PRICE["input"] * usage["input_tokens"] + PRICE["creation"] * usage["cache_creation_input_tokens"]
+            + PRICE["read"] * usage["cache_read_input_tokens"] + PRICE["output"] * usage["output_tokens"])
+
+
+class _engine:
+    """The whole engine, its memory worker run after every turn (as the scheduler would when due)."""
+
+    def __init__(self, strategy: str, budget: int, llm: AnthropicLLM, tmp: Path):
+        self.config = validate({"data_dir": str(tmp), "llm": {"context_tokens": budget, "max_output_tokens": OUTPUT},
+                                "persona": {"card": CARD}, "snapshots": {"interval_seconds": 0}})
+        self.llm = llm
+        self.scope = Scope.channel(1, 1)
+
+    async def __aenter__(self) -> Reply:
+        self.engine = await Engine.open(self.config, self.llm)
+        root = await self.engine.thread_for(self.scope)
+
+        async def turn(step: Step) -> None:
+            tools, user = step.said[:-1], step.said[-1]
+            if tools:
+                await self.engine.store.append_many(root.id, tools)
+            await self.engine.hear(self.scope, user.content, author_name=user.author_name)
+            await self.engine.reply(root.id)
+            await self.engine.memory.run_due()
+
+        return turn
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.engine.close()  # closes the model client too
+
+
+class _assembler:
+    """The assembler alone on a store: the window (or the naive slide), no memory versions."""
+
+    def __init__(self, strategy: str, budget: int, llm: AnthropicLLM, tmp: Path):
+        self.naive = strategy == "naive"
+        self.budget = budget
+        self.llm = llm
+        self.path = tmp / "bench.sqlite3"
+
+    async def __aenter__(self) -> Reply:
+        self.store = await Store.open(self.path)
+        root = await self.store.root_thread("Stelis", Scope.channel(1, 1), 0.8)
+        assembler = Assembler(self.store, self.llm, Persona("Stelis", CARD), Budget(self.budget, OUTPUT),
+                              WindowPolicy(), StelisSettings())
+
+        async def turn(step: Step) -> None:
+            await self.store.append_many(root.id, step.said)
+            assembly = await assembler.assemble(root.id, naive=self.naive)
+            result = await self.llm.complete(assembly.request)
+            await self.store.append(root.id, NewMessage("assistant", result.text))
+
+        return turn
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.store.close()
+        await self.llm.aclose()
+
+
+class _letta:
+    def __init__(self, strategy: str, budget: int, llm: AnthropicLLM, tmp: Path):
+        self.manager = LettaStyle(llm, SYSTEM, Budget(budget, OUTPUT).input, budget, OUTPUT)
+        self.llm = llm
+
+    async def __aenter__(self) -> Reply:
+        async def turn(step: Step) -> None:
+            for message in step.said:
+                self.manager.add(message)
+            result = await self.llm.complete(await self.manager.request())
+            self.manager.add(NewMessage("assistant", result.text))
+
+        return turn
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.llm.aclose()
 
 
 async def run() -> list[dict]:
-    return [await simulate("stelis"), await simulate("naive"), await simulate("stelis", vocabulary="zipf")]
+    results = []
+    for budget in BUDGETS:
+        rows = [await simulate(strategy, budget) for strategy in ("stelis", "stelis_window", "letta", "naive")]
+        base = rows[0]["cost_per_turn"]
+        for row in rows:
+            row["cost_vs_stelis"] = round(row["cost_per_turn"] / base, 2)
+        results.extend(rows)
+    return results
