@@ -152,6 +152,7 @@ class _engine:
                 await self.engine.store.append_many(root.id, tools)
             await self.engine.hear(self.scope, user.content, author_name=user.author_name)
             await self.engine.reply(root.id)
+            await self.engine.settle()  # the pause before the next message: the next cut is summarised ahead
             await self.engine.memory.run_due()
 
         return turn

@@ -95,6 +95,7 @@ class Engine:
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
         self._rewrites: set[asyncio.Task] = set()
+        self._folding: dict[int, asyncio.Task[None]] = {}  # thread -> its next cut being summarised ahead
         self._forgetting = asyncio.Lock()
         self._opted_out: set[int] = set()
         self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
@@ -161,11 +162,11 @@ class Engine:
             await self.memory.drain(self.shutdown_grace)
             if self._rewrites:  # erasures in progress finish: they must not be left half done
                 await asyncio.wait(self._rewrites, timeout=self.shutdown_grace)
-            for task in (self._snapshotter, self._chronicler):
+            folding = list(self._folding.values())  # only a head start: the cut summarises inline without it
+            for task in (self._snapshotter, self._chronicler, *folding):
                 if task is not None:
                     task.cancel()
-            if self._chronicler is not None:
-                await asyncio.gather(self._chronicler, return_exceptions=True)
+            await asyncio.gather(*(t for t in (self._chronicler, *folding) if t is not None), return_exceptions=True)
             await self.write_snapshots()
         except Exception:  # whatever failed, the model client and the database still close
             log.exception("shutdown: could not finish memory work or snapshots")
@@ -464,7 +465,29 @@ class Engine:
                 thread_id, NewMessage("assistant", result.text, author_name=self.persona)
             )
             self._dirty.add(thread_id)
-            return message
+        if assembly.fold_soon:
+            self._fold_ahead(thread_id)
+        return message
+
+    def _fold_ahead(self, thread_id: int) -> None:
+        """Summarise the window's next cut in the background, so the reply that cuts waits on no model call."""
+        if thread_id in self._folding or self._closed:
+            return
+        task = asyncio.create_task(self._prepare_fold(thread_id))
+        self._folding[thread_id] = task
+        task.add_done_callback(lambda _: self._folding.pop(thread_id, None))
+
+    async def _prepare_fold(self, thread_id: int) -> None:
+        try:
+            await self.assembler.prepare_fold(thread_id)
+        except LLMError as exc:  # the cut will summarise inline instead, and retry the model then
+            log.warning("could not summarise ahead in thread %d: %s", thread_id, exc.notice)
+        except (StoreError, LockedBufferTooLarge, ContextError) as exc:
+            log.warning("could not plan the next cut of thread %d: %s", thread_id, exc)
+
+    async def settle(self) -> None:
+        """Wait for the summaries being prepared ahead (tests and benchmarks: what a pause in the talk allows)."""
+        await asyncio.gather(*self._folding.values(), return_exceptions=True)
 
     async def context(self, thread_id: int) -> Assembly:
         """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""

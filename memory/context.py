@@ -25,7 +25,7 @@ from memory.templates import render
 from memory.threads import StelisSettings, lineage
 from memory.transcript import dated_transcript, message_text, message_tokens
 from memory.turns import Piece, mark, to_pieces, to_turns
-from memory.window import Item, WindowPolicy, plan_cut, protected_size, window_size
+from memory.window import Item, WindowPolicy, plan_cut, protected_size, turn_sizes, window_size
 
 __all__ = ["Assembler", "Assembly", "Budget", "ContextError", "Persona"]
 
@@ -37,6 +37,7 @@ ROLLING_INSTRUCTION = (
     "whom and on which day, with every name, number and identifier kept."
 )
 COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
+FOLD_AHEAD_TURNS = 4  # a cut's summary is prepared this many usual turns before the window overflows
 PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
 
 
@@ -58,6 +59,31 @@ class Assembly:
     parent_messages: list[Message] = field(default_factory=list)  # the parent's protected region
     window_messages: list[Message] = field(default_factory=list)  # the window, the new message included
     recalled: list[recall.Hit] = field(default_factory=list)
+    fold_soon: bool = False  # the window nears its budget: prepare the next cut's summary now
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cut summarised ahead of time, valid while the window it was planned on still starts where it did."""
+
+    base: tuple[int | None, int | None]  # (window start, summary's last seq) it was planned on
+    new_start: int
+    state: dict
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One assembly's plan: memory layers, the window's room and contents, the summary's room."""
+
+    layers: Layers
+    capacity: int  # what the windows share
+    ratios: list[float]
+    budget: int  # this thread's own window
+    seen: Rendering
+    window: list[Message]
+    items: list[Item]
+    room: int  # for the next rolling summary
+    summary: int  # the current rolling summary's tokens
 
 
 class Rendering:
@@ -115,10 +141,11 @@ class Assembler:
         # Per-conversation persona (a server may change the card); defaults to the fixed one.
         self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
+        self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
 
     async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False,
                        incoming: NewMessage | None = None, persist: bool = True) -> Assembly:
-        """The next request for a thread; may cut its window (one summarisation call) first.
+        """The next request for a thread; may cut its window first (with a summary prepared ahead, or one call).
 
         With `incoming`, the request that (unstored) message would produce; with `persist=False`, a
         preview: a cut is planned and summarised but not saved, and the cache's clock is left alone.
@@ -126,44 +153,94 @@ class Assembler:
         preview = not persist
         thread = await self.store.thread(thread_id)
         chain = await lineage(self.store, thread)
-        viewer = {t.id for t in chain}
-        persona = await self.persona_for(chain[-1]) if self.persona_for else self.persona
-        system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
-        budget = plan(self.budget, anchors.cached_tokens(system_text))
+        persona, system_text, budget = await self._system(chain)
         now = self.clock()
         extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
 
-        ratios = [t.window_ratio for t in reversed(chain[:-1])]
         fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
         as_of = await self.store.newest_record_id() if fresh else thread.memory_as_of
         while True:  # a cut brings the newest memory in; that changes the window's room, so plan again once
-            layers = await self._layers(thread, chain[-1], as_of, budget)
-            capacity = budget.windows(layers.tokens)
-            own_budget = window_size(capacity, ratios)
-            seen = Rendering(viewer, self.policy, int(own_budget * self.policy.message_share))
-            window, items = await self._read(thread, own_budget, seen, extra, naive)
-            room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
-            summary_now = anchors.cached_tokens(thread.window_summary) if thread.window_summary else 0
-            cut = None if naive else plan_cut(items, own_budget, self.policy, summary_now, room)
+            p = await self._plan(thread, chain, budget, as_of, extra, naive)
+            cut = None if naive else plan_cut(p.items, p.budget, self.policy, p.summary, p.room)
             if cut is None or fresh:
                 break
             as_of, fresh = await self.store.newest_record_id(), True
 
+        window, fold_soon = p.window, False
         if cut is not None:
-            thread = await self._fold(thread, window[cut].seq, seen, layers.covered_to, room, as_of, preview)
-            window = window[cut:]
-        elif not preview and as_of != thread.memory_as_of:
-            thread = await self.store.set_memory_as_of(thread.id, as_of)
+            start, state = self._ready(thread, p) or (
+                window[cut].seq, await self._fold_state(thread, window[cut].seq, p.seen, p.layers.covered_to, p.room))
+            thread = await self._fold(thread, {**state, "memory_as_of": as_of}, preview)
+            window = [m for m in window if m.seq >= start]
+        else:
+            fold_soon = not naive and _nearly_full(p.items, p.budget, p.summary, self.policy)
+            if not preview and as_of != thread.memory_as_of:
+                thread = await self.store.set_memory_as_of(thread.id, as_of)
         if not preview:
             self._last_request[thread.id] = now
 
         protected: list[Message] = []
         if not thread.is_root:
-            parent_window = window_size(capacity, ratios[:-1])
+            parent_window = window_size(p.capacity, p.ratios[:-1])
             protected = await self._protected(chain[1], thread, protected_size(parent_window, thread.window_ratio),
-                                              seen)
-        return await self._request(thread, chain, persona, system_text, budget, layers, protected, window,
-                                   seen, own_budget, cut is not None, tier, naive)
+                                              p.seen)
+        assembly = await self._request(thread, chain, persona, system_text, budget, p.layers, protected, window,
+                                       p.seen, p.budget, cut is not None, tier, naive)
+        assembly.fold_soon = fold_soon and not self._has_prepared(thread)
+        return assembly
+
+    async def prepare_fold(self, thread_id: int) -> bool:
+        """Summarise now what the thread's next cut will fold, so the reply that cuts waits on no model call.
+
+        Run in the background once a reply reports `fold_soon`. False when there is nothing to prepare.
+        """
+        thread = await self.store.thread(thread_id)
+        if self._has_prepared(thread):
+            return False
+        chain = await lineage(self.store, thread)
+        _, _, budget = await self._system(chain)
+        # A cut brings the newest memory in, so the fold is planned against it.
+        p = await self._plan(thread, chain, budget, await self.store.newest_record_id(), [], False)
+        cut = plan_cut(p.items, p.budget, self.policy, p.summary, p.room, force=True)
+        if cut is None:
+            return False
+        state = await self._fold_state(thread, p.window[cut].seq, p.seen, p.layers.covered_to, p.room)
+        self._prepared[thread.id] = Prepared(_base(thread), p.window[cut].seq, state)
+        return True
+
+    async def _system(self, chain: list[Thread]) -> tuple[Persona, str, Plan]:
+        """The persona, its system prompt, and the request's budget shared out around it."""
+        persona = await self.persona_for(chain[-1]) if self.persona_for else self.persona
+        system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
+        return persona, system_text, plan(self.budget, anchors.cached_tokens(system_text))
+
+    async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
+                    extra: list[Message], naive: bool) -> _Planned:
+        """The memory layers as of a record, the window's room that leaves, and the window read within it."""
+        layers = await self._layers(thread, chain[-1], as_of, budget)
+        capacity = budget.windows(layers.tokens)
+        ratios = [t.window_ratio for t in reversed(chain[:-1])]
+        own_budget = window_size(capacity, ratios)
+        seen = Rendering({t.id for t in chain}, self.policy, int(own_budget * self.policy.message_share))
+        window, items = await self._read(thread, own_budget, seen, extra, naive)
+        room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
+        summary = anchors.cached_tokens(thread.window_summary) if thread.window_summary else 0
+        return _Planned(layers, capacity, ratios, own_budget, seen, window, items, room, summary)
+
+    def _has_prepared(self, thread: Thread) -> bool:
+        found = self._prepared.get(thread.id)
+        return found is not None and found.base == _base(thread)
+
+    def _ready(self, thread: Thread, p: _Planned) -> tuple[int, dict] | None:
+        """The prepared cut, if it was planned on this window and still leaves it comfortably within budget."""
+        found = self._prepared.get(thread.id)
+        if found is None or found.base != _base(thread):
+            return None
+        kept = sum(item.tokens for item in p.items if item.seq >= found.new_start)
+        summary = anchors.cached_tokens(found.state["window_summary"]) if found.state["window_summary"] else 0
+        if not any(m.seq == found.new_start for m in p.window) or kept + summary > p.budget * self.policy.high_water:
+            return None
+        return found.new_start, found.state
 
     async def _request(self, thread: Thread, chain: list[Thread], persona: Persona, system_text: str,
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
@@ -213,7 +290,7 @@ class Assembler:
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
 
-    async def _layers(self, thread: Thread, root: Thread, as_of: int, budget: Plan) -> Layers:
+    async def _layers(self, thread: Thread, root: Thread, as_of: int | None, budget: Plan) -> Layers:
         return await memory_layers(self.store, thread, root, versions=self.memory_versions,
                                    shared=self.shared_channels, as_of=as_of, budget=budget.memory)
 
@@ -266,9 +343,9 @@ class Assembler:
             return _naive_window(messages, items, budget), []
         return messages, items
 
-    async def _fold(self, thread: Thread, new_start: int, seen: Rendering, covered_to: int | None, room: int,
-                    as_of: int, preview: bool) -> Thread:
-        """Summarise what leaves the window and persist the new start (unless previewing).
+    async def _fold_state(self, thread: Thread, new_start: int, seen: Rendering, covered_to: int | None,
+                          room: int) -> dict:
+        """Summarise what leaves the window when it starts at `new_start`: the thread's new window state.
 
         Messages the shown memory versions already cover need no summary, and neither does an earlier
         summary they cover entirely: the rolling summary spans only the gap between memory and window.
@@ -289,13 +366,16 @@ class Assembler:
             first_at = thread.window_summary_first_at if keep_earlier else (leaving[0].created_at if leaving else None)
             last = leaving[-1].seq if leaving else thread.window_summary_to
             last_at = leaving[-1].created_at if leaving else thread.window_summary_last_at
-        log.info("window cut in thread %d: start %s -> %d, summary covers %s-%s", thread.id,
-                 thread.window_start_seq, new_start, first, last)
-        state = dict(window_start_seq=new_start, window_summary=summary, window_summary_from=first,
-                     window_summary_to=last, window_summary_first_at=first_at, window_summary_last_at=last_at,
-                     memory_as_of=as_of)
+        return dict(window_start_seq=new_start, window_summary=summary, window_summary_from=first,
+                    window_summary_to=last, window_summary_first_at=first_at, window_summary_last_at=last_at)
+
+    async def _fold(self, thread: Thread, state: dict, preview: bool) -> Thread:
+        """Move the window's start (unless previewing); `state` holds the summary that stands in for what left."""
+        log.info("window cut in thread %d: start %s -> %d, summary covers %s-%s", thread.id, thread.window_start_seq,
+                 state["window_start_seq"], state["window_summary_from"], state["window_summary_to"])
         if preview:
             return replace(thread, **state)
+        self._prepared.pop(thread.id, None)
         return await self.store.set_window(thread.id, **state)
 
     async def _leaving(self, thread_id: int, lower: int, new_start: int) -> list[Message]:
@@ -342,6 +422,16 @@ class Assembler:
         if anchors.cached_tokens(text) > budget:  # the live details go first, then the news
             text = render("tail.md.j2", **args, live=[], parent_news=None)
         return text
+
+
+def _base(thread: Thread) -> tuple[int | None, int | None]:
+    return thread.window_start_seq, thread.window_summary_to
+
+
+def _nearly_full(items: list[Item], budget: int, summary: int, policy: WindowPolicy) -> bool:
+    """Within a few usual turns of a cut: time to summarise ahead, while the conversation goes on."""
+    sizes = turn_sizes(items)[-20:] or [0]
+    return summary + sum(i.tokens for i in items) + FOLD_AHEAD_TURNS * sum(sizes) / len(sizes) > budget
 
 
 def _unstored(thread_id: int, incoming: NewMessage, now: float) -> Message:

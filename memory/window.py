@@ -90,10 +90,11 @@ def fill_target(items: Sequence[Item], budget: int, policy: WindowPolicy) -> flo
 
 
 def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0,
-             summary_room: int | None = None) -> int | None:
-    """Index of the new first item after one cut, or None when everything fits.
+             summary_room: int | None = None, force: bool = False) -> int | None:
+    """Index of the new first item after one cut, or None when everything fits (and not `force`d).
 
-    `summary_tokens` is the current rolling summary's size, `summary_room` what the next one may take.
+    `summary_tokens` is the current rolling summary's size, `summary_room` what the next one may take;
+    `force` plans the cut the window will take when it overflows, to summarise it ahead of time.
     Cuts only before a turn start, so no tool_use is parted from its result and the window never
     opens with an assistant turn or an orphan tool result.
     """
@@ -105,7 +106,7 @@ def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_t
             f"the newest turn alone needs {locked} tokens but the window holds {budget}; "
             "raise llm.context_tokens"
         )
-    if total <= budget:
+    if total <= budget and not force:
         return None
     room = policy.summary_tokens if summary_room is None else summary_room
     target = max(0, int(budget * fill_target(items, budget, policy)) - room)
