@@ -8,12 +8,13 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import cache_efficiency, context_latency, due_scan, ingest, memory_quality
+from bench import cache_efficiency, context_latency, due_scan, growth, ingest, memory_quality
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
     "cache_efficiency": cache_efficiency.run,
     "context_latency": context_latency.run,
     "due_scan": due_scan.run,
+    "growth": growth.run,
     "ingest": ingest.run,
     "memory_quality": memory_quality.run,
 }

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from bench.history import assistant_message, tool_pair, user_message
-from memory import threads
+from memory import channels, threads
 from memory.context import Assembler, Budget, Persona
 from memory.llm import LLMResult
 from memory.records import NewMessage, Scope
@@ -23,6 +23,7 @@ from memory.window import WindowPolicy
 SIZES = (1_000, 10_000, 100_000)
 CONTEXT_TOKENS = 32_000
 SAMPLES = 60
+SERVER_CHANNELS = 1_000
 
 
 class InstantSummary:
@@ -102,7 +103,44 @@ async def _bare_select(store: Store, thread_id: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+async def crowd(store: Store, channels_: int, rng: random.Random) -> None:
+    """Other public channels in the same server, each with a little history and a memory version."""
+    for c in range(channels_):
+        scope = Scope.channel(1, 100 + c)
+        root = await store.root_thread("Stelis", scope, 0.8)
+        ch = await channels.ensure_channel(store, root)
+        await channels.set_flags(store, ch.thread_id, public=1, name=f"room-{c}")
+        await store.append_many(root.id, [user_message(rng, c), assistant_message(rng, c)])
+        await store.add_record("Stelis", "channel", 100 + c, "short_term", f"In room-{c} they planned trip {c}.", 1, 2)
+
+
+async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS) -> dict:
+    """One channel's assembly alone in its server, and the same channel among `crowded` others."""
+    p50 = []
+    for others in (0, crowded):
+        rng = random.Random(size)
+        with tempfile.TemporaryDirectory() as tmp:
+            store = await Store.open(Path(tmp) / "bench.sqlite3")
+            await crowd(store, others, rng)
+            thread_id = await build(store, size, rng)
+            assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
+                                  Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
+            await assembler.assemble(thread_id)
+            timings = []
+            for i in range(SAMPLES):
+                await store.append(thread_id, user_message(rng, size + i))
+                started = time.perf_counter()
+                await assembler.assemble(thread_id)
+                timings.append((time.perf_counter() - started) * 1000)
+                await store.append(thread_id, assistant_message(rng, size + i))
+            await store.close()
+        p50.append(statistics.median(timings))
+    return {"bench": "context_latency", "server_channels": crowded, "messages": size, "lone_p50_ms": round(p50[0], 2),
+            "crowded_p50_ms": round(p50[1], 2), "ratio_crowded_to_lone": round(p50[1] / p50[0], 2)}
+
+
 async def run() -> list[dict]:
     results = [await measure(size) for size in SIZES]
     ratio = results[-1]["p50_ms"] / results[0]["p50_ms"]
-    return [*results, {"bench": "context_latency", "ratio_p50_100k_1k": round(ratio, 2), "recall": True}]
+    return [*results, {"bench": "context_latency", "ratio_p50_100k_1k": round(ratio, 2), "recall": True},
+            await server_cost()]

@@ -177,6 +177,7 @@ async def set_flags(store: Store, thread_id: int, **flags: int | str | None) -> 
     assignments = ", ".join(f"{k} = ?" for k in flags)
     async with store.transaction() as db:
         await db.execute(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?", (*flags.values(), thread_id))
+    store.sharing_version += 1
 
 
 async def guild_channels(store: Store, persona: str, guild_id: int) -> list[MemoryChannel]:
@@ -186,6 +187,25 @@ async def guild_channels(store: Store, persona: str, guild_id: int) -> list[Memo
         (persona, guild_id),
     )
     return [_channel(r) for r in rows]
+
+
+async def conversation_count(store: Store, persona: str, guild_id: int) -> int:
+    """How many conversations a guild has (an index count): with Store.sharing_version, when visibility may change."""
+    row = await store.fetch_one("SELECT COUNT(*) FROM memory_channels WHERE persona = ? AND guild_id = ?",
+                                (persona, guild_id))
+    return row[0]
+
+
+async def visible_conversations(store: Store, persona: str, guild_id: int) -> list[tuple[int, int | None, str | None]]:
+    """(channel id, Discord thread id, name) of the guild's shared channels and of all its public threads.
+
+    The sharing rule (MemoryChannel.shared) is applied in the query and only three columns come back:
+    recall asks on every turn, and a server may have thousands of channels.
+    """
+    rows = await store.fetch_all(
+        "SELECT channel_id, discord_thread_id, name FROM memory_channels WHERE persona = ? AND guild_id = ?"
+        " AND (discord_thread_id IS NOT NULL OR COALESCE(shareable, public) = 1)", (persona, guild_id))
+    return [(row[0] or 0, row[1], row[2]) for row in rows]
 
 
 async def shared_channels(store: Store, persona: str, guild_id: int, limit: int | None = None,

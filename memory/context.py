@@ -37,6 +37,7 @@ ROLLING_INSTRUCTION = (
     "whom and on which day, with every name, number and identifier kept."
 )
 COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
+ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
 FOLD_AHEAD_TURNS = 4  # a cut's summary is prepared this many usual turns before the window overflows
 PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
 
@@ -138,6 +139,7 @@ class Assembler:
         self.shared_channels = SHARED_CHANNELS
         self.recall_enabled = True
         self.frequencies = recall.Frequencies()
+        self.visibilities = recall.Visibilities()
         # Per-conversation persona (a server may change the card); defaults to the fixed one.
         self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
@@ -302,7 +304,7 @@ class Assembler:
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
-        hits = await recall.search(self.store, await recall.visibility(self.store, root), trigger.content, already,
+        hits = await recall.search(self.store, await self.visibilities.of(self.store, root), trigger.content, already,
                                    context=before, frequencies=self.frequencies)
         return recall.render(hits, room)
 
@@ -353,10 +355,10 @@ class Assembler:
         lower = max(thread.window_start_seq or 0, (covered_to or 0) + 1)
         keep_earlier = bool(thread.window_summary) and (
             covered_to is None or (thread.window_summary_to or 0) > covered_to)
-        leaving = await self._leaving(thread.id, lower, new_start)
-        lines = []
-        if keep_earlier:
-            lines.append(Line.of(f"[earlier summary]\n{thread.window_summary}"))
+        lines = [Line.of(f"[earlier summary]\n{thread.window_summary}")] if keep_earlier else []
+        # One request's worth: the transcript's date and name prefixes take the margin.
+        bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
+        leaving = await self._leaving(thread.id, lower, new_start, bound)
         lines += [Line(*line) for line in dated_transcript(leaving, seen.viewer, self.policy)]
         summary = first = last = first_at = last_at = None
         if lines:
@@ -378,13 +380,12 @@ class Assembler:
         self._prepared.pop(thread.id, None)
         return await self.store.set_window(thread.id, **state)
 
-    async def _leaving(self, thread_id: int, lower: int, new_start: int) -> list[Message]:
-        """The messages a fold summarises: from `lower` up to the new start, at most a few chunks' worth.
+    async def _leaving(self, thread_id: int, lower: int, new_start: int, bound: int) -> list[Message]:
+        """The messages a fold summarises: the newest from `lower` up to the new start, within `bound` tokens.
 
-        Anything older is the short-term memory's job, so a first reply after a bulk import does not
-        summarise the whole archive.
+        Anything older is the short-term memory's job, so a first reply after a bulk import makes one
+        summarisation call of bounded size, not one over the whole archive.
         """
-        bound = 2 * self.stelis.chunk_tokens
         kept: list[Message] = []
         used = 0
         async for message in self.store.newest_first(thread_id, before_seq=new_start, after_seq=lower - 1):

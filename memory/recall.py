@@ -101,21 +101,37 @@ class Shown:
     chronicles: set[int] = field(default_factory=set)
 
 
+class Visibilities:
+    """Each conversation's Visibility, rebuilt only when the server gains a conversation or sharing changes."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[tuple[int, int], Visibility]] = {}
+
+    async def of(self, store: Store, root: Thread) -> Visibility:
+        if root.guild_id is None:
+            return await visibility(store, root)
+        stamp = (store.sharing_version, await channels.conversation_count(store, root.persona, root.guild_id))
+        found = self._known.get(root.id)
+        if found is None or found[0] != stamp:
+            found = self._known[root.id] = (stamp, await visibility(store, root))
+        return found[1]
+
+
 async def visibility(store: Store, root: Thread) -> Visibility:
     """The rules of memory sharing (DESIGN.md section 6): own conversation, shareable channels of its server."""
     keys = {root.scope_key: "this conversation"}
     records = {("channel", root.channel_id or 0)}
     if root.guild_id is not None:
         records.add(("workspace", root.guild_id))
-        known = await channels.guild_channels(store, root.persona, root.guild_id)  # one query for all rules
+        known = await channels.visible_conversations(store, root.persona, root.guild_id)
         channel_ids = {root.channel_id}
-        for ch in known:
-            if ch.discord_thread_id is None and ch.shared and ch.channel_id != root.channel_id:
-                keys[Scope.channel(root.guild_id, ch.channel_id or 0).key] = f"#{ch.name or ch.channel_id}"
-                records.add(("channel", ch.channel_id or 0))
-                channel_ids.add(ch.channel_id)
-        records.update(("thread", ch.discord_thread_id) for ch in known
-                       if ch.discord_thread_id is not None and ch.channel_id in channel_ids)
+        for channel_id, thread_id, name in known:
+            if thread_id is None and channel_id != root.channel_id:
+                keys[Scope.channel(root.guild_id, channel_id).key] = f"#{name or channel_id}"
+                records.add(("channel", channel_id))
+                channel_ids.add(channel_id)
+        records.update(("thread", thread_id) for channel_id, thread_id, _ in known
+                       if thread_id is not None and channel_id in channel_ids)
     return Visibility(root.persona, tuple(keys), tuple(sorted(records)), keys)
 
 

@@ -35,6 +35,7 @@ class Store:
         self.db = db
         self.clock = clock
         self._write_lock = asyncio.Lock()
+        self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> Store:
