@@ -20,7 +20,7 @@ class ContextError(Exception):
 @dataclass(frozen=True)
 class Shares:
     memory: float = 0.25  # memory layers, of what the system prompt leaves
-    recall: float = 0.10  # recall in the tail (it also gets whatever memory and the window leave unused)
+    recall: float = 0.10  # recall in the tail: uncached every turn, so never more than this
     tail: float = 0.04  # time, live Stelis threads, news from the parent
     summary: float = 0.15  # a window's rolling summary, of that window
     safety: float = 0.05  # token counts are estimates of another tokenizer
@@ -48,7 +48,7 @@ class Plan:
     system: int
     memory: int  # the most the memory layers may take
     tail: int
-    recall: int  # kept for recall however full the window is
+    recall: int  # recall's room, however full or empty the window is
 
     @property
     def rest(self) -> int:

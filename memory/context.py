@@ -3,8 +3,8 @@
 Most stable first, so Anthropic's prefix cache holds: appending a message leaves every block
 before the tail byte-identical, except at a window cut, which is also when the newest memory
 versions come in (or when the cache has gone cold anyway). Everything is planned inside one
-budget (memory/budget.py); whatever the window and memory leave unused goes to recall, which sits
-in the tail after the last breakpoint so it never disturbs the cache.
+budget (memory/budget.py); recall sits in the tail after the last breakpoint so it never disturbs
+the cache, and keeps to its share, since the tail is paid in full on every turn.
 """
 
 from __future__ import annotations
@@ -234,13 +234,13 @@ class Assembler:
         return found is not None and found.base == _base(thread)
 
     def _ready(self, thread: Thread, p: _Planned) -> tuple[int, dict] | None:
-        """The prepared cut, if it was planned on this window and still leaves it comfortably within budget."""
+        """The prepared cut, if it was planned on this window and still leaves room for a few turns."""
         found = self._prepared.get(thread.id)
         if found is None or found.base != _base(thread):
             return None
-        kept = sum(item.tokens for item in p.items if item.seq >= found.new_start)
+        kept = [item for item in p.items if item.seq >= found.new_start]
         summary = anchors.cached_tokens(found.state["window_summary"]) if found.state["window_summary"] else 0
-        if not any(m.seq == found.new_start for m in p.window) or kept + summary > p.budget * self.policy.high_water:
+        if not kept or kept[0].seq != found.new_start or _nearly_full(kept, p.budget, summary, self.policy):
             return None
         return found.new_start, found.state
 
@@ -277,7 +277,7 @@ class Assembler:
         }
         recalled: list[recall.Hit] = []
         if trigger is not None and self.recall_enabled and not naive:
-            room = budget.input - sum(parts.values())
+            room = min(budget.recall, budget.input - sum(parts.values()))  # the tail is paid in full every turn
             recall_text, recalled = await self._recall(chain[-1], trigger, window[:-1], protected + drawn, layers,
                                                        room)
             if recall_text:

@@ -1,9 +1,11 @@
 """The cache-stable window: sizes from the seed's ratios, and where to cut when a window overflows.
 
 The window keeps a persisted start; it moves only on overflow, in one step, so the prefix the cache
-holds stays byte-identical between cuts (seed 003 plus metabolism). How full a cut leaves the window
-adapts: full enough to carry as much as possible, with room left for about `turns_per_cut` more
-turns of the conversation's usual size, so cuts (and the cache misses they cost) stay rare.
+holds stays byte-identical between cuts (seed 003 plus metabolism). Everything a cut keeps is sent
+again uncached, and the turns until the next cut are what the cut freed: so a cut's cost per turn
+grows as kept / (1 - kept), whatever the window's size. A cut therefore leaves the window between
+`low_water` and `high_water` full (fuller when the usual turns are small next to the window): the
+rolling summary, the memory layers and recall carry what left it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    low_water: float = 0.6  # a cut leaves the window at least this full (unless its turns are too big for that)
-    high_water: float = 0.9  # ... and at most this full
+    low_water: float = 0.3  # a cut leaves the window at least this full (unless its turns are too big for that)
+    high_water: float = 0.4  # ... and at most this full (the locked buffer yields beyond it)
     turns_per_cut: int = 12  # room a cut leaves, in turns of the usual size
-    locked_turns: int = 6  # the immediate buffer: never cut (fewer when they would fill half the window)
+    locked_turns: int = 6  # the immediate buffer: never cut (fewer when they would fill more than high_water)
     summary_tokens: int = 1200  # the longest rolling summary
     observation_max_lines: int = 120  # tool results longer than this are reduced
     observation_keep_lines: int = 40  # lines kept at each end of a reduced tool result
@@ -99,7 +101,7 @@ def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_t
     opens with an assistant turn or an orphan tool result.
     """
     total = summary_tokens + sum(i.tokens for i in items)
-    lock = locked_start(items, policy.locked_turns, budget // 2)
+    lock = locked_start(items, policy.locked_turns, int(budget * policy.high_water))
     locked = sum(i.tokens for i in items[lock:])
     if locked > budget:
         raise LockedBufferTooLarge(

@@ -18,7 +18,7 @@ from memory.window import (
     window_size,
 )
 
-POLICY = WindowPolicy(low_water=0.6, locked_turns=2, summary_tokens=0)
+POLICY = WindowPolicy(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0)
 
 
 def test_window_sizes_for_depths_0_to_3_follow_the_seed():
@@ -53,7 +53,7 @@ def test_the_cut_never_enters_the_locked_buffer_even_above_low_water():
     assert cut == locked_start(history, 2, 150) == 2
 
 
-def test_the_locked_buffer_yields_when_it_would_fill_half_the_window():
+def test_the_locked_buffer_yields_when_it_would_fill_more_than_high_water():
     history = items((10, True), (10, False), (50, True), (50, False), (10, True), (10, False))
     assert locked_start(history, 2) == 2
     assert locked_start(history, 2, limit=60) == 4  # the two turns need 120: only the newest is locked
@@ -81,11 +81,21 @@ def test_a_big_window_with_small_turns_is_left_fuller_after_a_cut():
     assert 0.85 * 50_000 <= sum(i.tokens for i in history[cut:]) <= 0.9 * 50_000
 
 
+def test_by_default_a_cut_keeps_little_so_it_costs_little():
+    """What a cut keeps is sent again uncached; the turns until the next cut are what it freed."""
+    policy = WindowPolicy(summary_tokens=0)
+    history = items(*[(40, i % 2 == 0) for i in range(2_000)])
+    for budget in (4_000, 20_000, 60_000):
+        kept = sum(i.tokens for i in history[plan_cut(history, budget, policy):])
+        assert policy.low_water * budget - 80 <= kept <= policy.high_water * budget
+    assert policy.high_water / (1 - policy.high_water) < 0.7  # re-sent per token freed, at the most
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 60), st.booleans()), min_size=1, max_size=80), st.integers(50, 600))
 def test_cut_invariants(spec, budget):
     history = items(*spec)
-    lock = locked_start(history, 2, budget // 2)
+    lock = locked_start(history, 2, int(budget * POLICY.high_water))
     try:
         cut = plan_cut(history, budget, POLICY)
     except LockedBufferTooLarge:
