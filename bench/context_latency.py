@@ -21,7 +21,7 @@ from memory.threads import Run, StelisSettings
 from memory.window import WindowPolicy
 
 SIZES = (1_000, 10_000, 100_000)
-CONTEXT_TOKENS = 32_000
+CONTEXT_TOKENS = 200_000  # the default model's window, as configured out of the box
 SAMPLES = 60
 SERVER_CHANNELS = 1_000
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
@@ -38,6 +39,7 @@ ROLLING_INSTRUCTION = (
 )
 COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
 ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
+WINDOWS_KEPT = 64  # threads whose window is kept in memory between turns
 FOLD_AHEAD_TURNS = 4  # a cut's summary is prepared this many usual turns before the window overflows
 PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
 
@@ -144,6 +146,8 @@ class Assembler:
         self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
+        # thread -> ((window start, store rewrites), the window's stored messages) for the busiest threads
+        self._windows: OrderedDict[int, tuple[tuple[int | None, int], list[Message]]] = OrderedDict()
 
     async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False,
                        incoming: NewMessage | None = None, persist: bool = True) -> Assembly:
@@ -325,25 +329,51 @@ class Assembler:
 
     async def _read(self, thread: Thread, budget: int, seen: Rendering, extra: list[Message],
                     naive: bool) -> tuple[list[Message], list[Item]]:
-        """The thread's window from its persisted start (newest first until it overflows), as items to plan on."""
+        """The thread's window from its persisted start, as items to plan on.
+
+        Read once newest first until it overflows; after that, the window read last time plus what
+        came since (a window moves only at a cut, and any rewrite of a message re-reads it).
+        """
         start = None if naive else thread.window_start_seq
-        after = start - 1 if start is not None else None
-        messages: list[Message] = list(extra)
-        used, turns = sum(seen(m)[1] for m in extra), len(extra)
-        if not (used > budget and turns >= self.policy.locked_turns):
-            async for message in self.store.newest_first(thread.id, after_seq=after):
-                messages.append(message)
-                used += seen(message)[1]
-                turns += _starts_turn(message)
-                if used > budget and turns >= self.policy.locked_turns:
-                    break
-        messages.reverse()
+        key = (start, self.store.rewrites)
+        cached = self._windows.get(thread.id)
+        if cached is not None and cached[0] == key and not naive:
+            stored, whole = cached[1] + [m async for m in self.store.span(thread.id, cached[1][-1].seq + 1, None)], True
+        else:
+            stored, whole = await self._read_back(thread.id, start, budget, seen, extra)
+        if whole and stored and not naive:
+            self._remember_window(thread.id, key, stored)
+        messages = stored + extra
         opens_day = day_starts(messages)
         items = [Item(m.seq, seen(m)[1] + (day_tokens(m) if opens_day[i] else 0), _starts_turn(m))
                  for i, m in enumerate(messages)]
         if naive:
             return _naive_window(messages, items, budget), []
         return messages, items
+
+    async def _read_back(self, thread_id: int, start: int | None, budget: int, seen: Rendering,
+                         extra: list[Message]) -> tuple[list[Message], bool]:
+        """Stored messages from `start`, newest first until the window overflows, oldest first; and
+        whether they are all of them (the read reached the start)."""
+        messages: list[Message] = []
+        used, turns = sum(seen(m)[1] for m in extra), len(extra)
+        if used > budget and turns >= self.policy.locked_turns:
+            return messages, False
+        async for message in self.store.newest_first(thread_id, after_seq=start - 1 if start is not None else None):
+            messages.append(message)
+            used += seen(message)[1]
+            turns += _starts_turn(message)
+            if used > budget and turns >= self.policy.locked_turns:
+                messages.reverse()
+                return messages, False
+        messages.reverse()
+        return messages, True
+
+    def _remember_window(self, thread_id: int, key: tuple[int | None, int], messages: list[Message]) -> None:
+        self._windows[thread_id] = (key, messages)
+        self._windows.move_to_end(thread_id)
+        while len(self._windows) > WINDOWS_KEPT:
+            self._windows.popitem(last=False)
 
     async def _fold_state(self, thread: Thread, new_start: int, seen: Rendering, covered_to: int | None,
                           room: int) -> dict:

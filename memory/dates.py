@@ -26,7 +26,12 @@ def day_text(d: date) -> str:
 
 def day_line(ts: float) -> str:
     """Monday, 7 May 2023: the line history shows when the day changes."""
-    d = _day(ts)
+    return _day_line(int(ts // 86_400))
+
+
+@lru_cache(maxsize=4_096)
+def _day_line(day: int) -> str:
+    d = _day(day * 86_400)
     return f"{d.strftime('%A')}, {day_text(d)}"
 
 
@@ -36,7 +41,7 @@ def now_text(ts: float) -> str:
 
 
 def same_day(a: float, b: float) -> bool:
-    return _day(a) == _day(b)
+    return a // 86_400 == b // 86_400  # POSIX time has no leap seconds: UTC days are exact multiples
 
 
 def span(first: float | None, last: float | None) -> str:

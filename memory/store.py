@@ -36,6 +36,7 @@ class Store:
         self.clock = clock
         self._write_lock = asyncio.Lock()
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
+        self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> Store:
@@ -184,6 +185,7 @@ class Store:
                     "UPDATE messages SET metadata = ?, token_count = ? WHERE seq = ?",
                     (json.dumps(anchor_metadata, ensure_ascii=False), anchor_tokens, ended.anchor_seq),
                 )
+                self.rewrites += 1
         return await self.thread(ended.id)
 
     async def children(self, thread_id: int) -> list[Thread]:
@@ -262,6 +264,8 @@ class Store:
                 "INSERT INTO messages (seq, thread_id, role, author_id, author_name, content, metadata, token_count,"
                 " external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
             )
+        if seqs:  # an import may fill in below messages already read
+            self.rewrites += 1
         return len(rows)
 
     async def tail(self, thread_id: int, limit: int) -> list[Message]:
@@ -334,6 +338,7 @@ class Store:
                 "UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE external_id = ?",
                 (content, count_tokens(content), self.clock(), external_id),
             )
+        self.rewrites += 1
         return await self.message_by_external_id(external_id)
 
     async def conversation_threads(self, persona: str, *, guild_id: int | None = None,
@@ -363,6 +368,7 @@ class Store:
                 " RETURNING thread_id, seq",
                 (self.clock(), *params),
             )
+        self.rewrites += 1
         purged: dict[int, set[int]] = {}
         for row in rows:
             purged.setdefault(row[0], set()).add(row[1])
