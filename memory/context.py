@@ -39,7 +39,8 @@ ROLLING_INSTRUCTION = (
 )
 COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
 ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
-WINDOWS_KEPT = 64  # threads whose window is kept in memory between turns
+WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
+RENDERED_KEPT = 20_000  # messages a kept rendering holds before it starts afresh
 FOLD_AHEAD_TURNS = 4  # a cut's summary is prepared this many usual turns before the window overflows
 PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
 
@@ -102,8 +103,13 @@ class Rendering:
         found = self._done.get(message.seq)
         if found is None:
             text = message_text(message, self.viewer, self.policy, self.max_message_tokens)
-            found = self._done[message.seq] = (text, message_tokens(message, text))
+            found = (text, message_tokens(message, text))
+            if message.seq != PREVIEW_SEQ:  # a previewed message is not stored: the next may differ
+                self._done[message.seq] = found
         return found
+
+    def __len__(self) -> int:
+        return len(self._done)
 
     def pieces(self, messages: list[Message]) -> list[Piece]:
         """Blocks for messages, each day's first message opening with the day's date."""
@@ -148,6 +154,7 @@ class Assembler:
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
         # thread -> ((window start, store rewrites), the window's stored messages) for the busiest threads
         self._windows: OrderedDict[int, tuple[tuple[int | None, int], list[Message]]] = OrderedDict()
+        self._renderings: OrderedDict[int, tuple[tuple, Rendering]] = OrderedDict()  # likewise, each message's text
 
     async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False,
                        incoming: NewMessage | None = None, persist: bool = True) -> Assembly:
@@ -227,7 +234,7 @@ class Assembler:
         capacity = budget.windows(layers.tokens)
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
-        seen = Rendering({t.id for t in chain}, self.policy, int(own_budget * self.policy.message_share))
+        seen = self._rendering(thread.id, {t.id for t in chain}, int(own_budget * self.policy.message_share))
         window, items = await self._read(thread, own_budget, seen, extra, naive)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = anchors.cached_tokens(thread.window_summary) if thread.window_summary else 0
@@ -368,6 +375,17 @@ class Assembler:
                 return messages, False
         messages.reverse()
         return messages, True
+
+    def _rendering(self, thread_id: int, viewer: set[int], max_message_tokens: int) -> Rendering:
+        """The thread's rendering, kept between turns while nothing it depends on changed."""
+        key = (frozenset(viewer), max_message_tokens, self.store.rewrites)
+        found = self._renderings.get(thread_id)
+        if found is None or found[0] != key or len(found[1]) > RENDERED_KEPT:
+            found = self._renderings[thread_id] = (key, Rendering(viewer, self.policy, max_message_tokens))
+        self._renderings.move_to_end(thread_id)
+        while len(self._renderings) > WINDOWS_KEPT:
+            self._renderings.popitem(last=False)
+        return found[1]
 
     def _remember_window(self, thread_id: int, key: tuple[int | None, int], messages: list[Message]) -> None:
         self._windows[thread_id] = (key, messages)

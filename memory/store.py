@@ -578,12 +578,12 @@ class Store:
     # plumbing
 
     async def fetch_one(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
-        async with self.db.execute(sql, params) as cur:
-            return await cur.fetchone()
+        """The first row: for queries of one row (more are read and dropped, so keep them small)."""
+        rows = await self.db.execute_fetchall(sql, params)  # one hop to the database thread, not three
+        return next(iter(rows), None)
 
     async def fetch_all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
-        async with self.db.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return list(await self.db.execute_fetchall(sql, params))
 
 
 def _statements(script: str) -> list[str]:
