@@ -168,6 +168,7 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     own = query_terms(text)
     if not own:
         return []
+    await store.index_messages()
     frequencies = frequencies or Frequencies()
     df = await frequencies.counts(store, [t for t in own if len(t) >= 3])
     total = max(1, frequencies.total)

@@ -37,6 +37,7 @@ class Store:
         self._write_lock = asyncio.Lock()
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
         self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
+        self._unindexed = True  # a write since the recall index was last brought up to date
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> Store:
@@ -99,6 +100,7 @@ class Store:
                     await self.db.execute("ROLLBACK")
                     raise
                 await self.db.execute("COMMIT")
+                self._unindexed = True  # any write may have stored messages
             except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
                 if self.db.in_transaction:
                     await self.db.execute("ROLLBACK")
@@ -264,9 +266,30 @@ class Store:
                 "INSERT INTO messages (seq, thread_id, role, author_id, author_name, content, metadata, token_count,"
                 " external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
             )
-        if seqs:  # an import may fill in below messages already read
+            if seqs:  # an import may fill in below what the index has reached: those rows are indexed now
+                await db.executemany(
+                    "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE seq = ?"
+                    " AND deleted_at IS NULL AND content != ''"
+                    " AND seq <= (SELECT upto FROM fts_progress WHERE name = 'messages')", [(s,) for s in seqs])
+        if seqs:  # ... and any window already read may miss them
             self.rewrites += 1
         return len(rows)
+
+    async def index_messages(self) -> int:
+        """Index for recall the messages stored since the last call, in one batch; how many there were."""
+        if not self._unindexed:
+            return 0
+        async with self.transaction() as db:
+            rows = await db.execute_fetchall(
+                "SELECT upto, (SELECT COALESCE(MAX(seq), 0) FROM messages) FROM fts_progress WHERE name = 'messages'")
+            upto, newest = next(iter(rows))
+            if newest > upto:
+                await db.execute(
+                    "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages"
+                    " WHERE seq > ? AND seq <= ? AND deleted_at IS NULL AND content != ''", (upto, newest))
+                await db.execute("UPDATE fts_progress SET upto = ? WHERE name = 'messages'", (newest,))
+        self._unindexed = False
+        return max(0, newest - upto)
 
     async def tail(self, thread_id: int, limit: int) -> list[Message]:
         """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""

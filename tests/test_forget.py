@@ -59,6 +59,7 @@ async def remember_everywhere(engine, clock):
     await engine.memory.run_due()
     await engine.store.set_window(root.id, window_summary=f"ana mentioned her {SECRET}")
     await engine.write_snapshots()
+    assert await engine.recall(GENERAL, "passport ZX4471Q")  # a search has indexed her messages for recall
 
 
 async def test_forget_me_erases_every_trace_and_keeps_everyone_else(world):

@@ -180,3 +180,31 @@ async def test_the_reconnect_look_up_reads_an_index_not_the_thread(store):
         "EXPLAIN QUERY PLAN SELECT MAX(external_id) FROM messages WHERE thread_id = ? AND external_id IS NOT NULL",
         (root.id,)))
     assert "idx_messages_thread_external" in plan
+
+
+async def _indexed(store: Store, text: str) -> set[int]:
+    rows = await store.fetch_all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{text}"',))
+    return {r[0] for r in rows}
+
+
+async def test_messages_are_indexed_for_recall_in_one_batch_and_edits_and_erasures_stay_in_step(store):
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    first, _ = await store.append(root.id, NewMessage("user", "the kestrel nests on the tower", external_id=1))
+    assert await _indexed(store, "kestrel") == set()  # storing writes no index entry...
+    assert await store.index_messages() == 1  # ... the next search indexes everything new at once
+    assert await store.index_messages() == 0 and await _indexed(store, "kestrel") == {first.seq}
+
+    # an indexed message edited or erased; then ones edited or erased before they were indexed
+    await store.edit_message(1, "the falcon nests on the tower")
+    await store.append(root.id, NewMessage("user", "the heron fishes at dawn", external_id=2))
+    await store.edit_message(2, "the egret fishes at dawn")
+    await store.append(root.id, NewMessage("user", "the osprey dives", external_id=3))
+    await store.delete_message(3)
+    await store.append_many(root.id, [NewMessage("user", "an imported swift note")], seqs=[500])
+    await store.index_messages()
+    assert await _indexed(store, "kestrel") == set() and await _indexed(store, "falcon") == {first.seq}
+    assert await _indexed(store, "heron") == set() and len(await _indexed(store, "egret")) == 1
+    assert await _indexed(store, "osprey") == set() and await _indexed(store, "swift") == {500}
+    await store.append_many(root.id, [NewMessage("user", "an imported swallow note")], seqs=[400])
+    assert await _indexed(store, "swallow") == {400}  # below what the index reached: indexed as it lands
+    await store.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")  # raises if not
