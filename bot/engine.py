@@ -30,6 +30,8 @@ from memory.window import LockedBufferTooLarge, WindowPolicy, protected_size, wi
 
 log = logging.getLogger(__name__)
 
+INDEX_DELAY_SECONDS = 1.0  # what is heard is indexed for recall this long after, in one batch
+
 
 class ReplyFailed(Exception):
     """The model could not answer; the user's message is stored, `notice` is fit to show."""
@@ -96,6 +98,7 @@ class Engine:
         self._chronicler: asyncio.Task[None] | None = None
         self._rewrites: set[asyncio.Task] = set()
         self._folding: dict[int, asyncio.Task[None]] = {}  # thread -> its next cut being summarised ahead
+        self._indexer: asyncio.Task[None] | None = None
         self._forgetting = asyncio.Lock()
         self._opted_out: set[int] = set()
         self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
@@ -162,11 +165,12 @@ class Engine:
             await self.memory.drain(self.shutdown_grace)
             if self._rewrites:  # erasures in progress finish: they must not be left half done
                 await asyncio.wait(self._rewrites, timeout=self.shutdown_grace)
-            folding = list(self._folding.values())  # only a head start: the cut summarises inline without it
-            for task in (self._snapshotter, self._chronicler, *folding):
+            # Summaries prepared ahead are only a head start, and what is not indexed yet is at the next start.
+            background = [t for t in (self._chronicler, self._indexer, *self._folding.values()) if t is not None]
+            for task in (self._snapshotter, *background):
                 if task is not None:
                     task.cancel()
-            await asyncio.gather(*(t for t in (self._chronicler, *folding) if t is not None), return_exceptions=True)
+            await asyncio.gather(*background, return_exceptions=True)
             await self.write_snapshots()
         except Exception:  # whatever failed, the model client and the database still close
             log.exception("shutdown: could not finish memory work or snapshots")
@@ -386,11 +390,24 @@ class Engine:
             then=note if triggers is not None else None,
         )
         self._dirty.add(thread.id)
+        self._index_soon()
         if not created:
             log.debug("duplicate message %s ignored", external_id)
         elif due and self.scheduler is not None:
             self.scheduler.arm(thread.id, due[0])
         return message
+
+    def _index_soon(self) -> None:
+        """Index what was heard for recall shortly, in one batch with whatever else arrives meanwhile."""
+        if (self._indexer is None or self._indexer.done()) and not self._closed:
+            self._indexer = asyncio.create_task(self._index_after(INDEX_DELAY_SECONDS))
+
+    async def _index_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        try:
+            await self.store.index_messages()
+        except StoreError as exc:  # the next search tries again
+            log.warning("recall's index not brought up to date: %s", exc)
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         """A message edited in Discord: the next context shows the new text."""
@@ -486,8 +503,9 @@ class Engine:
             log.warning("could not plan the next cut of thread %d: %s", thread_id, exc)
 
     async def settle(self) -> None:
-        """Wait for the summaries being prepared ahead (tests and benchmarks: what a pause in the talk allows)."""
-        await asyncio.gather(*self._folding.values(), return_exceptions=True)
+        """Wait for the background work a pause in the talk allows: summaries prepared ahead, recall's index."""
+        await asyncio.gather(*self._folding.values(), *([self._indexer] if self._indexer else []),
+                             return_exceptions=True)
 
     async def context(self, thread_id: int) -> Assembly:
         """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""
@@ -503,6 +521,7 @@ class Engine:
     async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
         """What recall finds for a query in a conversation, under the same visibility rules as replies."""
         root = await self.thread_for(scope)
+        await self.store.index_messages()  # asked for by name: everything said so far counts
         return await recall.search(self.store, await recall.visibility(self.store, root), query, recall.Shown(),
                                    limit=limit, frequencies=self.assembler.frequencies)
 

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 
 
+UNKNOWN_BACKLOG = 1 << 30  # at start-up: whatever a previous run left unindexed is indexed at the first search
+
 class StoreError(Exception):
     """The database cannot be used as it is (for example, written by a newer Stelis)."""
 
@@ -37,7 +39,7 @@ class Store:
         self._write_lock = asyncio.Lock()
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
         self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
-        self._unindexed = True  # a write since the recall index was last brought up to date
+        self.unindexed = UNKNOWN_BACKLOG  # messages stored since recall's index was last brought up to date
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> Store:
@@ -100,7 +102,6 @@ class Store:
                     await self.db.execute("ROLLBACK")
                     raise
                 await self.db.execute("COMMIT")
-                self._unindexed = True  # any write may have stored messages
             except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
                 if self.db.in_transaction:
                     await self.db.execute("ROLLBACK")
@@ -172,6 +173,7 @@ class Store:
                 (parent.id, anchor.content, json.dumps(metadata, ensure_ascii=False), now),
             )
             await db.execute("UPDATE threads SET anchor_seq = ? WHERE id = ?", (cur.lastrowid, child_id))
+        self.unindexed += 1
         anchor_row = await self.fetch_one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
         return await self.thread(child_id), _message(anchor_row)
 
@@ -246,6 +248,7 @@ class Store:
             row = next(iter(rows), None)
             if row is not None and then is not None:
                 await then(db, now)
+        self.unindexed += row is not None
         if row is None:  # a known external id: the message stored before
             row = await self.fetch_one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
             return _message(row), False
@@ -271,13 +274,14 @@ class Store:
                     "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE seq = ?"
                     " AND deleted_at IS NULL AND content != ''"
                     " AND seq <= (SELECT upto FROM fts_progress WHERE name = 'messages')", [(s,) for s in seqs])
+        self.unindexed += len(rows)
         if seqs:  # ... and any window already read may miss them
             self.rewrites += 1
         return len(rows)
 
     async def index_messages(self) -> int:
         """Index for recall the messages stored since the last call, in one batch; how many there were."""
-        if not self._unindexed:
+        if not self.unindexed:
             return 0
         async with self.transaction() as db:
             rows = await db.execute_fetchall(
@@ -288,7 +292,7 @@ class Store:
                     "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages"
                     " WHERE seq > ? AND seq <= ? AND deleted_at IS NULL AND content != ''", (upto, newest))
                 await db.execute("UPDATE fts_progress SET upto = ? WHERE name = 'messages'", (newest,))
-        self._unindexed = False
+        self.unindexed = 0
         return max(0, newest - upto)
 
     async def tail(self, thread_id: int, limit: int) -> list[Message]:

@@ -221,3 +221,15 @@ async def test_one_message_larger_than_the_window_is_reduced_and_blocks_nothing(
         await e.hear(scope, text, author_name="u")
         assert (await e.reply(thread.id)).content  # every turn answered, the huge one included
     await e.close()
+
+
+async def test_what_is_heard_is_indexed_for_recall_in_the_background(engine, monkeypatch):
+    monkeypatch.setattr("bot.engine.INDEX_DELAY_SECONDS", 0.01)
+    scope = Scope.channel(1, 10)
+    for i in range(5):
+        await engine.hear(scope, f"the quokka count is {i}", author_name="mahe")
+    assert engine.store.unindexed >= 5  # storing a message writes no index entry
+    await engine.settle()
+    assert engine.store.unindexed == 0
+    rows = await engine.store.fetch_all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"quokka\"'", ())
+    assert len(rows) == 5
