@@ -503,9 +503,12 @@ class Engine:
             log.warning("could not plan the next cut of thread %d: %s", thread_id, exc)
 
     async def settle(self) -> None:
-        """Wait for the background work a pause in the talk allows: summaries prepared ahead, recall's index."""
-        await asyncio.gather(*self._folding.values(), *([self._indexer] if self._indexer else []),
-                             return_exceptions=True)
+        """Do the background work a pause in the talk allows: summaries prepared ahead, recall's index."""
+        if self._indexer is not None and not self._indexer.done():
+            self._indexer.cancel()
+            await asyncio.gather(self._indexer, return_exceptions=True)
+            await self.store.index_messages()
+        await asyncio.gather(*self._folding.values(), return_exceptions=True)
 
     async def context(self, thread_id: int) -> Assembly:
         """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""
