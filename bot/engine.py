@@ -524,7 +524,6 @@ class Engine:
     async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
         """What recall finds for a query in a conversation, under the same visibility rules as replies."""
         root = await self.thread_for(scope)
-        await self.store.index_messages()  # asked for by name: everything said so far counts
         return await recall.search(self.store, await recall.visibility(self.store, root), query, recall.Shown(),
                                    limit=limit, frequencies=self.assembler.frequencies)
 

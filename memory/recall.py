@@ -159,19 +159,17 @@ def _stem(word: str) -> str:
 
 
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
-                 context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0) -> list[Hit]:
+                 context: str = "", frequencies: Frequencies | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
     Words of `context` (the turn before the new message) only break ties between hits: they are
-    not looked up, so they cost nothing. Up to `unindexed_ok` messages may be left out of the index
-    (a reply passes its window's length: the newest messages are in it, and the front end indexes
-    them in the background); more, and the index is brought up to date first.
+    not looked up, so they cost nothing. The index is brought up to date first: the newest messages
+    carry the conversation's words, and counting without them would make those words look rare.
     """
     own = query_terms(text)
     if not own:
         return []
-    if store.unindexed > unindexed_ok:
-        await store.index_messages()
+    await store.index_messages()  # usually nothing left: the front end indexes what it hears
     frequencies = frequencies or Frequencies()
     df = await frequencies.counts(store, [t for t in own if len(t) >= 3])
     total = max(1, frequencies.total)
