@@ -1,7 +1,7 @@
 """Growth: the first reply after a bulk history (a backfill, an import) and the reconnect look-up, 1k to 1M messages.
 
-The history lands in one thread with no window yet, as after an import; the first assembly must
-cut it. What is older than the window is the short-term memory's job, so that cut makes at most
+The history lands in one thread with no window yet, as after an import; then someone speaks, and
+the first assembly must cut the history and recall over all of it. What is older than the window is the short-term memory's job, so that cut makes at most
 one summarisation call, of bounded size, whatever the history's length. The model here answers at
 once and counts what it was asked: the bench times our work, not the model's.
 """
@@ -58,6 +58,7 @@ async def measure(size: int) -> dict:
                 NewMessage(texts[n % len(texts)].role, texts[n % len(texts)].content, author_name="u",
                            external_id=10_000 + n) for n in batch], tokens=[counts[n % len(counts)] for n in batch])
         bulk = time.perf_counter() - started
+        await store.append(root.id, user_message(rng, size))  # someone speaks: the reply recalls, too
         model = CountingModel()
         assembler = Assembler(store, model, Persona("Stelis", "You are Stelis."), Budget(CONTEXT_TOKENS, 1_024),
                               WindowPolicy(), StelisSettings())

@@ -274,7 +274,8 @@ class Store:
                     "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE seq = ?"
                     " AND deleted_at IS NULL AND content != ''"
                     " AND seq <= (SELECT upto FROM fts_progress WHERE name = 'messages')", [(s,) for s in seqs])
-        self.unindexed += len(rows)
+            await _index_pending(db)  # a bulk load is indexed as it lands: no first search pays for it
+        self.unindexed = 0
         if seqs:  # ... and any window already read may miss them
             self.rewrites += 1
         return len(rows)
@@ -284,16 +285,9 @@ class Store:
         if not self.unindexed:
             return 0
         async with self.transaction() as db:
-            rows = await db.execute_fetchall(
-                "SELECT upto, (SELECT COALESCE(MAX(seq), 0) FROM messages) FROM fts_progress WHERE name = 'messages'")
-            upto, newest = next(iter(rows))
-            if newest > upto:
-                await db.execute(
-                    "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages"
-                    " WHERE seq > ? AND seq <= ? AND deleted_at IS NULL AND content != ''", (upto, newest))
-                await db.execute("UPDATE fts_progress SET upto = ? WHERE name = 'messages'", (newest,))
+            indexed = await _index_pending(db)
         self.unindexed = 0
-        return max(0, newest - upto)
+        return indexed
 
     async def tail(self, thread_id: int, limit: int) -> list[Message]:
         """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""
@@ -612,6 +606,19 @@ class Store:
     async def fetch_all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
         return list(await self.db.execute_fetchall(sql, params))
 
+
+
+async def _index_pending(db: aiosqlite.Connection) -> int:
+    """Index the messages stored above the index's mark, in the caller's transaction; how many seqs that spans."""
+    rows = await db.execute_fetchall(
+        "SELECT upto, (SELECT COALESCE(MAX(seq), 0) FROM messages) FROM fts_progress WHERE name = 'messages'")
+    upto, newest = next(iter(rows))
+    if newest <= upto:
+        return 0
+    await db.execute("INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages"
+                     " WHERE seq > ? AND seq <= ? AND deleted_at IS NULL AND content != ''", (upto, newest))
+    await db.execute("UPDATE fts_progress SET upto = ? WHERE name = 'messages'", (newest,))
+    return newest - upto
 
 def _statements(script: str) -> list[str]:
     """Split a migration script into whole statements (a trigger's body keeps its inner ';')."""
