@@ -1,9 +1,10 @@
 """Growth: the first reply after a bulk history (a backfill, an import) and the reconnect look-up, 1k to 1M messages.
 
 The history lands in one thread with no window yet, as after an import; then someone speaks, and
-the first assembly must cut the history and recall over all of it. What is older than the window is the short-term memory's job, so that cut makes at most
-one summarisation call, of bounded size, whatever the history's length. The model here answers at
-once and counts what it was asked: the bench times our work, not the model's.
+the first assembly must cut the history and recall over all of it. What is older than the window
+is the short-term memory's job, so that cut makes at most one summarisation call, of bounded size,
+whatever the history's length. The model here answers at once and counts what it was asked: the
+bench times our work, not the model's.
 """
 
 from __future__ import annotations

@@ -524,8 +524,9 @@ class Engine:
     async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
         """What recall finds for a query in a conversation, under the same visibility rules as replies."""
         root = await self.thread_for(scope)
-        return await recall.search(self.store, await recall.visibility(self.store, root), query, recall.Shown(),
-                                   limit=limit, frequencies=self.assembler.frequencies)
+        seen = await self.assembler.visibilities.of(self.store, root)
+        return await recall.search(self.store, seen, query, recall.Shown(), limit=limit,
+                                   frequencies=self.assembler.frequencies)
 
     # Stelis threads
 

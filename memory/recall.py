@@ -75,7 +75,8 @@ class Frequencies:
             self.total, counted = await store.match_counts("messages_fts", missing, COMMON_CAP)
             for term, n in counted.items():
                 known[term] = n
-                self._known[term] = (n, self.total)
+                if n:  # a word found nowhere yet may be said any moment: it is counted again next time
+                    self._known[term] = (n, self.total)
         while len(self._known) > self.entries:
             self._known.popitem(last=False)
         return {t: known[t] for t in terms}

@@ -57,8 +57,18 @@ async def test_a_channel_that_becomes_private_stops_being_recalled(engine):
     await engine.hear(RANDOM, "the zephyrine lantern is under the stairs", author_name="ana")
     await engine.hear(GENERAL, "nothing to see", author_name="ben")
     assert await places_found(engine, GENERAL, "zephyrine lantern") == {"#random"}
-    await engine.describe_channel(RANDOM, public=False)
+    await engine.describe_channel(RANDOM, public=False)  # what recall may see is cached: this must reach it
     assert await places_found(engine, GENERAL, "zephyrine lantern") == set()
+    await engine.memory_share(RANDOM, True)
+    assert await places_found(engine, GENERAL, "zephyrine lantern") == {"#random"}
+
+
+async def test_a_new_public_channel_is_recalled_from_its_first_message(engine):
+    assert await places_found(engine, GENERAL, "zephyrine lantern") == set()  # the visibility is cached now
+    late = Scope.channel(10, 103)
+    await engine.hear(late, "the zephyrine lantern went to the attic", author_name="ana")
+    await engine.describe_channel(late, name="attic", public=True)
+    assert await places_found(engine, GENERAL, "zephyrine lantern") == {"#attic"}
 
 
 async def test_the_index_follows_edits_and_deletes(engine):
