@@ -316,7 +316,7 @@ class Assembler:
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), trigger.content, already,
-                                   context=before, frequencies=self.frequencies)
+                                   context=before, frequencies=self.frequencies, unindexed_ok=len(window))
         return recall.render(hits, room)
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:

@@ -62,8 +62,8 @@ class Frequencies:
         self.total = 0  # messages in the archive, as of the last count
         self._known: OrderedDict[str, tuple[int, int]] = OrderedDict()  # word -> (count, archive size then)
 
-    async def counts(self, store: Store, terms: list[str]) -> dict[str, int]:
-        """Each term's match count, up to COMMON_CAP."""
+    async def counts(self, store: Store, terms: list[str], unindexed: Collection[str] = ()) -> dict[str, int]:
+        """Each term's match count, up to COMMON_CAP; `unindexed` (lowercased texts) are counted too."""
         known = {}
         for term in terms:
             entry = self._known.get(term)
@@ -79,7 +79,7 @@ class Frequencies:
                     self._known[term] = (n, self.total)
         while len(self._known) > self.entries:
             self._known.popitem(last=False)
-        return {t: known[t] for t in terms}
+        return {t: min(COMMON_CAP, known[t] + sum(t in text for text in unindexed)) for t in terms}
 
 
 @dataclass(frozen=True)
@@ -160,19 +160,24 @@ def _stem(word: str) -> str:
 
 
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
-                 context: str = "", frequencies: Frequencies | None = None) -> list[Hit]:
+                 context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
     Words of `context` (the turn before the new message) only break ties between hits: they are
-    not looked up, so they cost nothing. The index is brought up to date first: the newest messages
-    carry the conversation's words, and counting without them would make those words look rare.
+    not looked up, so they cost nothing. Up to `unindexed_ok` of the newest messages may be left
+    out of the index (a reply passes its window's length: every one of its thread's among them is
+    in the window); their words are still counted, or the conversation's own words would look rare.
+    More, and the index is brought up to date first.
     """
     own = query_terms(text)
     if not own:
         return []
-    await store.index_messages()  # usually nothing left: the front end indexes what it hears
+    pending = store.unindexed_texts()
+    if pending is None or len(pending) > unindexed_ok:
+        await store.index_messages()
+        pending = []
     frequencies = frequencies or Frequencies()
-    df = await frequencies.counts(store, [t for t in own if len(t) >= 3])
+    df = await frequencies.counts(store, [t for t in own if len(t) >= 3], pending)
     total = max(1, frequencies.total)
     common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
     rare = {t: n for t, n in df.items() if n < common}

@@ -25,6 +25,7 @@ Clock = Callable[[], float]
 
 
 UNKNOWN_BACKLOG = 1 << 30  # at start-up: whatever a previous run left unindexed is indexed at the first search
+PENDING_KEPT = 1_000  # texts of unindexed messages kept for word counts; beyond, the next search indexes first
 
 class StoreError(Exception):
     """The database cannot be used as it is (for example, written by a newer Stelis)."""
@@ -39,7 +40,8 @@ class Store:
         self._write_lock = asyncio.Lock()
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
         self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
-        self.unindexed = UNKNOWN_BACKLOG  # messages stored since recall's index was last brought up to date
+        # Texts stored since recall's index was last brought up to date (None: unknown, index first).
+        self._pending: list[str] | None = None
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> Store:
@@ -173,7 +175,7 @@ class Store:
                 (parent.id, anchor.content, json.dumps(metadata, ensure_ascii=False), now),
             )
             await db.execute("UPDATE threads SET anchor_seq = ? WHERE id = ?", (cur.lastrowid, child_id))
-        self.unindexed += 1
+        self._stored(anchor.content)
         anchor_row = await self.fetch_one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
         return await self.thread(child_id), _message(anchor_row)
 
@@ -248,7 +250,8 @@ class Store:
             row = next(iter(rows), None)
             if row is not None and then is not None:
                 await then(db, now)
-        self.unindexed += row is not None
+        if row is not None:
+            self._stored(new.content)
         if row is None:  # a known external id: the message stored before
             row = await self.fetch_one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
             return _message(row), False
@@ -275,19 +278,34 @@ class Store:
                     " AND deleted_at IS NULL AND content != ''"
                     " AND seq <= (SELECT upto FROM fts_progress WHERE name = 'messages')", [(s,) for s in seqs])
             await _index_pending(db)  # a bulk load is indexed as it lands: no first search pays for it
-        self.unindexed = 0
+        self._pending = []
         if seqs:  # ... and any window already read may miss them
             self.rewrites += 1
         return len(rows)
 
     async def index_messages(self) -> int:
         """Index for recall the messages stored since the last call, in one batch; how many there were."""
-        if not self.unindexed:
+        if self._pending == []:
             return 0
         async with self.transaction() as db:
             indexed = await _index_pending(db)
-        self.unindexed = 0
+        self._pending = []
         return indexed
+
+    @property
+    def unindexed(self) -> int:
+        """Messages stored since the index was brought up to date (a large number when unknown)."""
+        return UNKNOWN_BACKLOG if self._pending is None else len(self._pending)
+
+    def unindexed_texts(self) -> list[str] | None:
+        """Their texts, for counting words the index does not hold yet; None when unknown."""
+        return self._pending
+
+    def _stored(self, text: str) -> None:
+        if self._pending is not None:
+            self._pending.append(text.lower())
+            if len(self._pending) > PENDING_KEPT:
+                self._pending = None
 
     async def tail(self, thread_id: int, limit: int) -> list[Message]:
         """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""
@@ -360,6 +378,7 @@ class Store:
                 (content, count_tokens(content), self.clock(), external_id),
             )
         self.rewrites += 1
+        self._pending = None  # its text may be among those kept for counting: index before the next search
         return await self.message_by_external_id(external_id)
 
     async def conversation_threads(self, persona: str, *, guild_id: int | None = None,
@@ -390,6 +409,7 @@ class Store:
                 (self.clock(), *params),
             )
         self.rewrites += 1
+        self._pending = None  # an erased text must not even be counted: index before the next search
         purged: dict[int, set[int]] = {}
         for row in rows:
             purged.setdefault(row[0], set()).add(row[1])

@@ -139,3 +139,22 @@ def test_a_long_text_is_judged_by_its_excerpt():
     ranked = rank([scattered, dense], weights)
     assert [h.key for h in ranked] == [2]  # one word of four in any stretch of the scattered one is too little
     assert "odalys moved to valparaiso" in ranked[0].text and len(ranked[0].text) <= 402
+
+
+async def test_a_reply_may_leave_its_newest_messages_unindexed_but_still_counts_their_words(store):
+    from memory import recall
+    from memory.records import NewMessage
+
+    root = await store.root_thread("Stelis", GENERAL, 0.8)
+    for i in range(5):
+        await store.append(root.id, NewMessage("user", f"the quokka census, day {i}"))
+    await store.index_messages()
+    for i in range(3):
+        await store.append(root.id, NewMessage("user", f"another quokka sighting {i}"))
+    seen = await recall.visibility(store, root)
+    frequencies = recall.Frequencies()
+    await recall.search(store, seen, "how many quokka?", recall.Shown(), frequencies=frequencies, unindexed_ok=3)
+    assert store.unindexed == 3  # the three newest are in the reply's window: no write on the reply path
+    assert (await frequencies.counts(store, ["quokka"], store.unindexed_texts()))["quokka"] == 8
+    await recall.search(store, seen, "how many quokka?", recall.Shown(), frequencies=frequencies, unindexed_ok=2)
+    assert store.unindexed == 0  # more than the window holds: indexed first
