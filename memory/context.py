@@ -70,7 +70,7 @@ class Assembly:
 class Prepared:
     """A cut summarised ahead of time, valid while the window it was planned on still starts where it did."""
 
-    base: tuple[int | None, int | None]  # (window start, summary's last seq) it was planned on
+    base: tuple[int | None, int | None, int]  # (window start, summary's last seq, store rewrites) it was planned on
     new_start: int
     state: dict
 
@@ -210,6 +210,7 @@ class Assembler:
         thread = await self.store.thread(thread_id)
         if self._has_prepared(thread):
             return False
+        base = self._base(thread)  # taken before reading: an erasure while the model writes voids the result
         chain = await lineage(self.store, thread)
         _, _, budget = await self._system(chain)
         # A cut brings the newest memory in, so the fold is planned against it.
@@ -218,7 +219,7 @@ class Assembler:
         if cut is None:
             return False
         state = await self._fold_state(thread, p.window[cut].seq, p.seen, p.layers.covered_to, p.room)
-        self._prepared[thread.id] = Prepared(_base(thread), p.window[cut].seq, state)
+        self._prepared[thread.id] = Prepared(base, p.window[cut].seq, state)
         return True
 
     async def _system(self, chain: list[Thread]) -> tuple[Persona, str, Plan]:
@@ -240,14 +241,18 @@ class Assembler:
         summary = anchors.cached_tokens(thread.window_summary) if thread.window_summary else 0
         return _Planned(layers, capacity, ratios, own_budget, seen, window, items, room, summary)
 
+    def _base(self, thread: Thread) -> tuple[int | None, int | None, int]:
+        """What a prepared cut depends on: the window's start, the summary's end, every stored text."""
+        return thread.window_start_seq, thread.window_summary_to, self.store.rewrites
+
     def _has_prepared(self, thread: Thread) -> bool:
         found = self._prepared.get(thread.id)
-        return found is not None and found.base == _base(thread)
+        return found is not None and found.base == self._base(thread)
 
     def _ready(self, thread: Thread, p: _Planned) -> tuple[int, dict] | None:
         """The prepared cut, if it was planned on this window and still leaves room for a few turns."""
         found = self._prepared.get(thread.id)
-        if found is None or found.base != _base(thread):
+        if found is None or found.base != self._base(thread):
             return None
         kept = [item for item in p.items if item.seq >= found.new_start]
         summary = anchors.cached_tokens(found.state["window_summary"]) if found.state["window_summary"] else 0
@@ -471,10 +476,6 @@ class Assembler:
         if anchors.cached_tokens(text) > budget:  # the live details go first, then the news
             text = render("tail.md.j2", **args, live=[], parent_news=None)
         return text
-
-
-def _base(thread: Thread) -> tuple[int | None, int | None]:
-    return thread.window_start_seq, thread.window_summary_to
 
 
 def _nearly_full(items: list[Item], budget: int, summary: int, policy: WindowPolicy) -> bool:

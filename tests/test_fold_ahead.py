@@ -25,7 +25,9 @@ class SlowSummaries:
             if self.fail_summaries:
                 raise LLMError("the summariser is down")
             self.summaries += 1
-            return LLMResult(f"Summary {self.summaries}: they talked about deploys and travel.")
+            read = " ".join(b.text for turn in request.turns for b in turn.blocks)
+            quoted = " Mahe opened with turn 0." if "turn 0:" in read else ""
+            return LLMResult(f"Summary {self.summaries}: they talked about deploys and travel.{quoted}")
         return LLMResult("Noted, " + request.turns[-1].blocks[0].text[:40])
 
     async def aclose(self) -> None:
@@ -84,5 +86,30 @@ async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(
                 break
         thread = await engine.store.thread(root.id)
         assert thread.window_start_seq is not None and thread.window_summary.startswith("Summary")
+    finally:
+        await engine.close()
+
+
+async def test_a_summary_prepared_before_an_erasure_is_never_used(make_config):
+    llm = SlowSummaries()
+    llm.gate.set()
+    engine = await _engine(make_config, llm)
+    scope = Scope.channel(1, 10)
+    root = await engine.thread_for(scope)
+    try:
+        turn = 0
+        while llm.summaries == 0:  # until the first cut's summary is prepared (it quotes turn 0)
+            await engine.hear(scope, _message(turn), author_name="mahe", author_id=7, external_id=100 + turn)
+            await engine.reply(root.id)
+            await engine.settle()
+            turn += 1
+            assert turn < 60, "nothing was ever prepared: the test proves nothing"
+        assert (await engine.store.thread(root.id)).window_start_seq is None  # prepared, not used yet
+        await engine.delete_message(100)  # turn 0 is erased while its summary waits for the cut
+        while (await engine.store.thread(root.id)).window_start_seq is None:
+            await engine.hear(scope, _message(turn), author_name="mahe", author_id=7, external_id=100 + turn)
+            await engine.reply(root.id)
+            turn += 1
+        assert "turn 0" not in (await engine.store.thread(root.id)).window_summary
     finally:
         await engine.close()
