@@ -27,6 +27,7 @@ Clock = Callable[[], float]
 UNKNOWN_BACKLOG = 1 << 30  # at start-up: whatever a previous run left unindexed is indexed at the first search
 PENDING_KEPT = 1_000  # texts of unindexed messages kept for word counts; beyond, the next search indexes first
 
+
 class StoreError(Exception):
     """The database cannot be used as it is (for example, written by a newer Stelis)."""
 
@@ -625,7 +626,6 @@ class Store:
 
     async def fetch_all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
         return list(await self.db.execute_fetchall(sql, params))
-
 
 
 async def _index_pending(db: aiosqlite.Connection) -> int:
