@@ -9,20 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from memory.records import Message, NewMessage, Thread
 from memory.templates import render
-from memory.tokens import count_tokens
 
 ANCHOR_TYPE = "stelis_anchor"
 EXCHANGE_CHARS = 300
 LAST_EXCHANGES = 3
-
-
-# Rendered anchors repeat turn after turn; counting them once keeps assembly from re-tokenising.
-cached_tokens = lru_cache(maxsize=8192)(count_tokens)
 
 
 def is_anchor(message: Message) -> bool:

@@ -24,6 +24,7 @@ from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import StelisSettings, lineage
+from memory.tokens import cached_tokens
 from memory.transcript import dated_transcript, message_text, message_tokens
 from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import Item, WindowPolicy, plan_cut, protected_size, turn_sizes, window_size
@@ -130,7 +131,7 @@ def day_starts(messages: list[Message]) -> list[bool]:
 
 
 def day_tokens(message: Message) -> int:
-    return anchors.cached_tokens(f"[{dates.day_line(message.created_at)}]") + 1
+    return cached_tokens(f"[{dates.day_line(message.created_at)}]") + 1
 
 
 class Assembler:
@@ -226,7 +227,7 @@ class Assembler:
         """The persona, its system prompt, and the request's budget shared out around it."""
         persona = await self.persona_for(chain[-1]) if self.persona_for else self.persona
         system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
-        return persona, system_text, plan(self.budget, anchors.cached_tokens(system_text))
+        return persona, system_text, plan(self.budget, cached_tokens(system_text))
 
     async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
                     extra: list[Message], naive: bool) -> _Planned:
@@ -238,7 +239,7 @@ class Assembler:
         seen = self._rendering(thread.id, {t.id for t in chain}, int(own_budget * self.policy.message_share))
         window, items = await self._read(thread, own_budget, seen, extra, naive)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
-        summary = anchors.cached_tokens(thread.window_summary) if thread.window_summary else 0
+        summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
         return _Planned(layers, capacity, ratios, own_budget, seen, window, items, room, summary)
 
     def _base(self, thread: Thread) -> tuple[int | None, int | None, int]:
@@ -255,7 +256,7 @@ class Assembler:
         if found is None or found.base != self._base(thread):
             return None
         kept = [item for item in p.items if item.seq >= found.new_start]
-        summary = anchors.cached_tokens(found.state["window_summary"]) if found.state["window_summary"] else 0
+        summary = cached_tokens(found.state["window_summary"]) if found.state["window_summary"] else 0
         if not kept or kept[0].seq != found.new_start or _nearly_full(kept, p.budget, summary, self.policy):
             return None
         return found.new_start, found.state
@@ -287,9 +288,9 @@ class Assembler:
             "system": budget.system,
             "memory": layers.tokens,
             "parent": seen.tokens(protected),
-            "summary": anchors.cached_tokens(summary) if summary else 0,
+            "summary": cached_tokens(summary) if summary else 0,
             "history": seen.tokens(window),
-            "tail": anchors.cached_tokens(tail_text),
+            "tail": cached_tokens(tail_text),
         }
         recalled: list[recall.Hit] = []
         if trigger is not None and self.recall_enabled and not naive:
@@ -298,7 +299,7 @@ class Assembler:
                                                        room)
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))
-                parts["recall"] = anchors.cached_tokens(recall_text)
+                parts["recall"] = cached_tokens(recall_text)
         system = [Block(system_text, cache="1h")]
         if layers.text:
             system.append(Block(layers.text, cache="1h"))
@@ -473,7 +474,7 @@ class Assembler:
                                "lines": anchors.exchange_lines(last[::-1])}
         args = dict(now=dates.now_text(self.clock()), thread=thread, ref=anchors.thread_ref(thread.id))
         text = render("tail.md.j2", **args, live=live, parent_news=parent_news)
-        if anchors.cached_tokens(text) > budget:  # the live details go first, then the news
+        if cached_tokens(text) > budget:  # the live details go first, then the news
             text = render("tail.md.j2", **args, live=[], parent_news=None)
         return text
 
@@ -486,7 +487,7 @@ def _nearly_full(items: list[Item], budget: int, summary: int, policy: WindowPol
 
 def _unstored(thread_id: int, incoming: NewMessage, now: float) -> Message:
     """A previewed message as if stored now, after every real one."""
-    return Message(PREVIEW_SEQ, thread_id, incoming.role, incoming.content, anchors.cached_tokens(incoming.content),
+    return Message(PREVIEW_SEQ, thread_id, incoming.role, incoming.content, cached_tokens(incoming.content),
                    incoming.author_id, incoming.author_name, dict(incoming.metadata), None, now)
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memory import channels, dates
-from memory.anchors import cached_tokens
 from memory.records import MemoryRecord, Thread
 from memory.store import Store
+from memory.tokens import cached_tokens
 
 SHORT_TERM_VERSIONS = 5
 SHARED_CHANNELS = 5

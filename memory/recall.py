@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from memory import channels, dates, excerpts
 from memory.records import Scope, Thread
 from memory.store import Store, phrase
-from memory.tokens import count_tokens
+from memory.tokens import cached_tokens
 from memory.words import CJK, STOPWORDS, words
 
 MAX_TERMS = 10
@@ -289,7 +289,7 @@ def render(hits: list[Hit], budget: int) -> tuple[str, list[Hit]]:
     if budget <= 0 or not hits:
         return "", []
     header = "[Recall: from earlier, found for the message above]"
-    used = count_tokens(header) + 2
+    used = cached_tokens(header) + 2
     lines, kept = [header], []
     said: list[str] = []
     for hit in hits:
@@ -298,7 +298,7 @@ def render(hits: list[Hit], budget: int) -> tuple[str, list[Hit]]:
             continue  # a summary quoting a message already shown, or the other way round
         said.append(gist)
         line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_resolved(hit, hit.text)}"
-        cost = count_tokens(line) + 1
+        cost = cached_tokens(line) + 1
         if used + cost > budget:
             continue
         lines.append(line)

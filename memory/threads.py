@@ -13,6 +13,7 @@ from memory.llm import LLM, LLMError
 from memory.records import Thread
 from memory.store import Store
 from memory.summarise import Line, summarise
+from memory.tokens import cached_tokens
 from memory.transcript import transcript_lines
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ async def _close(store: Store, thread: Thread, status: str, chronicle: str | Non
     final = anchors.render_final(ended, count, await store.last_exchanges(thread.id, anchors.LAST_EXCHANGES))
     anchor = await store.message_by_seq(thread.anchor_seq) if thread.anchor_seq else None
     meta = anchors.final_metadata(anchor.metadata, ended, final) if anchor else None
-    return await store.close_thread(ended, meta, anchors.cached_tokens(final))
+    return await store.close_thread(ended, meta, cached_tokens(final))
 
 
 async def write_chronicle(store: Store, llm: LLM, thread: Thread, settings: StelisSettings, *,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 
 import tiktoken
 
@@ -20,3 +20,8 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     return len(_encoder().encode_ordinary(text))
+
+
+# Rendered anchors, summaries and recall lines repeat turn after turn: counting them once keeps
+# assembly from re-tokenising.
+cached_tokens = lru_cache(maxsize=8192)(count_tokens)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from memory.anchors import cached_tokens, is_anchor, render_anchor
+from memory.anchors import is_anchor, render_anchor
 from memory.dates import day_line, resolve_relative, same_day
 from memory.observation import reduce_message, reduce_observation
 from memory.records import Message, Thread
 from memory.store import Store
-from memory.tokens import MESSAGE_OVERHEAD
+from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
 from memory.window import WindowPolicy
 
 DEFAULT_POLICY = WindowPolicy()

@@ -6,12 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import anchors, dates, threads
+from memory import dates, threads
 from memory.budget import Budget, Shares, plan, summary_room
 from memory.context import _starts_turn
 from memory.records import Scope
 from memory.store import Store
 from memory.threads import Run, StelisSettings
+from memory.tokens import cached_tokens
 from memory.transcript import message_text
 from memory.window import Item, LockedBufferTooLarge, locked_start
 from tests.context_helpers import (
@@ -134,7 +135,7 @@ async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
     day = dates.span(thread.window_summary_first_at, thread.window_summary_last_at)
     assert f"(messages {thread.window_summary_from}-{thread.window_summary_to}, {day})" in summary
     body_text = summary.split("summarised:\n", 1)[1]
-    assert anchors.cached_tokens(body_text) <= summary_room(a.window_budget, Shares(), 150)
+    assert cached_tokens(body_text) <= summary_room(a.window_budget, Shares(), 150)
     assert "ISSUE-" in body_text and body_text.endswith("more)")  # what does not fit is counted, not lost
     again = await asm.assemble(r.id)
     assert not again.cut and stable_prefix(again) == stable_prefix(a)  # the start holds until the next overflow
