@@ -2,6 +2,8 @@
 
 import asyncio
 
+import pytest
+
 from bot.engine import Engine
 from memory.llm import LLMError, LLMRequest, LLMResult
 from memory.records import Scope
@@ -38,78 +40,71 @@ def _message(turn: int) -> str:
     return f"turn {turn}: let me tell you more about {TOPICS[turn % len(TOPICS)]}. " * 6
 
 
-async def _engine(make_config, llm: SlowSummaries) -> Engine:
+SCOPE = Scope.channel(1, 10)
+
+
+@pytest.fixture
+async def world(make_config):
+    llm = SlowSummaries()
     config = make_config(llm={"context_tokens": 4096, "max_output_tokens": 256}, snapshots={"interval_seconds": 0})
-    return await Engine.open(config, llm)
+    engine = await Engine.open(config, llm)
+    yield llm, engine, (await engine.thread_for(SCOPE)).id
+    llm.gate.set()  # whatever a failing test left waiting
+    await engine.close()
 
 
-async def test_no_reply_waits_on_a_summary_in_the_steady_state(make_config):
-    llm = SlowSummaries()
-    engine = await _engine(make_config, llm)
-    scope = Scope.channel(1, 10)
-    root = await engine.thread_for(scope)
+async def _turn(engine: Engine, root_id: int, turn: int, **who) -> str:
+    """Someone says something; the persona answers."""
+    await engine.hear(SCOPE, _message(turn), author_name="mahe", **who)
+    return (await engine.reply(root_id)).content
+
+
+async def _start(engine: Engine, root_id: int) -> int | None:
+    return (await engine.store.thread(root_id)).window_start_seq
+
+
+async def test_no_reply_waits_on_a_summary_in_the_steady_state(world):
+    llm, engine, root_id = world
     starts = set()
-    try:
-        for turn in range(60):
-            await engine.hear(scope, _message(turn), author_name="mahe")
-            # The gate is shut while the reply runs: a reply summarising inline would never finish.
-            reply = await asyncio.wait_for(engine.reply(root.id), 10)
-            assert reply.content.startswith("Noted")
-            starts.add((await engine.store.thread(root.id)).window_start_seq)
-            llm.gate.set()  # a pause in the talk: the model summarises what was prepared
-            await engine.settle()
-            llm.gate.clear()
-        thread = await engine.store.thread(root.id)
-        assert len(starts - {None}) >= 3, "the window never cut: the test proves nothing"
-        assert thread.window_summary and thread.window_summary.startswith("Summary")
-        request = (await engine.context(root.id)).request
-        assert thread.window_summary in str(request)
-    finally:
-        llm.gate.set()
-        await engine.close()
+    for turn in range(60):
+        # The gate is shut while the reply runs: a reply summarising inline would never finish.
+        assert (await asyncio.wait_for(_turn(engine, root_id, turn), 10)).startswith("Noted")
+        starts.add(await _start(engine, root_id))
+        llm.gate.set()  # a pause in the talk: the model summarises what was prepared
+        await engine.settle()
+        llm.gate.clear()
+    thread = await engine.store.thread(root_id)
+    assert len(starts - {None}) >= 3, "the window never cut: the test proves nothing"
+    assert thread.window_summary and thread.window_summary.startswith("Summary")
+    assert thread.window_summary in str((await engine.context(root_id)).request)
 
 
-async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(make_config):
-    llm = SlowSummaries()
+async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(world):
+    llm, engine, root_id = world
     llm.gate.set()
-    engine = await _engine(make_config, llm)
-    scope = Scope.channel(1, 10)
-    root = await engine.thread_for(scope)
-    try:
-        for turn in range(60):
-            await engine.hear(scope, _message(turn), author_name="mahe")
-            llm.fail_summaries = False  # the model is back by the time the window overflows...
-            await engine.reply(root.id)
-            llm.fail_summaries = True  # ... but every summary prepared ahead fails
-            await engine.settle()
-            if (await engine.store.thread(root.id)).window_start_seq is not None:
-                break
-        thread = await engine.store.thread(root.id)
-        assert thread.window_start_seq is not None and thread.window_summary.startswith("Summary")
-    finally:
-        await engine.close()
+    for turn in range(60):
+        llm.fail_summaries = False  # the model is back by the time the window overflows...
+        await _turn(engine, root_id, turn)
+        llm.fail_summaries = True  # ... but every summary prepared ahead fails
+        await engine.settle()
+        if await _start(engine, root_id) is not None:
+            break
+    thread = await engine.store.thread(root_id)
+    assert thread.window_start_seq is not None and thread.window_summary.startswith("Summary")
 
 
-async def test_a_summary_prepared_before_an_erasure_is_never_used(make_config):
-    llm = SlowSummaries()
+async def test_a_summary_prepared_before_an_erasure_is_never_used(world):
+    llm, engine, root_id = world
     llm.gate.set()
-    engine = await _engine(make_config, llm)
-    scope = Scope.channel(1, 10)
-    root = await engine.thread_for(scope)
-    try:
-        turn = 0
-        while llm.summaries == 0:  # until the first cut's summary is prepared (it quotes turn 0)
-            await engine.hear(scope, _message(turn), author_name="mahe", author_id=7, external_id=100 + turn)
-            await engine.reply(root.id)
-            await engine.settle()
-            turn += 1
-            assert turn < 60, "nothing was ever prepared: the test proves nothing"
-        assert (await engine.store.thread(root.id)).window_start_seq is None  # prepared, not used yet
-        await engine.delete_message(100)  # turn 0 is erased while its summary waits for the cut
-        while (await engine.store.thread(root.id)).window_start_seq is None:
-            await engine.hear(scope, _message(turn), author_name="mahe", author_id=7, external_id=100 + turn)
-            await engine.reply(root.id)
-            turn += 1
-        assert "turn 0" not in (await engine.store.thread(root.id)).window_summary
-    finally:
-        await engine.close()
+    turn = 0
+    while llm.summaries == 0:  # until the first cut's summary is prepared (it quotes turn 0)
+        await _turn(engine, root_id, turn, author_id=7, external_id=100 + turn)
+        await engine.settle()
+        turn += 1
+        assert turn < 60, "nothing was ever prepared: the test proves nothing"
+    assert await _start(engine, root_id) is None  # prepared, not used yet
+    await engine.delete_message(100)  # turn 0 is erased while its summary waits for the cut
+    while await _start(engine, root_id) is None:
+        await _turn(engine, root_id, turn, author_id=7, external_id=100 + turn)
+        turn += 1
+    assert "turn 0" not in (await engine.store.thread(root_id)).window_summary
