@@ -41,7 +41,7 @@ ROLLING_INSTRUCTION = (
 COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
 ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
 WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
-RENDERED_KEPT = 20_000  # messages a kept rendering holds before it starts afresh
+RENDERED_KEPT = 5_000  # messages a kept rendering holds before it starts afresh (a window without a cut)
 FOLD_AHEAD_TURNS = 4  # a cut's summary is prepared this many usual turns before the window overflows
 PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
 
@@ -236,7 +236,7 @@ class Assembler:
         capacity = budget.windows(layers.tokens)
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
-        seen = self._rendering(thread.id, {t.id for t in chain}, int(own_budget * self.policy.message_share))
+        seen = self._rendering(thread, {t.id for t in chain}, int(own_budget * self.policy.message_share))
         window, items = await self._read(thread, own_budget, seen, extra, naive)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
@@ -382,13 +382,16 @@ class Assembler:
         messages.reverse()
         return messages, True
 
-    def _rendering(self, thread_id: int, viewer: set[int], max_message_tokens: int) -> Rendering:
-        """The thread's rendering, kept between turns while nothing it depends on changed."""
-        key = (frozenset(viewer), max_message_tokens, self.store.rewrites)
-        found = self._renderings.get(thread_id)
+    def _rendering(self, thread: Thread, viewer: set[int], max_message_tokens: int) -> Rendering:
+        """The thread's rendering, kept between turns while nothing it depends on changed.
+
+        A cut starts it afresh, so it holds no more than the window (and the parent's region) it renders.
+        """
+        key = (thread.window_start_seq, frozenset(viewer), max_message_tokens, self.store.rewrites)
+        found = self._renderings.get(thread.id)
         if found is None or found[0] != key or len(found[1]) > RENDERED_KEPT:
-            found = self._renderings[thread_id] = (key, Rendering(viewer, self.policy, max_message_tokens))
-        self._renderings.move_to_end(thread_id)
+            found = self._renderings[thread.id] = (key, Rendering(viewer, self.policy, max_message_tokens))
+        self._renderings.move_to_end(thread.id)
         while len(self._renderings) > WINDOWS_KEPT:
             self._renderings.popitem(last=False)
         return found[1]
