@@ -208,3 +208,25 @@ async def test_messages_are_indexed_for_recall_in_one_batch_and_edits_and_erasur
     await store.append_many(root.id, [NewMessage("user", "an imported swallow note")], seqs=[400])
     assert await _indexed(store, "swallow") == {400}  # below what the index reached: indexed as it lands
     await store.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")  # raises if not
+
+
+async def test_a_database_from_before_batched_indexing_keeps_its_index_in_step(tmp_path, monkeypatch):
+    path = tmp_path / "db.sqlite3"
+    monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:7])
+    monkeypatch.setattr(store_module, "LATEST_VERSION", 7)
+    old = await Store.open(path)  # version 7 indexed every message as it was stored
+    root = await old.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    kept, _ = await old.append(root.id, NewMessage("user", "the kestrel nests on the tower", external_id=1))
+    await old.close()
+    monkeypatch.undo()
+
+    s = await Store.open(path)
+    assert await s.schema_version() == LATEST_VERSION
+    assert await _indexed(s, "kestrel") == {kept.seq}  # what was indexed stays, and is not indexed twice
+    await s.edit_message(1, "the falcon nests on the tower")
+    newer, _ = await s.append(root.id, NewMessage("user", "a heron fishes at dawn"))
+    await s.index_messages()
+    assert await _indexed(s, "kestrel") == set() and await _indexed(s, "falcon") == {kept.seq}
+    assert await _indexed(s, "heron") == {newer.seq}
+    await s.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+    await s.close()
