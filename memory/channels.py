@@ -180,15 +180,6 @@ async def set_flags(store: Store, thread_id: int, **flags: int | str | None) -> 
     store.sharing_version += 1
 
 
-async def guild_channels(store: Store, persona: str, guild_id: int) -> list[MemoryChannel]:
-    """Every remembered conversation of a guild (channels and Discord threads), most recently active first."""
-    rows = await store.fetch_all(
-        "SELECT * FROM memory_channels WHERE persona = ? AND guild_id = ? ORDER BY last_message_at DESC",
-        (persona, guild_id),
-    )
-    return [_channel(r) for r in rows]
-
-
 async def conversation_count(store: Store, persona: str, guild_id: int) -> int:
     """How many conversations a guild has (an index count): with Store.sharing_version, when visibility may change."""
     row = await store.fetch_one("SELECT COUNT(*) FROM memory_channels WHERE persona = ? AND guild_id = ?",

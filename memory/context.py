@@ -200,7 +200,7 @@ class Assembler:
                                               p.seen)
         assembly = await self._request(thread, chain, persona, system_text, budget, p.layers, protected, window,
                                        p.seen, p.budget, cut is not None, tier, naive)
-        assembly.fold_soon = fold_soon and not self._has_prepared(thread)
+        assembly.fold_soon = fold_soon and self._prepared_for(thread) is None
         return assembly
 
     async def prepare_fold(self, thread_id: int) -> bool:
@@ -209,7 +209,7 @@ class Assembler:
         Run in the background once a reply reports `fold_soon`. False when there is nothing to prepare.
         """
         thread = await self.store.thread(thread_id)
-        if self._has_prepared(thread):
+        if self._prepared_for(thread) is not None:
             return False
         base = self._base(thread)  # taken before reading: an erasure while the model writes voids the result
         chain = await lineage(self.store, thread)
@@ -246,14 +246,15 @@ class Assembler:
         """What a prepared cut depends on: the window's start, the summary's end, every stored text."""
         return thread.window_start_seq, thread.window_summary_to, self.store.rewrites
 
-    def _has_prepared(self, thread: Thread) -> bool:
+    def _prepared_for(self, thread: Thread) -> Prepared | None:
+        """The cut prepared for this thread, if nothing it was planned on has changed since."""
         found = self._prepared.get(thread.id)
-        return found is not None and found.base == self._base(thread)
+        return found if found is not None and found.base == self._base(thread) else None
 
     def _ready(self, thread: Thread, p: _Planned) -> tuple[int, dict] | None:
         """The prepared cut, if it was planned on this window and still leaves room for a few turns."""
-        found = self._prepared.get(thread.id)
-        if found is None or found.base != self._base(thread):
+        found = self._prepared_for(thread)
+        if found is None:
             return None
         kept = [item for item in p.items if item.seq >= found.new_start]
         summary = cached_tokens(found.state["window_summary"]) if found.state["window_summary"] else 0
@@ -355,7 +356,7 @@ class Assembler:
         else:
             stored, whole = await self._read_back(thread.id, start, budget, seen, extra)
         if whole and stored and not naive:
-            self._remember_window(thread.id, key, stored)
+            _keep(self._windows, thread.id, (key, stored))
         messages = stored + extra
         opens_day = day_starts(messages)
         items = [Item(m.seq, seen(m)[1] + (day_tokens(m) if opens_day[i] else 0), _starts_turn(m))
@@ -390,17 +391,9 @@ class Assembler:
         key = (thread.window_start_seq, frozenset(viewer), max_message_tokens, self.store.rewrites)
         found = self._renderings.get(thread.id)
         if found is None or found[0] != key or len(found[1]) > RENDERED_KEPT:
-            found = self._renderings[thread.id] = (key, Rendering(viewer, self.policy, max_message_tokens))
-        self._renderings.move_to_end(thread.id)
-        while len(self._renderings) > WINDOWS_KEPT:
-            self._renderings.popitem(last=False)
+            found = (key, Rendering(viewer, self.policy, max_message_tokens))
+        _keep(self._renderings, thread.id, found)
         return found[1]
-
-    def _remember_window(self, thread_id: int, key: tuple[int | None, int], messages: list[Message]) -> None:
-        self._windows[thread_id] = (key, messages)
-        self._windows.move_to_end(thread_id)
-        while len(self._windows) > WINDOWS_KEPT:
-            self._windows.popitem(last=False)
 
     async def _fold_state(self, thread: Thread, new_start: int, seen: Rendering, covered_to: int | None,
                           room: int) -> dict:
@@ -480,6 +473,14 @@ class Assembler:
         if cached_tokens(text) > budget:  # the live details go first, then the news
             text = render("tail.md.j2", **args, live=[], parent_news=None)
         return text
+
+
+def _keep(cache: OrderedDict, thread_id: int, entry: object) -> None:
+    """Keep an entry for a thread, as its most recent use; the least recently used beyond WINDOWS_KEPT go."""
+    cache[thread_id] = entry
+    cache.move_to_end(thread_id)
+    while len(cache) > WINDOWS_KEPT:
+        cache.popitem(last=False)
 
 
 def _nearly_full(items: list[Item], budget: int, summary: int, policy: WindowPolicy) -> bool:
