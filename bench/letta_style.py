@@ -1,11 +1,12 @@
 """A Letta-style context manager for `bench cache_efficiency`, as faithful as a stand-in can be.
 
-Letta's sliding-window summariser: a static system prompt (cached), then a summary message, then
-the most recent messages. When a request would exceed the context budget, everything older than a
-cut is summarised in one call (the previous summary included) and the kept messages start at an
-assistant message and fit in `keep_share` of the context window with the system prompt (Letta's
-default 0.3); the summary is clipped to 2,000 characters. Given the same message-level cache
-breakpoint as Stelis, so the comparison is with the best version of the design.
+Read from letta/services/summarizer/summarizer_sliding_window.py: a static system prompt (cached),
+then a summary message, then the most recent messages. When a request would exceed the budget, the
+cut starts at `sliding_window_percentage` (default 0.3) of the in-context messages plus a tenth, and
+moves on by tenths until the system prompt and the messages from the last assistant message before
+the cut fit in (1 - 0.3) of the context window; everything before it (the previous summary message
+included) is summarised in one call, clipped at 50,000 characters (Letta's default). Given the same
+message-level cache breakpoint as Stelis, so the comparison is with the best version of the design.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from memory.turns import Piece, mark, to_pieces, to_turns
 
 SUMMARY_NOTE = ("Note: prior messages have been hidden from view due to conversation memory constraints.\n"
                 "The following is a summary of the previous messages:\n")
+CLIP_CHARS = 50_000
+
 SUMMARY_PROMPT = ("Summarise the conversation below for the assistant's memory: who said what, every name, "
                   "number and decision, in under 100 words.")
-CLIP_CHARS = 2_000
 
 
 @dataclass
@@ -31,7 +33,7 @@ class LettaStyle:
     input_budget: int  # what a request may carry (the context less the reply's reserve)
     context_window: int
     max_tokens: int
-    keep_share: float = 0.3
+    sliding_window_percentage: float = 0.3
     messages: list[Message] = field(default_factory=list)
     summary: str = ""
     summaries: int = 0
@@ -60,33 +62,26 @@ class LettaStyle:
                 + sum(m.token_count for m in messages))
 
     async def _summarise(self) -> None:
-        """Move the cut forward in tenths of the messages until the rest fits `keep_share` of the window."""
-        keep_at = _last_user(self.messages)  # nothing fits: keep only the message being answered
-        limit = self.keep_share * self.context_window
-        for tenth in range(7, 10):
-            start = _next_assistant(self.messages, round(tenth / 10 * len(self.messages)))
-            if start is not None and count_tokens(self.system) + sum(
-                    m.token_count for m in self.messages[start:]) <= limit:
-                keep_at = start
-                break
-        leaving, self.messages = self.messages[:keep_at], self.messages[keep_at:]
+        """Letta's cut: evict from 40 % of the messages on, by tenths, until the rest fits the goal."""
+        # Letta's list is [system, summary message?, *messages]; its indices are kept here.
+        listed = ([Message(0, 0, "user", SUMMARY_NOTE + self.summary, 0)] if self.summary else []) + self.messages
+        total = 1 + len(listed)
+        goal = (1 - self.sliding_window_percentage) * self.context_window
+        eviction, cut, tokens = self.sliding_window_percentage, None, float(self.context_window)
+        while tokens >= goal and eviction < 1.0:
+            eviction += 0.1
+            index = round(eviction * total)
+            cut = next((i for i in reversed(range(1, index + 1)) if i < total and listed[i - 1].role == "assistant"),
+                       None)
+            if cut is not None:
+                tokens = count_tokens(self.system) + sum(m.token_count for m in listed[cut - 1:])
+        if cut is None or cut >= total - 1:
+            return  # Letta raises here and falls back to summarising everything; no such turn in the script
+        leaving = listed[:cut - 1]
+        self.messages = listed[cut - 1:]
         transcript = "\n".join(f"{m.role}: {m.content}" for m in leaving)
-        if self.summary:
-            transcript = f"[previous summary] {self.summary}\n{transcript}"
         result = await self.llm.complete(LLMRequest(
             system=(Block(SUMMARY_PROMPT),), turns=(Turn.text("user", transcript),), max_tokens=512,
             tier="light", purpose="summary"))
         self.summary = result.text[:CLIP_CHARS]
         self.summaries += 1
-
-
-def _last_user(messages: list[Message]) -> int:
-    return max((i for i, m in enumerate(messages) if m.role == "user"), default=len(messages))
-
-
-def _next_assistant(messages: list[Message], index: int) -> int | None:
-    """Letta keeps from an assistant message on (here: one that is not a tool call, so no result is orphaned)."""
-    for i in range(index, len(messages)):
-        if messages[i].role == "assistant" and not messages[i].metadata.get("tool_use"):
-            return i
-    return None

@@ -2,7 +2,9 @@
 
 The reply's reserve comes off the top; what is left after the system prompt is shared out: memory
 layers get a share, the volatile tail and recall get theirs, and the windows get the rest. Shares,
-not fixed token counts, so the same plan works from a 2k local model to a 200k one.
+not fixed token counts, so the same plan works from a 2k local model to a 200k one. The tail and
+recall are reserved only their floor: what a window leaves unused (all but the turns before a cut)
+is theirs up to their share, so no room sits empty while the window is cut early for it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 
 MIN_TAIL = 32  # the time line alone needs about this much
 MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at all
+RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it
 
 
 class ContextError(Exception):
@@ -54,9 +57,14 @@ class Plan:
     def rest(self) -> int:
         return self.input - self.system
 
+    @property
+    def recall_floor(self) -> int:
+        """What a full window still leaves recall (and the tail, MIN_TAIL)."""
+        return int(self.recall * RECALL_FLOOR)
+
     def windows(self, memory_used: int) -> int:
         """What the windows (root window, and the parent regions of Stelis threads) share."""
-        return self.rest - memory_used - self.tail - self.recall
+        return self.rest - memory_used - MIN_TAIL - self.recall_floor
 
 
 def plan(budget: Budget, system_tokens: int) -> Plan:

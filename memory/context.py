@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from memory import anchors, dates, recall
-from memory.budget import Budget, ContextError, Plan, plan, summary_room
+from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_room
 from memory.layers import SHARED_CHANNELS, SHORT_TERM_VERSIONS, Layers, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier
 from memory.records import Message, NewMessage, Thread
@@ -283,16 +283,18 @@ class Assembler:
         pieces = head + history
         if pieces:
             mark(pieces, len(pieces) - 1)
-        tail_text = await self._tail(thread, chain, protected + window, budget.tail + budget.recall)
-        tail = [Piece("user", Block(tail_text))]
         parts = {
             "system": budget.system,
             "memory": layers.tokens,
             "parent": seen.tokens(protected),
             "summary": cached_tokens(summary) if summary else 0,
             "history": seen.tokens(window),
-            "tail": cached_tokens(tail_text),
         }
+        left = budget.input - sum(parts.values())  # what the window leaves: the tail's first, then recall's
+        tail_text = await self._tail(thread, chain, protected + window,
+                                     max(MIN_TAIL, min(budget.tail + budget.recall, left - budget.recall_floor)))
+        tail = [Piece("user", Block(tail_text))]
+        parts["tail"] = cached_tokens(tail_text)
         recalled: list[recall.Hit] = []
         if trigger is not None and self.recall_enabled and not naive:
             room = min(budget.recall, budget.input - sum(parts.values()))  # the tail is paid in full every turn

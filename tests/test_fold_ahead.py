@@ -66,7 +66,7 @@ async def _start(engine: Engine, root_id: int) -> int | None:
 async def test_no_reply_waits_on_a_summary_in_the_steady_state(world):
     llm, engine, root_id = world
     starts = set()
-    for turn in range(60):
+    for turn in range(90):
         # The gate is shut while the reply runs: a reply summarising inline would never finish.
         assert (await asyncio.wait_for(_turn(engine, root_id, turn), 10)).startswith("Noted")
         starts.add(await _start(engine, root_id))
@@ -82,7 +82,7 @@ async def test_no_reply_waits_on_a_summary_in_the_steady_state(world):
 async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(world):
     llm, engine, root_id = world
     llm.gate.set()
-    for turn in range(60):
+    for turn in range(90):
         llm.fail_summaries = False  # the model is back by the time the window overflows...
         await _turn(engine, root_id, turn)
         llm.fail_summaries = True  # ... but every summary prepared ahead fails
