@@ -144,6 +144,9 @@ class MemoryConfig(_Model):
     short_term_tokens: int = Field(600, ge=64, le=8_000)
     long_term_tokens: int = Field(1_500, ge=64, le=16_000)
     shared_channels: int = Field(5, ge=0, le=50)
+    # Which model writes short-term and long-term memory: the light one, as for the window's own
+    # summaries (and Letta's); "standard" buys better prose at about three times the cost.
+    tier: Literal["light", "standard"] = "light"
 
 
 class SnapshotConfig(_Model):

@@ -222,7 +222,7 @@ class Engine:
         return MemorySettings(
             triggers=_triggers(config), history_count=config.short_term_history.max_history_count,
             short_term_tokens=m.short_term_tokens, long_term_tokens=m.long_term_tokens,
-            chunk_tokens=config.stelis.chunk_tokens, retry_seconds=m.retry_seconds,
+            chunk_tokens=config.stelis.chunk_tokens, retry_seconds=m.retry_seconds, tier=m.tier,
         )
 
     async def describe_channel(self, scope: Scope, *, name: str | None = None, public: bool | None = None) -> None:

@@ -27,7 +27,7 @@ MANAGE = discord.Permissions(manage_guild=True)
 SETTABLE = (  # per-guild or per-channel keys; the rest belong to config.yaml
     "discord.reply_policy", "persona.card", "short_term_history.enabled", "short_term_history.max_history_count",
     "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
-    "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels",
+    "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels", "memory.tier",
 )
 MAX_CHOICES = 25
 

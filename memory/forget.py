@@ -83,7 +83,7 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
         lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
         instruction = render("short_term_request.md.j2", previous=[], pins=pins)
         content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
-                                            max_tokens=settings.short_term_tokens), pins)
+                                            max_tokens=settings.short_term_tokens, tier=settings.tier), pins)
         await store.add_record(ch.persona, scope, scope_id, "short_term", content, record.first_seq,
                                record.last_seq, {**record.metadata, "rewritten_from": record.version},
                                version=1 if scope == "thread" else None)

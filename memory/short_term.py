@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from memory import channels, provenance
 from memory.channels import Triggers
-from memory.llm import LLM, Block, LLMError, LLMRequest, Turn
+from memory.llm import LLM, Block, LLMError, LLMRequest, Tier, Turn
 from memory.records import MemoryChannel, MemoryRecord
 from memory.store import Store
 from memory.summarise import Line, summarise
@@ -29,6 +29,7 @@ class MemorySettings:
     short_term_tokens: int = 600
     long_term_tokens: int = 1_500
     chunk_tokens: int = 6_000
+    tier: Tier = "light"  # the model that writes memory
     retry_seconds: float = 60.0  # first back-off after a failure; doubles each time
 
 
@@ -60,7 +61,7 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
         instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
         content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
-                                            max_tokens=settings.short_term_tokens), pins)
+                                            max_tokens=settings.short_term_tokens, tier=settings.tier), pins)
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
@@ -130,7 +131,7 @@ async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: 
         system=(Block(render("summarise_system.md.j2")),),
         turns=(Turn.text("user", render("long_term_request.md.j2", subject=subject, pins=pins)
                          + "\n\n<transcript>\n" + "\n\n".join(material) + "\n</transcript>"),),
-        max_tokens=settings.long_term_tokens, purpose="summary",
+        max_tokens=settings.long_term_tokens, tier=settings.tier, purpose="summary",
     )
     merged = (await llm.complete(request)).text.strip()
     checked = [(f"long-term v{existing.version}", existing.content)] if existing else []

@@ -473,3 +473,20 @@ async def test_shared_channels_come_from_the_query_most_recent_first_and_bounded
     everything = await channels.shared_channels(engine.store, engine.persona, 10)
     assert all(c.shared for c in everything) and 1_001 not in {c.channel_id for c in everything}
     assert {c.channel_id for c in everything} >= {100, 101}  # the fixture's public channels
+
+
+async def test_memory_is_written_by_the_light_model_unless_a_channel_asks_for_the_standard_one(world):
+    engine, clock, llm = world
+    await first_version(engine, clock)
+    assert {r.tier for r in llm.requests} == {"light"}  # the short-term version and the long-term merge
+    from bot.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"memory\.tier"):
+        await engine.set_setting("channel", 101, "memory.tier", "huge")
+    await engine.set_setting("channel", 101, "memory.tier", "standard")
+    before = len(llm.requests)
+    await first_version(engine, clock, RANDOM)
+    short_term = [r for r in llm.requests[before:] if "short-term memory of this conversation" in
+                  r.turns[0].blocks[0].text]
+    assert short_term and {r.tier for r in short_term} == {"standard"}
+    assert "light" in {r.tier for r in llm.requests[before:]}  # the server's memory follows the server's setting
