@@ -231,6 +231,7 @@ async def pin(store: Store, persona: str, scope: str, scope_id: int, fact: str) 
             "INSERT INTO memory_pins (persona, scope, scope_id, fact, created_at) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING", (persona, scope, scope_id, fact.strip(), store.clock()),
         )
+    store.memory_changes += 1
     return cur.rowcount == 1
 
 
@@ -240,6 +241,7 @@ async def unpin(store: Store, persona: str, scope: str, scope_id: int, fact: str
             "DELETE FROM memory_pins WHERE persona = ? AND scope = ? AND scope_id = ? AND fact = ?",
             (persona, scope, scope_id, fact.strip()),
         )
+    store.memory_changes += 1
     return cur.rowcount == 1
 
 

@@ -156,6 +156,7 @@ class Assembler:
         # thread -> ((window start, store rewrites), the window's stored messages) for the busiest threads
         self._windows: OrderedDict[int, tuple[tuple[int | None, int], list[Message]]] = OrderedDict()
         self._renderings: OrderedDict[int, tuple[tuple, Rendering]] = OrderedDict()  # likewise, each message's text
+        self._layers: OrderedDict[int, tuple[tuple, Layers]] = OrderedDict()  # likewise, the memory layers
 
     async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False,
                        incoming: NewMessage | None = None, persist: bool = True) -> Assembly:
@@ -232,7 +233,7 @@ class Assembler:
     async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
                     extra: list[Message], naive: bool) -> _Planned:
         """The memory layers as of a record, the window's room that leaves, and the window read within it."""
-        layers = await self._layers(thread, chain[-1], as_of, budget)
+        layers = await self._memory(thread, chain[-1], as_of, budget)
         capacity = budget.windows(layers.tokens)
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
@@ -312,9 +313,18 @@ class Assembler:
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
 
-    async def _layers(self, thread: Thread, root: Thread, as_of: int | None, budget: Plan) -> Layers:
-        return await memory_layers(self.store, thread, root, versions=self.memory_versions,
-                                   shared=self.shared_channels, as_of=as_of, budget=budget.memory)
+    async def _memory(self, thread: Thread, root: Thread, as_of: int | None, budget: Plan) -> Layers:
+        """The layers as of a record, read once per window: what else changes them (another channel's
+        activity reordering the shared ones, a thread's version rewritten in place) waits for the next
+        cut, like a new version. Removing memory or changing a pin shows at once."""
+        key = (root.id, as_of, budget.memory, self.memory_versions, self.shared_channels,
+               self.store.memory_changes, self.store.sharing_version)
+        found = self._layers.get(thread.id)
+        if as_of is None or found is None or found[0] != key:
+            found = (key, await memory_layers(self.store, thread, root, versions=self.memory_versions,
+                                              shared=self.shared_channels, as_of=as_of, budget=budget.memory))
+        _keep(self._layers, thread.id, found)
+        return found[1]
 
     async def _recall(self, root: Thread, trigger: Message, window: list[Message], shown: list[Message],
                       layers: Layers, room: int) -> tuple[str, list[recall.Hit]]:

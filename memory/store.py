@@ -41,6 +41,7 @@ class Store:
         self._write_lock = asyncio.Lock()
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
         self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
+        self.memory_changes = 0  # bumped when a memory version is removed or a pin changes (caches key on it)
         # Texts stored since recall's index was last brought up to date (None: unknown, index first).
         self._pending: list[str] | None = None
 
@@ -421,6 +422,7 @@ class Store:
         if ids:
             async with self.transaction() as db:
                 await db.execute(f"DELETE FROM memory_records WHERE id IN ({', '.join('?' * len(ids))})", ids)
+            self.memory_changes += 1
 
     async def set_optout(self, persona: str, user_id: int, out: bool) -> None:
         async with self.transaction() as db:

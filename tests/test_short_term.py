@@ -490,3 +490,37 @@ async def test_memory_is_written_by_the_light_model_unless_a_channel_asks_for_th
                   r.turns[0].blocks[0].text]
     assert short_term and {r.tier for r in short_term} == {"standard"}
     assert "light" in {r.tier for r in llm.requests[before:]}  # the server's memory follows the server's setting
+
+
+async def test_memory_layers_hold_still_between_cuts_but_a_pin_or_an_erasure_shows_at_once(world):
+    """Another channel's chatter reorders the shared channels; the cached prefix must not move for it."""
+    engine, clock, llm = world
+    await say(engine, GENERAL, "general fact calculator_v2")
+    await say(engine, RANDOM, "random fact Tokyo", name="kai")
+    await engine.hear(RANDOM, "kai's own fact ISSUE-7", author_name="kai", author_id=77)
+    await say(engine, SECRET, "secret fact ISSUE-99")
+    await idle(engine, clock)
+    secret = (await engine.thread_for(SECRET)).id
+
+    async def layers() -> str:
+        await say(engine, SECRET, "and another thing")
+        await engine.reply(secret)
+        request = next(r for r in reversed(llm.requests) if r.purpose != "summary")
+        return request.system[1].text
+
+    async def most_recent_first() -> list[str | None]:
+        return [c.name for c in await channels.shared_channels(engine.store, engine.persona, 10, besides=102)]
+
+    before = await layers()
+    assert "# Memory of #random" in before and "# Memory of #general" in before
+    assert await most_recent_first() == ["random", "general"]
+    await say(engine, GENERAL, "general is the busiest channel now")
+    assert await most_recent_first() == ["general", "random"]  # read afresh, the layers would reorder
+    assert await layers() == before
+
+    await engine.memory_pin(SECRET, "the launch is on Friday")
+    pinned = await layers()
+    assert "the launch is on Friday" in pinned
+
+    await engine.forget_person(77, guild_id=10)
+    assert "ISSUE-7" in pinned and "ISSUE-7" not in await layers()
