@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 MIN_TAIL = 32  # the time line alone needs about this much
 MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at all
-RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it
+RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it ...
+MIN_RECALL = 256  # ... but never less than about two hit lines, or a small context would recall nothing
 
 
 class ContextError(Exception):
@@ -60,7 +61,7 @@ class Plan:
     @property
     def recall_floor(self) -> int:
         """What a full window still leaves recall (and the tail, MIN_TAIL)."""
-        return int(self.recall * RECALL_FLOOR)
+        return max(int(self.recall * RECALL_FLOOR), min(self.recall, MIN_RECALL))
 
     def windows(self, memory_used: int) -> int:
         """What the windows (root window, and the parent regions of Stelis threads) share."""
