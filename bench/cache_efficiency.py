@@ -5,6 +5,8 @@ Every strategy answers the same scripted turns (user messages, tool pairs, and t
 
 - `stelis`: the full engine (hear, reply, and the memory worker writing short-term versions as it
   would in production, so memory layers change during the run);
+- `stelis_server`: the same, in a server where two public channels talk in turn between its turns
+  (their memory is shown in its prompt, most recently active first: the order flips every turn);
 - `stelis_window`: the assembler alone (window, rolling summary, recall; no memory versions);
 - `letta`: a Letta-style manager (bench/letta_style.py);
 - `naive`: the newest messages that fit, recomputed every turn (what the Discord peers do).
@@ -96,7 +98,8 @@ async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: s
     llm = AnthropicLLM(AnthropicConfig(api_key="bench", base_url=server.base_url, max_retries=0, stream=False),
                        TIERS)
     with tempfile.TemporaryDirectory() as tmp:
-        runner = {"stelis": _engine, "stelis_window": _assembler, "naive": _assembler, "letta": _letta}[strategy]
+        runner = {"stelis": _engine, "stelis_server": _server, "stelis_window": _assembler, "naive": _assembler,
+                  "letta": _letta}[strategy]
         async with runner(strategy, budget, llm, Path(tmp)) as turn:
             for step in steps:
                 scripted.reply = step.reply
@@ -161,6 +164,25 @@ class _engine:
         await self.engine.close()  # closes the model client too
 
 
+class _server(_engine):
+    """The whole engine in a busy server: a neighbour channel speaks before each of its turns."""
+
+    async def __aenter__(self) -> Reply:
+        turn = await super().__aenter__()
+        for channel_id, name in ((1, "home"), (2, "left"), (3, "right")):
+            await self.engine.describe_channel(Scope.channel(1, channel_id), name=name, public=True)
+        said = 0
+
+        async def busy_turn(step: Step) -> None:
+            nonlocal said
+            said += 1
+            await self.engine.hear(Scope.channel(1, 2 + said % 2), f"neighbour chatter {said} about plans",
+                                   author_name="kai")
+            await turn(step)
+
+        return busy_turn
+
+
 class _assembler:
     """The assembler alone on a store: the window (or the naive slide), no memory versions."""
 
@@ -210,7 +232,8 @@ class _letta:
 async def run() -> list[dict]:
     results = []
     for budget in BUDGETS:
-        rows = [await simulate(strategy, budget) for strategy in ("stelis", "stelis_window", "letta", "naive")]
+        rows = [await simulate(strategy, budget)
+                for strategy in ("stelis", "stelis_server", "stelis_window", "letta", "naive")]
         base = rows[0]["cost_per_turn"]
         for row in rows:
             row["cost_vs_stelis"] = round(row["cost_per_turn"] / base, 2)
