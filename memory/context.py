@@ -9,6 +9,7 @@ the cache, and keeps to its share, since the tail is paid in full on every turn.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -267,10 +268,28 @@ class Assembler:
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
                        seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool) -> Assembly:
         """Lay out the request: system, layers, parent region, summary, history, then the tail."""
-        drawn = list(window)
         # The new message closes the cached history, so the next turn reads it from the cache;
         # only the tail (time, recall) after it is paid in full each turn.
         trigger = window[-1] if window and window[-1].role == "user" else None
+        searching = None
+        if trigger is not None and self.recall_enabled and not naive:
+            # Recall's look-ups run in the database's thread while the history is rendered here.
+            searching = asyncio.ensure_future(self._recall(chain[-1], trigger, window[:-1], protected + window, layers))
+            await asyncio.sleep(0)  # let it send its first query
+        try:
+            return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
+                                       own_budget, cut, tier, naive, searching)
+        finally:
+            if searching is not None and not searching.done():
+                searching.cancel()
+            elif searching is not None and not searching.cancelled():
+                searching.exception()  # retrieved: a failed layout has already raised its own error
+
+    async def _lay_out(self, thread: Thread, chain: list[Thread], persona: Persona, system_text: str,
+                       budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
+                       seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool,
+                       searching: asyncio.Future[list[recall.Hit]] | None) -> Assembly:
+        drawn = list(window)
         head = seen.pieces(protected)
         summary = thread.window_summary if not naive else None
         if summary:
@@ -297,10 +316,9 @@ class Assembler:
         tail = [Piece("user", Block(tail_text))]
         parts["tail"] = cached_tokens(tail_text)
         recalled: list[recall.Hit] = []
-        if trigger is not None and self.recall_enabled and not naive:
+        if searching is not None:
             room = min(budget.recall, budget.input - sum(parts.values()))  # the tail is paid in full every turn
-            recall_text, recalled = await self._recall(chain[-1], trigger, window[:-1], protected + drawn, layers,
-                                                       room)
+            recall_text, recalled = recall.render(await searching, room)
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))
                 parts["recall"] = cached_tokens(recall_text)
@@ -327,16 +345,14 @@ class Assembler:
         return found[1]
 
     async def _recall(self, root: Thread, trigger: Message, window: list[Message], shown: list[Message],
-                      layers: Layers, room: int) -> tuple[str, list[recall.Hit]]:
-        """Recall for the new message and the turn before it, in the room the rest of the request left."""
-        if room <= 0:
-            return "", []
+                      layers: Layers) -> list[recall.Hit]:
+        """Recall's hits for the new message and the turn before it, best first."""
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), trigger.content, already,
                                    context=before, frequencies=self.frequencies, unindexed_ok=len(window))
-        return recall.render(hits, room)
+        return hits
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:
         """The parent's newest messages up to this thread's anchor, within budget, opening on a turn."""

@@ -280,3 +280,37 @@ async def test_fake_server_accepts_assembled_requests_through_the_sdk(store, fak
     await llm.aclose()
     assert result.text.startswith("fake reply to:") and fake_anthropic.calls[-1].status == 200
     assert isinstance(fake_anthropic, FakeAnthropic)
+
+
+async def test_recall_runs_beside_the_layout_and_goes_down_with_it(store, monkeypatch):
+    """Recall's look-ups overlap the rendering; a layout that fails leaves no search running behind it."""
+    r = await root(store)
+    await say(store, r.id, "the deploy of calculator_v2 is on Friday")
+    await answer(store, r.id, "noted")
+    for i in range(30):
+        await say(store, r.id, f"filler {i}")
+        await answer(store, r.id, "ok")
+    asm = assembler(store, context_tokens=2_048)
+    await say(store, r.id, "when is the calculator_v2 deploy?")
+    assert "Friday" in all_text(await asm.assemble(r.id))  # recalled, through the overlapped search
+
+    started = asyncio.Event()
+    real_search = asm._recall
+
+    async def slow_search(*args):
+        started.set()
+        await asyncio.sleep(30)
+        return await real_search(*args)
+
+    async def broken_tail(*args):
+        await started.wait()
+        raise RuntimeError("the tail could not be rendered")
+
+    monkeypatch.setattr(asm, "_recall", slow_search)
+    monkeypatch.setattr(asm, "_tail", broken_tail)
+    await say(store, r.id, "and the calculator_v2 deploy again?")
+    before = asyncio.all_tasks()
+    with pytest.raises(RuntimeError, match="tail could not be rendered"):
+        await asyncio.wait_for(asm.assemble(r.id), 5)
+    await asyncio.sleep(0)
+    assert not [t for t in asyncio.all_tasks() - before if not t.done()]
