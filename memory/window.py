@@ -4,7 +4,7 @@ The window keeps a persisted start; it moves only on overflow, in one step, so t
 holds stays byte-identical between cuts (seed 003 plus metabolism). Everything a cut keeps is sent
 again uncached, and the turns until the next cut are what the cut freed: so a cut's cost per turn
 grows as kept / (1 - kept), whatever the window's size, while what it keeps is context the persona
-sees verbatim. A cut leaves the window between `low_water` and `high_water` full (0.5-0.6 by
+sees verbatim. A cut leaves the window between `low_water` and `high_water` full (0.55-0.65 by
 default, fuller when the usual turns are small next to the window), so requests average about 0.8
 of the input budget, as a Letta-style sliding window does; the rolling summary, the memory layers
 and recall carry what left it. bench cache_efficiency measures the trade (README).
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    low_water: float = 0.5  # a cut leaves the window at least this full (unless its turns are too big for that)
-    high_water: float = 0.6  # ... and at most this full (the locked buffer yields beyond it)
+    low_water: float = 0.55  # a cut leaves the window at least this full (unless its turns are too big for that)
+    high_water: float = 0.65  # ... and at most this full (the locked buffer yields beyond it)
     turns_per_cut: int = 12  # room a cut leaves, in turns of the usual size
     locked_turns: int = 6  # the immediate buffer: never cut (fewer when they would fill more than high_water)
     summary_tokens: int = 1200  # the longest rolling summary

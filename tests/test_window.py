@@ -88,7 +88,7 @@ def test_by_default_a_cut_keeps_half_the_window_so_requests_average_four_fifths(
     for budget in (4_000, 20_000, 60_000):
         kept = sum(i.tokens for i in history[plan_cut(history, budget, policy):])
         assert policy.low_water * budget - 80 <= kept <= policy.high_water * budget
-    assert policy.high_water / (1 - policy.high_water) <= 1.5  # re-sent per token freed, at the most
+    assert policy.high_water / (1 - policy.high_water) <= 2  # re-sent per token freed, at the most
     assert (policy.low_water + 1) / 2 >= 0.75  # the window's average fill between cuts
 
 
