@@ -268,8 +268,6 @@ class Assembler:
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
                        seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool) -> Assembly:
         """Lay out the request: system, layers, parent region, summary, history, then the tail."""
-        # The new message closes the cached history, so the next turn reads it from the cache;
-        # only the tail (time, recall) after it is paid in full each turn.
         trigger = window[-1] if window and window[-1].role == "user" else None
         searching = None
         if trigger is not None and self.recall_enabled and not naive:
@@ -289,6 +287,11 @@ class Assembler:
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
                        seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool,
                        searching: asyncio.Future[list[recall.Hit]] | None) -> Assembly:
+        """The request itself, recall's hits (being looked up meanwhile) placed last.
+
+        The new message closes the cached history, so the next turn reads it from the cache; only
+        the tail (time, recall) after it is paid in full each turn.
+        """
         drawn = list(window)
         head = seen.pieces(protected)
         summary = thread.window_summary if not naive else None
