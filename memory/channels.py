@@ -231,8 +231,9 @@ async def pin(store: Store, persona: str, scope: str, scope_id: int, fact: str) 
             "INSERT INTO memory_pins (persona, scope, scope_id, fact, created_at) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING", (persona, scope, scope_id, fact.strip(), store.clock()),
         )
-    store.memory_changes += 1
-    return cur.rowcount == 1
+    changed = cur.rowcount == 1
+    store.memory_changes += changed  # a kept prompt's layers are read again only when a pin really changed
+    return changed
 
 
 async def unpin(store: Store, persona: str, scope: str, scope_id: int, fact: str) -> bool:
@@ -241,8 +242,9 @@ async def unpin(store: Store, persona: str, scope: str, scope_id: int, fact: str
             "DELETE FROM memory_pins WHERE persona = ? AND scope = ? AND scope_id = ? AND fact = ?",
             (persona, scope, scope_id, fact.strip()),
         )
-    store.memory_changes += 1
-    return cur.rowcount == 1
+    changed = cur.rowcount == 1
+    store.memory_changes += changed
+    return changed
 
 
 def _channel(row: sqlite3.Row) -> MemoryChannel:
