@@ -15,6 +15,7 @@ MIN_TAIL = 32  # the time line alone needs about this much
 MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at all
 RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it ...
 MIN_RECALL = 256  # ... but never less than about two hit lines, or a small context would recall nothing
+MOST_RECALL = 400  # a message points back at a few things, whatever the context's size: four or so hit lines
 
 
 class ContextError(Exception):
@@ -79,7 +80,7 @@ def plan(budget: Budget, system_tokens: int) -> Plan:
         )
     shares = budget.shares
     return Plan(budget.input, system_tokens, memory=int(rest * shares.memory),
-                tail=max(MIN_TAIL, int(rest * shares.tail)), recall=int(rest * shares.recall))
+                tail=max(MIN_TAIL, int(rest * shares.tail)), recall=min(MOST_RECALL, int(rest * shares.recall)))
 
 
 def summary_room(window: int, shares: Shares, most: int) -> int:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.budget import MIN_TAIL, Budget, ContextError, Shares, plan
+from memory.budget import MIN_TAIL, MOST_RECALL, Budget, ContextError, Shares, plan
 from memory.context import Assembler, Persona
 from memory.records import NewMessage, Scope
 from memory.store import Store
@@ -39,6 +39,13 @@ def test_a_small_persona_card_leaves_most_of_any_budget_to_the_conversation(cont
     p = plan(budget, 300)
     assert p.windows(0) + p.recall >= 0.6 * (budget.input - 300)  # no fixed reserves eat a small context
     assert p.memory == int((budget.input - 300) * Shares().memory)
+
+
+def test_recall_keeps_to_a_few_hit_lines_however_large_the_context():
+    # The tail is paid in full every turn: a 200k context must not send 19k tokens of recall with each reply.
+    small, large = plan(Budget(4_096, 512), 300), plan(Budget(200_000, 1_024), 300)
+    assert small.recall == int(small.rest * Shares().recall) < MOST_RECALL
+    assert large.recall == MOST_RECALL and large.recall_floor <= MOST_RECALL
 
 
 def test_a_persona_card_that_leaves_no_room_is_refused_with_the_keys_to_change():
