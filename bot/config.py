@@ -112,6 +112,7 @@ class ContextConfig(_Model):
     high_water: float = Field(0.65, gt=0.1, lt=1.0)
     turns_per_cut: int = Field(12, ge=1, le=1_000)
     locked_turns: int = Field(6, ge=1, le=100)
+    trims: int = Field(4, ge=0, le=100)
     summary_tokens: int = Field(1_200, ge=64, le=16_000)
     observation_max_lines: int = Field(120, ge=10, le=100_000)
     observation_keep_lines: int = Field(40, ge=1, le=10_000)

@@ -78,7 +78,7 @@ class Engine:
             Budget(config.llm.context_tokens, config.llm.max_output_tokens,
                    Shares(memory=c.memory_share, recall=c.recall_share, tail=c.tail_share, summary=c.summary_share)),
             WindowPolicy(low_water=c.low_water, high_water=c.high_water, turns_per_cut=c.turns_per_cut,
-                         locked_turns=c.locked_turns, summary_tokens=c.summary_tokens,
+                         locked_turns=c.locked_turns, trims=c.trims, summary_tokens=c.summary_tokens,
                          observation_max_lines=c.observation_max_lines,
                          observation_keep_lines=c.observation_keep_lines),
             self.stelis, clock=store.clock,

@@ -21,14 +21,24 @@ from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_ro
 from memory.layers import SHARED_CHANNELS, SHORT_TERM_VERSIONS, Layers, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier
 from memory.records import Message, NewMessage, Thread
-from memory.store import Store
+from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import StelisSettings, lineage
 from memory.tokens import cached_tokens
 from memory.transcript import dated_transcript, message_text, message_tokens
 from memory.turns import Piece, mark, to_pieces, to_turns
-from memory.window import Item, WindowPolicy, plan_cut, protected_size, turn_sizes, window_size
+from memory.window import (
+    Item,
+    WindowPolicy,
+    locked_start,
+    plan_cut,
+    plan_trim,
+    protected_size,
+    trim_pays,
+    turn_sizes,
+    window_size,
+)
 
 __all__ = ["Assembler", "Assembly", "Budget", "ContextError", "Persona"]
 
@@ -70,10 +80,10 @@ class Assembly:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A cut summarised ahead of time, valid while the window it was planned on still starts where it did."""
+    """A cut or trim summarised ahead of time, valid while the window it was planned on is unchanged."""
 
-    base: tuple[int | None, int | None, int]  # (window start, summary's last seq, store rewrites) it was planned on
-    new_start: int
+    base: tuple  # (window start, summary's last seq, gap's end, trims, store rewrites) it was planned on
+    cut: tuple[int, int]  # (head, start) as planned: items keep their places while the window holds still
     state: dict
 
 
@@ -86,10 +96,13 @@ class _Planned:
     ratios: list[float]
     budget: int  # this thread's own window
     seen: Rendering
-    window: list[Message]
+    window: list[Message]  # the head (a trimmed window's) and the recent part, the gap left out
     items: list[Item]
-    room: int  # for the next rolling summary
+    whole: bool  # the window was read from its start (else only its newest part: it overflows a lot)
+    head: int  # items before the gap (0: no gap)
+    room: int  # for the next rolling summary or bridge
     summary: int  # the current rolling summary's tokens
+    bridge: int  # the current bridge's tokens
 
 
 class Rendering:
@@ -113,22 +126,25 @@ class Rendering:
     def __len__(self) -> int:
         return len(self._done)
 
-    def pieces(self, messages: list[Message]) -> list[Piece]:
-        """Blocks for messages, each day's first message opening with the day's date."""
+    def pieces(self, messages: list[Message], after: Message | None = None) -> list[Piece]:
+        """Blocks for messages, each day's first message opening with the day's date (the first one
+        always, unless it follows `after` on the same day)."""
         texts = [self(m)[0] for m in messages]
-        for i, starts in enumerate(day_starts(messages)):
+        for i, starts in enumerate(day_starts(messages, after)):
             if starts:
                 texts[i] = f"[{dates.day_line(messages[i].created_at)}]\n{texts[i]}"
         return to_pieces(messages, texts)
 
-    def tokens(self, messages: list[Message]) -> int:
+    def tokens(self, messages: list[Message], after: Message | None = None) -> int:
         return sum(self(m)[1] for m in messages) + sum(
-            day_tokens(m) for m, starts in zip(messages, day_starts(messages), strict=True) if starts)
+            day_tokens(m) for m, starts in zip(messages, day_starts(messages, after), strict=True) if starts)
 
 
-def day_starts(messages: list[Message]) -> list[bool]:
-    """Which messages open a day in this list (the first always does), so history says when things were said."""
-    return [i == 0 or not dates.same_day(messages[i - 1].created_at, m.created_at) for i, m in enumerate(messages)]
+def day_starts(messages: list[Message], after: Message | None = None) -> list[bool]:
+    """Which messages open a day in this list (the first does, unless it follows `after` on the same day),
+    so history says when things were said."""
+    before = [after, *messages[:-1]][: len(messages)]
+    return [b is None or not dates.same_day(b.created_at, m.created_at) for b, m in zip(before, messages, strict=True)]
 
 
 def day_tokens(message: Message) -> int:
@@ -174,22 +190,16 @@ class Assembler:
         extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
 
         fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
-        as_of = await self.store.newest_record_id() if fresh else thread.memory_as_of
-        while True:  # a cut brings the newest memory in; that changes the window's room, so plan again once
-            p = await self._plan(thread, chain, budget, as_of, extra, naive)
-            cut = None if naive else plan_cut(p.items, p.budget, self.policy, p.summary, p.room)
-            if cut is None or fresh:
-                break
-            as_of, fresh = await self.store.newest_record_id(), True
+        p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
 
         window, fold_soon = p.window, False
         if cut is not None:
-            start, state = self._ready(thread, p) or (
-                window[cut].seq, await self._fold_state(thread, window[cut].seq, p.seen, p.layers.covered_to, p.room))
+            ready = self._ready(thread, p)
+            state = ready.state if ready is not None and ready.cut == cut else await self._fold_state(thread, p, cut)
             thread = await self._fold(thread, {**state, "memory_as_of": as_of}, preview)
-            window = [m for m in window if m.seq >= start]
+            window = _shown(window, thread)
         else:
-            fold_soon = not naive and _nearly_full(p.items, p.budget, p.summary, self.policy)
+            fold_soon = not naive and _nearly_full(p.items, p.budget, p.summary + p.bridge, self.policy)
             if not preview and as_of != thread.memory_as_of:
                 thread = await self.store.set_memory_as_of(thread.id, as_of)
         if not preview:
@@ -216,14 +226,42 @@ class Assembler:
         base = self._base(thread)  # taken before reading: an erasure while the model writes voids the result
         chain = await lineage(self.store, thread)
         _, _, budget = await self._system(chain)
-        # A cut brings the newest memory in, so the fold is planned against it.
-        p = await self._plan(thread, chain, budget, await self.store.newest_record_id(), [], False)
-        cut = plan_cut(p.items, p.budget, self.policy, p.summary, p.room, force=True)
+        p, cut, _ = await self._next_cut(thread, chain, budget, thread.memory_as_of is None, [], False, force=True)
         if cut is None:
             return False
-        state = await self._fold_state(thread, p.window[cut].seq, p.seen, p.layers.covered_to, p.room)
-        self._prepared[thread.id] = Prepared(base, p.window[cut].seq, state)
+        self._prepared[thread.id] = Prepared(base, cut, await self._fold_state(thread, p, cut))
         return True
+
+    async def _next_cut(self, thread: Thread, chain: list[Thread], budget: Plan, fresh: bool, extra: list[Message],
+                        naive: bool, force: bool = False) -> tuple[_Planned, tuple[int, int] | None, int | None]:
+        """The plan, the overflow's (head, start) if any (head 0: a cut), and the memory record it shows.
+
+        A cut brings the newest memory in (everything after the persona card is sent again anyway),
+        which changes the window's room, so it is planned again with it; a trim keeps the memory
+        shown, or its head would not stay cached.
+        """
+        as_of = await self.store.newest_record_id() if fresh else thread.memory_as_of
+        while True:
+            p = await self._plan(thread, chain, budget, as_of, extra, naive)
+            cut = None if naive else self._cut(thread, p, force)
+            if cut is None or fresh or cut[0]:
+                return p, cut, as_of
+            as_of, fresh = await self.store.newest_record_id(), True
+
+    def _cut(self, thread: Thread, p: _Planned, force: bool) -> tuple[int, int] | None:
+        """(head, start) when the window overflows: as prepared ahead if that still fits, else a trim while
+        the window has trims left and room for one, else a cut."""
+        start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force)
+        if start is None:
+            return None
+        ready = None if force else self._ready(thread, p)
+        if ready is not None:
+            return ready.cut
+        if p.whole and thread.window_trims < self.policy.trims:
+            trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head)
+            if trim is not None and trim_pays(p.items, p.budget, p.summary, p.room, trim, start):
+                return trim
+        return 0, start
 
     async def _system(self, chain: list[Thread]) -> tuple[Persona, str, Plan]:
         """The persona, its system prompt, and the request's budget shared out around it."""
@@ -239,30 +277,34 @@ class Assembler:
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
         seen = self._rendering(thread, {t.id for t in chain}, int(own_budget * self.policy.message_share))
-        window, items = await self._read(thread, own_budget, seen, extra, naive)
+        window, items, whole = await self._read(thread, own_budget, seen, extra, naive)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
-        return _Planned(layers, capacity, ratios, own_budget, seen, window, items, room, summary)
+        bridge = cached_tokens(thread.window_bridge) if thread.window_bridge and not naive else 0
+        head = len(_head(window, thread)) if whole and not naive else 0
+        return _Planned(layers, capacity, ratios, own_budget, seen, window, items, whole, head, room, summary, bridge)
 
-    def _base(self, thread: Thread) -> tuple[int | None, int | None, int]:
-        """What a prepared cut depends on: the window's start, the summary's end, every stored text."""
-        return thread.window_start_seq, thread.window_summary_to, self.store.rewrites
+    def _base(self, thread: Thread) -> tuple:
+        """What a prepared cut depends on: the window's start, the summary's end, its gap, every stored text."""
+        return (thread.window_start_seq, thread.window_summary_to, thread.window_gap_to, thread.window_trims,
+                self.store.rewrites)
 
     def _prepared_for(self, thread: Thread) -> Prepared | None:
         """The cut prepared for this thread, if nothing it was planned on has changed since."""
         found = self._prepared.get(thread.id)
         return found if found is not None and found.base == self._base(thread) else None
 
-    def _ready(self, thread: Thread, p: _Planned) -> tuple[int, dict] | None:
-        """The prepared cut, if it was planned on this window and still leaves room for a few turns."""
+    def _ready(self, thread: Thread, p: _Planned) -> Prepared | None:
+        """The prepared cut or trim, if it was planned on this window and still leaves room for a few turns."""
         found = self._prepared_for(thread)
         if found is None:
             return None
-        kept = [item for item in p.items if item.seq >= found.new_start]
-        summary = cached_tokens(found.state["window_summary"]) if found.state["window_summary"] else 0
-        if not kept or kept[0].seq != found.new_start or _nearly_full(kept, p.budget, summary, self.policy):
+        after = replace(thread, **found.state)
+        kept = [item for item in p.items if item.seq >= (after.window_start_seq or 0) and _kept(item.seq, after)]
+        summaries = sum(cached_tokens(t) for t in (after.window_summary, after.window_bridge) if t)
+        if not kept or _nearly_full(kept, p.budget, summaries, self.policy):
             return None
-        return found.new_start, found.state
+        return found
 
     async def _request(self, thread: Thread, chain: list[Thread], persona: Persona, system_text: str,
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
@@ -300,7 +342,16 @@ class Assembler:
                 "summary_injection.md.j2", summary=summary, first=thread.window_summary_from,
                 last=thread.window_summary_to,
                 days=dates.span(thread.window_summary_first_at, thread.window_summary_last_at)))))
-        history = seen.pieces(window)
+        own_head = _head(window, thread) if not naive else []
+        recent = window[len(own_head):]
+        head += seen.pieces(own_head)  # a window's head stays cached with what precedes it when it is trimmed
+        bridge = thread.window_bridge if own_head else None
+        joined = own_head[-1] if own_head and not bridge else None  # no gap: the day goes on
+        history = seen.pieces(recent, joined)
+        if bridge:
+            history.insert(0, Piece("user", Block(render(
+                "bridge_injection.md.j2", bridge=bridge,
+                days=dates.span(thread.window_bridge_first_at, thread.window_bridge_last_at)))))
         if head and history:
             mark(head, len(head) - 1)
         pieces = head + history
@@ -310,8 +361,8 @@ class Assembler:
             "system": budget.system,
             "memory": layers.tokens,
             "parent": seen.tokens(protected),
-            "summary": cached_tokens(summary) if summary else 0,
-            "history": seen.tokens(window),
+            "summary": sum(cached_tokens(t) for t in (summary, bridge) if t),
+            "history": seen.tokens(own_head) + seen.tokens(recent, joined),
         }
         left = budget.input - sum(parts.values())  # what the window leaves: the tail's first, then recall's
         tail_text = await self._tail(thread, chain, protected + window,
@@ -373,38 +424,45 @@ class Assembler:
         return kept
 
     async def _read(self, thread: Thread, budget: int, seen: Rendering, extra: list[Message],
-                    naive: bool) -> tuple[list[Message], list[Item]]:
-        """The thread's window from its persisted start, as items to plan on.
+                    naive: bool) -> tuple[list[Message], list[Item], bool]:
+        """The thread's window from its persisted start (a trimmed one without its gap), as items to
+        plan on, and whether it was read whole.
 
         Read once newest first until it overflows; after that, the window read last time plus what
-        came since (a window moves only at a cut, and any rewrite of a message re-reads it).
+        came since (a window moves only at a cut or trim, and any rewrite of a message re-reads it).
         """
+        trimmed = None if naive else thread
         start = None if naive else thread.window_start_seq
-        key = (start, self.store.rewrites)
+        key = (start, thread.window_gap_to, self.store.rewrites)
         cached = self._windows.get(thread.id)
         if cached is not None and cached[0] == key and not naive:
             stored, whole = cached[1] + [m async for m in self.store.span(thread.id, cached[1][-1].seq + 1, None)], True
         else:
-            stored, whole = await self._read_back(thread.id, start, budget, seen, extra)
+            stored, whole = await self._read_back(thread.id, start, trimmed, budget, seen, extra)
         if whole and stored and not naive:
             _keep(self._windows, thread.id, (key, stored))
         messages = stored + extra
         opens_day = day_starts(messages)
+        if trimmed is not None and trimmed.window_gap_to is not None:  # after the bridge, the date again
+            own_head = _head(messages, thread)
+            opens_day = day_starts(own_head) + day_starts(messages[len(own_head):])
         items = [Item(m.seq, seen(m)[1] + (day_tokens(m) if opens_day[i] else 0), _starts_turn(m))
                  for i, m in enumerate(messages)]
         if naive:
-            return _naive_window(messages, items, budget), []
-        return messages, items
+            return _naive_window(messages, items, budget), [], whole
+        return messages, items, whole
 
-    async def _read_back(self, thread_id: int, start: int | None, budget: int, seen: Rendering,
-                         extra: list[Message]) -> tuple[list[Message], bool]:
-        """Stored messages from `start`, newest first until the window overflows, oldest first; and
-        whether they are all of them (the read reached the start)."""
+    async def _read_back(self, thread_id: int, start: int | None, trimmed: Thread | None, budget: int,
+                         seen: Rendering, extra: list[Message]) -> tuple[list[Message], bool]:
+        """Stored messages from `start` (a `trimmed` window's gap left out), newest first until the
+        window overflows, oldest first; and whether they are all of them (the read reached the start)."""
         messages: list[Message] = []
         used, turns = sum(seen(m)[1] for m in extra), len(extra)
         if used > budget and turns >= self.policy.locked_turns:
             return messages, False
         async for message in self.store.newest_first(thread_id, after_seq=start - 1 if start is not None else None):
+            if trimmed is not None and not _kept(message.seq, trimmed):
+                continue
             messages.append(message)
             used += seen(message)[1]
             turns += _starts_turn(message)
@@ -426,50 +484,100 @@ class Assembler:
         _keep(self._renderings, thread.id, found)
         return found[1]
 
-    async def _fold_state(self, thread: Thread, new_start: int, seen: Rendering, covered_to: int | None,
-                          room: int) -> dict:
-        """Summarise what leaves the window when it starts at `new_start`: the thread's new window state.
-
-        Messages the shown memory versions already cover need no summary, and neither does an earlier
-        summary they cover entirely: the rolling summary spans only the gap between memory and window.
-        """
+    async def _fold_state(self, thread: Thread, p: _Planned, cut: tuple[int, int]) -> dict:
+        """Summarise what leaves the window at a cut or trim (`cut`: head, start): its new state."""
+        head, start = cut
+        if head:
+            return await self._trim_state(thread, p, head, start)
+        new_start = p.window[start].seq
+        covered_to = p.layers.covered_to
+        # A cut inside a trimmed window's head keeps its gap and bridge: the head only gets shorter.
+        keeps_gap = start < p.head and thread.window_gap_to is not None
+        # Messages the shown memory versions already cover need no summary, and neither does an earlier
+        # summary (or bridge) they cover entirely: the rolling summary spans only the gap between memory and window.
         lower = max(thread.window_start_seq or 0, (covered_to or 0) + 1)
         keep_earlier = bool(thread.window_summary) and (
             covered_to is None or (thread.window_summary_to or 0) > covered_to)
         lines = [Line.of(f"[earlier summary]\n{thread.window_summary}")] if keep_earlier else []
+        bridge = thread.window_bridge if (not keeps_gap and thread.window_gap_to is not None
+                                          and thread.window_gap_to > lower) else None
+        bridging = [Line.of(f"[earlier summary]\n{bridge}")] if bridge else []
         # One request's worth: the transcript's date and name prefixes take the margin.
-        bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
-        leaving = await self._leaving(thread.id, lower, new_start, bound)
-        lines += [Line(*line) for line in dated_transcript(leaving, seen.viewer, self.policy)]
+        bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines + bridging)
+        leaving = await self._leaving(thread, lower, new_start, bound)
+        before = [m for m in leaving if thread.window_gap_from is None or m.seq < thread.window_gap_from]
+        after = leaving[len(before):]
+        lines += [Line(*line) for line in dated_transcript(before, p.seen.viewer, self.policy)]
+        lines += bridging + [Line(*line) for line in dated_transcript(after, p.seen.viewer, self.policy)]
         summary = first = last = first_at = last_at = None
         if lines:
             summary = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
-                                      max_tokens=room, tier="light")
+                                      max_tokens=p.room, tier="light")
             first = thread.window_summary_from if keep_earlier else (leaving[0].seq if leaving else None)
             first_at = thread.window_summary_first_at if keep_earlier else (leaving[0].created_at if leaving else None)
             last = leaving[-1].seq if leaving else thread.window_summary_to
             last_at = leaving[-1].created_at if leaving else thread.window_summary_last_at
-        return dict(window_start_seq=new_start, window_summary=summary, window_summary_from=first,
-                    window_summary_to=last, window_summary_first_at=first_at, window_summary_last_at=last_at)
+        state = dict(window_start_seq=new_start, window_summary=summary, window_summary_from=first,
+                     window_summary_to=last, window_summary_first_at=first_at, window_summary_last_at=last_at,
+                     **WINDOW_GAP)
+        if keeps_gap:
+            state.update(window_gap_from=thread.window_gap_from, window_gap_to=thread.window_gap_to,
+                         window_bridge=thread.window_bridge, window_bridge_first_at=thread.window_bridge_first_at,
+                         window_bridge_last_at=thread.window_bridge_last_at)
+        elif self.policy.trims:
+            # The next trim keeps what this cut keeps before its locked turns: a breakpoint there from
+            # now on caches that head, so the trim reads it instead of sending it again.
+            lock = locked_start(p.items, self.policy.locked_turns, int(p.budget * self.policy.high_water))
+            state["window_gap_from"] = p.window[lock].seq if start < lock < len(p.window) else None
+        return state
+
+    async def _trim_state(self, thread: Thread, p: _Planned, head: int, start: int) -> dict:
+        """Summarise the run a trim drops (after the head, before `start`) into the bridge, with the one before."""
+        lines = [Line.of(f"[earlier summary]\n{thread.window_bridge}")] if thread.window_bridge else []
+        bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
+        leaving: list[Message] = []
+        for message in reversed(p.window[head:start]):  # the newest within one request; the rest is memory's job
+            bound -= message.token_count
+            if bound < 0:
+                break
+            leaving.insert(0, message)
+        lines += [Line(*line) for line in dated_transcript(leaving, p.seen.viewer, self.policy)]
+        bridge = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
+                                 max_tokens=p.room, tier="light")
+        first = p.window[head]  # the gap's first message, unless the window was trimmed before
+        if thread.window_gap_from is not None and thread.window_bridge:
+            gap_from, first_at = thread.window_gap_from, thread.window_bridge_first_at
+        else:
+            gap_from, first_at = first.seq, first.created_at
+        return dict(window_gap_from=gap_from, window_gap_to=p.window[start].seq, window_bridge=bridge,
+                    window_bridge_first_at=first_at, window_bridge_last_at=p.window[start - 1].created_at,
+                    window_trims=thread.window_trims + 1)
 
     async def _fold(self, thread: Thread, state: dict, preview: bool) -> Thread:
         """Move the window's start (unless previewing); `state` holds the summary that stands in for what left."""
-        log.info("window cut in thread %d: start %s -> %d, summary covers %s-%s", thread.id, thread.window_start_seq,
-                 state["window_start_seq"], state["window_summary_from"], state["window_summary_to"])
+        if state.get("window_gap_to") is not None:
+            log.info("window trim in thread %d: gap %s-%s", thread.id, state["window_gap_from"], state["window_gap_to"])
+        else:
+            log.info("window cut in thread %d: start %s -> %d, summary covers %s-%s", thread.id,
+                     thread.window_start_seq, state["window_start_seq"], state["window_summary_from"],
+                     state["window_summary_to"])
         if preview:
             return replace(thread, **state)
         self._prepared.pop(thread.id, None)
         return await self.store.set_window(thread.id, **state)
 
-    async def _leaving(self, thread_id: int, lower: int, new_start: int, bound: int) -> list[Message]:
-        """The messages a fold summarises: the newest from `lower` up to the new start, within `bound` tokens.
+    async def _leaving(self, thread: Thread, lower: int, new_start: int, bound: int) -> list[Message]:
+        """The messages a cut summarises: the newest from `lower` up to the new start (a trimmed gap
+        left out: the bridge holds it), within `bound` tokens.
 
         Anything older is the short-term memory's job, so a first reply after a bulk import makes one
         summarisation call of bounded size, not one over the whole archive.
         """
         kept: list[Message] = []
         used = 0
-        async for message in self.store.newest_first(thread_id, before_seq=new_start, after_seq=lower - 1):
+        async for message in self.store.newest_first(thread.id, before_seq=new_start, after_seq=lower - 1):
+            if not _kept(message.seq, thread):
+                continue
             used += message.token_count
             if used > bound:
                 break
@@ -518,6 +626,24 @@ def _nearly_full(items: list[Item], budget: int, summary: int, policy: WindowPol
     """Within a few usual turns of a cut: time to summarise ahead, while the conversation goes on."""
     sizes = turn_sizes(items)[-20:] or [0]
     return summary + sum(i.tokens for i in items) + FOLD_AHEAD_TURNS * sum(sizes) / len(sizes) > budget
+
+
+def _kept(seq: int, thread: Thread) -> bool:
+    """Whether a message from the window's start on is shown: not in a trimmed window's gap."""
+    gap_from, gap_to = thread.window_gap_from, thread.window_gap_to
+    return gap_from is None or gap_to is None or not gap_from <= seq < gap_to
+
+
+def _shown(messages: list[Message], thread: Thread) -> list[Message]:
+    """The messages of a window as its state (start, gap) shows them."""
+    start = thread.window_start_seq or 0
+    return [m for m in messages if m.seq >= start and _kept(m.seq, thread)]
+
+
+def _head(window: list[Message], thread: Thread) -> list[Message]:
+    """A window's head: its messages before the gap (trimmed) or where the next trim will leave it."""
+    gap = thread.window_gap_from
+    return [] if gap is None else [m for m in window if m.seq < gap]
 
 
 def _unstored(thread_id: int, incoming: NewMessage, now: float) -> Message:

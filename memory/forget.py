@@ -15,7 +15,7 @@ from memory import channels, threads
 from memory.llm import LLM
 from memory.records import MemoryChannel, MemoryRecord
 from memory.short_term import MemorySettings, keep_pins, merge, update_workspace
-from memory.store import Store
+from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.transcript import dated_transcript
@@ -43,7 +43,7 @@ async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings:
         for thread in chain:  # rolling summaries and memory snapshots above the erased messages
             await store.set_window(thread.id, window_start_seq=None, window_summary=None, window_summary_from=None,
                                    window_summary_to=None, window_summary_first_at=None,
-                                   window_summary_last_at=None, memory_as_of=None)
+                                   window_summary_last_at=None, memory_as_of=None, **WINDOW_GAP)
             done.windows += 1
         for thread in chain[:-1]:  # closed Stelis threads, the erased one's and its ancestors'
             if thread.anchor_seq is not None and thread.parent_thread_id is not None:

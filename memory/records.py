@@ -71,6 +71,12 @@ class Thread:
     memory_as_of: int | None = None  # the newest memory record the window shows until its next cut
     window_summary_first_at: float | None = None  # when the rolling summary's first and last messages were said
     window_summary_last_at: float | None = None
+    window_gap_from: int | None = None  # a trimmed window: its head ends before this message ...
+    window_gap_to: int | None = None  # ... and its recent part starts at this one; the bridge stands between
+    window_bridge: str | None = None
+    window_bridge_first_at: float | None = None
+    window_bridge_last_at: float | None = None
+    window_trims: int = 0  # trims since the window last restarted
 
     @property
     def is_root(self) -> bool:

@@ -25,6 +25,9 @@ Clock = Callable[[], float]
 
 
 UNKNOWN_BACKLOG = 1 << 30  # at start-up: whatever a previous run left unindexed is indexed at the first search
+# A trimmed window's state, cleared when it restarts (a cut) or when what it summarises is erased.
+WINDOW_GAP = {"window_gap_from": None, "window_gap_to": None, "window_bridge": None,
+              "window_bridge_first_at": None, "window_bridge_last_at": None, "window_trims": 0}
 PENDING_KEPT = 1_000  # texts of unindexed messages kept for word counts; beyond, the next search indexes first
 
 
@@ -215,9 +218,9 @@ class Store:
         return [_thread(r) for r in rows]
 
     async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
-        """A window cut: its new start, rolling summary (range and dates) and memory snapshot, in one write."""
+        """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write."""
         allowed = {"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
-                   "window_summary_first_at", "window_summary_last_at", "memory_as_of"}
+                   "window_summary_first_at", "window_summary_last_at", "memory_as_of", *WINDOW_GAP}
         if not state or set(state) - allowed:
             raise ValueError(f"window state is among {sorted(allowed)}")
         assignments = ", ".join(f"{k} = ?" for k in state)

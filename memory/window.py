@@ -8,6 +8,12 @@ sees verbatim. A cut leaves the window between `low_water` and `high_water` full
 default, fuller when the usual turns are small next to the window), so requests average about 0.8
 of the input budget, as a Letta-style sliding window does; the rolling summary, the memory layers
 and recall carry what left it. bench cache_efficiency measures the trade (README).
+
+Most overflows are *trims* instead: the window keeps its head (its oldest turns, still cached) and
+its locked turns, and drops the run between them into a bridge summary. Only what follows the head
+is sent again, so a trim costs a fraction of a cut for the same fill (the locked turns and the
+bridge, not all the cut keeps). After `trims` trims (the head grows stale, and a new memory version
+waits for a restart) the next overflow cuts.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ class WindowPolicy:
     observation_max_lines: int = 120  # tool results longer than this are reduced
     observation_keep_lines: int = 40  # lines kept at each end of a reduced tool result
     message_share: float = 0.4  # one message is shown reduced (head and tail) beyond this share of its window
+    trims: int = 4  # overflows that keep the window's head before one restarts it (0: every overflow cuts)
 
 
 class LockedBufferTooLarge(Exception):
@@ -97,7 +104,7 @@ def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_t
              summary_room: int | None = None, force: bool = False) -> int | None:
     """Index of the new first item after one cut, or None when everything fits (and not `force`d).
 
-    `summary_tokens` is the current rolling summary's size, `summary_room` what the next one may take;
+    `summary_tokens` is the current summaries' size, `summary_room` what the next one may take;
     `force` plans the cut the window will take when it overflows, to summarise it ahead of time.
     Cuts only before a turn start, so no tool_use is parted from its result and the window never
     opens with an assistant turn or an orphan tool result.
@@ -123,3 +130,45 @@ def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_t
         if items[i].starts_turn:
             best = i
     return best
+
+
+def plan_trim(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0,
+              summary_room: int | None = None, head: int = 0) -> tuple[int, int] | None:
+    """(head, start) of a trim: the window keeps items[:head] and its locked turns items[start:].
+
+    What a trim keeps after the head is sent again, so it keeps no more than the locked turns; a
+    window without a head yet takes the longest run of whole turns that fills the rest of a cut's
+    fill. `summary_tokens` is the summary before the window (a trim keeps it), `summary_room` the
+    bridge's. None when nothing lies between head and locked turns, or they leave no room.
+    """
+    room = policy.summary_tokens if summary_room is None else summary_room
+    lock = locked_start(items, policy.locked_turns, int(budget * policy.high_water))
+    locked = sum(i.tokens for i in items[lock:])
+    if not head:
+        target = int(budget * fill_target(items, budget, policy)) - summary_tokens - room - locked
+        used = 0
+        for i in range(lock):
+            if used > target:
+                break
+            if items[i].starts_turn and i:
+                head = i
+            used += items[i].tokens
+    if head < 1 or lock <= head or sum(i.tokens for i in items[:head]) + locked + summary_tokens + room >= budget:
+        return None
+    return head, lock
+
+
+def trim_pays(items: Sequence[Item], budget: int, summary_tokens: int, summary_room: int, trim: tuple[int, int],
+              cut: int) -> bool:
+    """Whether a trim costs less per turn than the cut: what each sends again, over the room it leaves.
+
+    A cut sends again all it keeps (and its new summary); a trim its bridge and the locked turns.
+    """
+    def tokens(part: Sequence[Item]) -> int:
+        return sum(i.tokens for i in part)
+
+    head, start = trim
+    trim_sent = summary_room + tokens(items[start:])
+    trim_free = budget - summary_tokens - tokens(items[:head]) - trim_sent
+    cut_sent = summary_room + tokens(items[cut:])
+    return trim_free > 0 and trim_sent * (budget - cut_sent) < cut_sent * trim_free

@@ -1,6 +1,7 @@
 """A window's cut is summarised ahead, in the background: no reply waits on a summarisation call."""
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -63,20 +64,29 @@ async def _start(engine: Engine, root_id: int) -> int | None:
     return (await engine.store.thread(root_id)).window_start_seq
 
 
+async def _moves(engine: Engine, root_id: int) -> tuple[int | None, int | None]:
+    """Where the window starts and where its recent part starts: a cut moves the first, a trim the second."""
+    thread = await engine.store.thread(root_id)
+    return thread.window_start_seq, thread.window_gap_to
+
+
 async def test_no_reply_waits_on_a_summary_in_the_steady_state(world):
     llm, engine, root_id = world
-    starts = set()
-    for turn in range(90):
+    moves = set()
+    for turn in range(160):  # four trims, then a cut, and again
         # The gate is shut while the reply runs: a reply summarising inline would never finish.
         assert (await asyncio.wait_for(_turn(engine, root_id, turn), 10)).startswith("Noted")
-        starts.add(await _start(engine, root_id))
+        moves.add(await _moves(engine, root_id))
         llm.gate.set()  # a pause in the talk: the model summarises what was prepared
         await engine.settle()
         llm.gate.clear()
     thread = await engine.store.thread(root_id)
-    assert len(starts - {None}) >= 3, "the window never cut: the test proves nothing"
-    assert thread.window_summary and thread.window_summary.startswith("Summary")
-    assert thread.window_summary in str((await engine.context(root_id)).request)
+    assert len({start for start, _ in moves} - {None}) >= 2, "the window never cut: the test proves nothing"
+    assert len({gap for _, gap in moves} - {None}) >= 3, "the window never trimmed: the test proves nothing"
+    request = str((await engine.context(root_id)).request)
+    assert thread.window_summary and thread.window_summary.startswith("Summary") and thread.window_summary in request
+    if thread.window_bridge:
+        assert thread.window_bridge.startswith("Summary") and thread.window_bridge in request
 
 
 async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(world):
@@ -87,14 +97,15 @@ async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(
         await _turn(engine, root_id, turn)
         llm.fail_summaries = True  # ... but every summary prepared ahead fails
         await engine.settle()
-        if await _start(engine, root_id) is not None:
+        if await _moves(engine, root_id) != (None, None):
             break
     thread = await engine.store.thread(root_id)
-    assert thread.window_start_seq is not None and thread.window_summary.startswith("Summary")
+    assert (thread.window_bridge or thread.window_summary or "").startswith("Summary")
 
 
 async def test_a_summary_prepared_before_an_erasure_is_never_used(world):
     llm, engine, root_id = world
+    engine.assembler.policy = replace(engine.assembler.policy, trims=0)  # a cut's summary: turn 0 leaves the window
     llm.gate.set()
     turn = 0
     while llm.summaries == 0:  # until the first cut's summary is prepared (it quotes turn 0)
