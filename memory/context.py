@@ -31,6 +31,7 @@ from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import (
     Item,
     WindowPolicy,
+    lock_limit,
     locked_start,
     plan_cut,
     plan_trim,
@@ -100,6 +101,8 @@ class _Planned:
     items: list[Item]
     whole: bool  # the window was read from its start (else only its newest part: it overflows a lot)
     head: int  # items before the gap (0: no gap)
+    marked: int  # items before the breakpoint a cut put where the next trim may end the head (0: none)
+    cached: int  # items sent inside the last request that rewrote the prefix: a new head cannot end among them
     room: int  # for the next rolling summary or bridge
     summary: int  # the current rolling summary's tokens
     bridge: int  # the current bridge's tokens
@@ -196,12 +199,16 @@ class Assembler:
         if cut is not None:
             ready = self._ready(thread, p)
             state = ready.state if ready is not None and ready.cut == cut else await self._fold_state(thread, p, cut)
-            thread = await self._fold(thread, {**state, "memory_as_of": as_of}, preview)
+            # A cut sends everything after the persona card again: the cache holds no prefix ending
+            # inside what it keeps, until the next turn; a trim keeps its head's.
+            rewritten = {} if cut[0] else {"window_cached_after": window[-1].seq}
+            thread = await self._fold(thread, {**state, "memory_as_of": as_of, **rewritten}, preview)
             window = _shown(window, thread)
         else:
             fold_soon = not naive and _nearly_full(p.items, p.budget, p.summary + p.bridge, self.policy)
             if not preview and as_of != thread.memory_as_of:
-                thread = await self.store.set_memory_as_of(thread.id, as_of)
+                thread = await self.store.set_window(thread.id, memory_as_of=as_of,
+                                                     window_cached_after=window[-1].seq if window else None)
         if not preview:
             self._last_request[thread.id] = now
 
@@ -251,14 +258,15 @@ class Assembler:
     def _cut(self, thread: Thread, p: _Planned, force: bool) -> tuple[int, int] | None:
         """(head, start) when the window overflows: as prepared ahead if that still fits, else a trim while
         the window has trims left and room for one, else a cut."""
-        start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force)
+        start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force,
+                         p.head if thread.window_gap_to is not None else 0)
         if start is None:
             return None
         ready = None if force else self._ready(thread, p)
         if ready is not None:
             return ready.cut
         if p.whole and thread.window_trims < self.policy.trims:
-            trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head)
+            trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked)
             if trim is not None and trim_pays(p.items, p.budget, p.summary, p.room, trim, start):
                 return trim
         return 0, start
@@ -281,8 +289,12 @@ class Assembler:
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
         bridge = cached_tokens(thread.window_bridge) if thread.window_bridge and not naive else 0
-        head = len(_head(window, thread)) if whole and not naive else 0
-        return _Planned(layers, capacity, ratios, own_budget, seen, window, items, whole, head, room, summary, bridge)
+        before = len(_head(window, thread)) if whole and not naive else 0
+        head, marked = (before, 0) if thread.window_gap_to is not None else (0, before)
+        floor = thread.window_cached_after
+        cached = sum(1 for m in window if floor is not None and m.seq <= floor)
+        return _Planned(layers, capacity, ratios, own_budget, seen, window, items, whole, head, marked, cached, room,
+                        summary, bridge)
 
     def _base(self, thread: Thread) -> tuple:
         """What a prepared cut depends on: the window's start, the summary's end, its gap, every stored text."""
@@ -491,16 +503,13 @@ class Assembler:
             return await self._trim_state(thread, p, head, start)
         new_start = p.window[start].seq
         covered_to = p.layers.covered_to
-        # A cut inside a trimmed window's head keeps its gap and bridge: the head only gets shorter.
-        keeps_gap = start < p.head and thread.window_gap_to is not None
         # Messages the shown memory versions already cover need no summary, and neither does an earlier
         # summary (or bridge) they cover entirely: the rolling summary spans only the gap between memory and window.
         lower = max(thread.window_start_seq or 0, (covered_to or 0) + 1)
         keep_earlier = bool(thread.window_summary) and (
             covered_to is None or (thread.window_summary_to or 0) > covered_to)
         lines = [Line.of(f"[earlier summary]\n{thread.window_summary}")] if keep_earlier else []
-        bridge = thread.window_bridge if (not keeps_gap and thread.window_gap_to is not None
-                                          and thread.window_gap_to > lower) else None
+        bridge = thread.window_bridge if thread.window_gap_to is not None and thread.window_gap_to > lower else None
         bridging = [Line.of(f"[earlier summary]\n{bridge}")] if bridge else []
         # One request's worth: the transcript's date and name prefixes take the margin.
         bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines + bridging)
@@ -520,14 +529,10 @@ class Assembler:
         state = dict(window_start_seq=new_start, window_summary=summary, window_summary_from=first,
                      window_summary_to=last, window_summary_first_at=first_at, window_summary_last_at=last_at,
                      **WINDOW_GAP)
-        if keeps_gap:
-            state.update(window_gap_from=thread.window_gap_from, window_gap_to=thread.window_gap_to,
-                         window_bridge=thread.window_bridge, window_bridge_first_at=thread.window_bridge_first_at,
-                         window_bridge_last_at=thread.window_bridge_last_at)
-        elif self.policy.trims:
-            # The next trim keeps what this cut keeps before its locked turns: a breakpoint there from
-            # now on caches that head, so the trim reads it instead of sending it again.
-            lock = locked_start(p.items, self.policy.locked_turns, int(p.budget * self.policy.high_water))
+        if self.policy.trims:
+            # What this cut keeps before its locked turns is a head the next trim may keep: the cut's
+            # request puts a breakpoint there (the head's end), so the cache holds that prefix.
+            lock = locked_start(p.items, self.policy.locked_turns, lock_limit(p.budget, self.policy, p.room))
             state["window_gap_from"] = p.window[lock].seq if start < lock < len(p.window) else None
         return state
 
@@ -641,7 +646,7 @@ def _shown(messages: list[Message], thread: Thread) -> list[Message]:
 
 
 def _head(window: list[Message], thread: Thread) -> list[Message]:
-    """A window's head: its messages before the gap (trimmed) or where the next trim will leave it."""
+    """A window's head: its messages before the gap, or before the breakpoint where the next trim may end it."""
     gap = thread.window_gap_from
     return [] if gap is None else [m for m in window if m.seq < gap]
 

@@ -245,6 +245,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE threads ADD COLUMN window_bridge_first_at REAL;
     ALTER TABLE threads ADD COLUMN window_bridge_last_at REAL;
     ALTER TABLE threads ADD COLUMN window_trims INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE threads ADD COLUMN window_cached_after INTEGER;
     """,
 ]
 

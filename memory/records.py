@@ -77,6 +77,7 @@ class Thread:
     window_bridge_first_at: float | None = None
     window_bridge_last_at: float | None = None
     window_trims: int = 0  # trims since the window last restarted
+    window_cached_after: int | None = None  # the newest message of the last request that rewrote the prefix
 
     @property
     def is_root(self) -> bool:

@@ -27,7 +27,8 @@ Clock = Callable[[], float]
 UNKNOWN_BACKLOG = 1 << 30  # at start-up: whatever a previous run left unindexed is indexed at the first search
 # A trimmed window's state, cleared when it restarts (a cut) or when what it summarises is erased.
 WINDOW_GAP = {"window_gap_from": None, "window_gap_to": None, "window_bridge": None,
-              "window_bridge_first_at": None, "window_bridge_last_at": None, "window_trims": 0}
+              "window_bridge_first_at": None, "window_bridge_last_at": None, "window_trims": 0,
+              "window_cached_after": None}
 PENDING_KEPT = 1_000  # texts of unindexed messages kept for word counts; beyond, the next search indexes first
 
 
@@ -227,10 +228,6 @@ class Store:
         async with self.transaction() as db:
             await db.execute(f"UPDATE threads SET {assignments} WHERE id = ?", (*state.values(), thread_id))
         return await self.thread(thread_id)
-
-    async def set_memory_as_of(self, thread_id: int, as_of: int) -> Thread:
-        """The memory snapshot a window shows until its next cut."""
-        return await self.set_window(thread_id, memory_as_of=as_of)
 
     # messages
 

@@ -1,19 +1,19 @@
-"""The cache-stable window: sizes from the seed's ratios, and where to cut when a window overflows.
+"""The cache-stable window: sizes from the seed's ratios, and what to drop when a window overflows.
 
 The window keeps a persisted start; it moves only on overflow, in one step, so the prefix the cache
-holds stays byte-identical between cuts (seed 003 plus metabolism). Everything a cut keeps is sent
-again uncached, and the turns until the next cut are what the cut freed: so a cut's cost per turn
-grows as kept / (1 - kept), whatever the window's size, while what it keeps is context the persona
-sees verbatim. A cut leaves the window between `low_water` and `high_water` full (0.55-0.65 by
-default, fuller when the usual turns are small next to the window), so requests average about 0.8
-of the input budget, as a Letta-style sliding window does; the rolling summary, the memory layers
-and recall carry what left it. bench cache_efficiency measures the trade (README).
+holds stays byte-identical in between (seed 003 plus metabolism). Everything after the first
+changed byte is sent again uncached, so a *cut* (a new start) costs all it keeps, and the turns
+until the next overflow are what it freed: kept / (1 - kept) per turn, whatever the window's size.
+A cut leaves the window between `low_water` and `high_water` full (0.6-0.7 by default, fuller when
+the usual turns are small next to the window); the rolling summary, the memory layers and recall
+carry what left it.
 
-Most overflows are *trims* instead: the window keeps its head (its oldest turns, still cached) and
-its locked turns, and drops the run between them into a bridge summary. Only what follows the head
-is sent again, so a trim costs a fraction of a cut for the same fill (the locked turns and the
-bridge, not all the cut keeps). After `trims` trims (the head grows stale, and a new memory version
-waits for a restart) the next overflow cuts.
+Most overflows are *trims*: the window keeps its head (its oldest turns, whose prefix the cache
+holds) and its locked turns, and drops the run between them into a bridge summary. Only the bridge
+and the locked turns are sent again, so a trim costs a fraction of a cut for the same fill, and
+requests average about 0.8 of the input budget for a cache share above a Letta-style sliding
+window's. After `trims` trims (the head grows stale, and new memory versions wait for a cut) the
+next overflow cuts. bench cache_efficiency measures the trade (README).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    low_water: float = 0.55  # a cut leaves the window at least this full (unless its turns are too big for that)
-    high_water: float = 0.65  # ... and at most this full (the locked buffer yields beyond it)
+    low_water: float = 0.6  # a cut leaves the window at least this full (unless its turns are too big for that)
+    high_water: float = 0.7  # ... and at most this full (the locked buffer yields beyond it)
     turns_per_cut: int = 12  # room a cut leaves, in turns of the usual size
     locked_turns: int = 6  # the immediate buffer: never cut (fewer when they would fill more than high_water)
     summary_tokens: int = 1200  # the longest rolling summary
     observation_max_lines: int = 120  # tool results longer than this are reduced
     observation_keep_lines: int = 40  # lines kept at each end of a reduced tool result
     message_share: float = 0.4  # one message is shown reduced (head and tail) beyond this share of its window
-    trims: int = 4  # overflows that keep the window's head before one restarts it (0: every overflow cuts)
+    trims: int = 8  # overflows that keep the window's head before one restarts it (0: every overflow cuts)
 
 
 class LockedBufferTooLarge(Exception):
@@ -92,6 +92,11 @@ def locked_start(items: Sequence[Item], turns: int, limit: int | None = None) ->
     return 0
 
 
+def lock_limit(budget: int, policy: WindowPolicy, summary_room: int) -> int:
+    """The most the locked turns may fill: with the next summary, no more than high_water of the window."""
+    return int(budget * policy.high_water) - summary_room
+
+
 def fill_target(items: Sequence[Item], budget: int, policy: WindowPolicy) -> float:
     """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest."""
     sizes = turn_sizes(items)[-20:] or [0]
@@ -101,16 +106,18 @@ def fill_target(items: Sequence[Item], budget: int, policy: WindowPolicy) -> flo
 
 
 def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0,
-             summary_room: int | None = None, force: bool = False) -> int | None:
+             summary_room: int | None = None, force: bool = False, head: int = 0) -> int | None:
     """Index of the new first item after one cut, or None when everything fits (and not `force`d).
 
     `summary_tokens` is the current summaries' size, `summary_room` what the next one may take;
-    `force` plans the cut the window will take when it overflows, to summarise it ahead of time.
-    Cuts only before a turn start, so no tool_use is parted from its result and the window never
-    opens with an assistant turn or an orphan tool result.
+    `force` plans the cut the window will take when it overflows, to summarise it ahead of time;
+    a trimmed window (`head` items before its gap) restarts after its gap. Cuts only before a turn
+    start, so no tool_use is parted from its result and the window never opens with an assistant
+    turn or an orphan tool result.
     """
     total = summary_tokens + sum(i.tokens for i in items)
-    lock = locked_start(items, policy.locked_turns, int(budget * policy.high_water))
+    room = policy.summary_tokens if summary_room is None else summary_room
+    lock = max(head, locked_start(items, policy.locked_turns, lock_limit(budget, policy, room)))
     locked = sum(i.tokens for i in items[lock:])
     if locked > budget:
         raise LockedBufferTooLarge(
@@ -119,11 +126,10 @@ def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_t
         )
     if total <= budget and not force:
         return None
-    room = policy.summary_tokens if summary_room is None else summary_room
     target = max(0, int(budget * fill_target(items, budget, policy)) - room)
     suffix = locked
     best = lock if lock > 0 else None
-    for i in range(lock - 1, 0, -1):
+    for i in range(lock - 1, max(0, head - 1), -1):
         suffix += items[i].tokens
         if suffix > target:
             break
@@ -133,26 +139,29 @@ def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_t
 
 
 def plan_trim(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0,
-              summary_room: int | None = None, head: int = 0) -> tuple[int, int] | None:
+              summary_room: int | None = None, head: int = 0, cached: int = 0,
+              marked: int = 0) -> tuple[int, int] | None:
     """(head, start) of a trim: the window keeps items[:head] and its locked turns items[start:].
 
-    What a trim keeps after the head is sent again, so it keeps no more than the locked turns; a
+    What a trim keeps after the head is sent again, so it keeps no more than the locked turns. A
     window without a head yet takes the longest run of whole turns that fills the rest of a cut's
-    fill. `summary_tokens` is the summary before the window (a trim keeps it), `summary_room` the
-    bridge's. None when nothing lies between head and locked turns, or they leave no room.
+    fill, ending where the cache holds the prefix: after its first `cached` items (they were last
+    sent inside one request), or at `marked` (a breakpoint put there for it). `summary_tokens` is
+    the summary before the window (a trim keeps it), `summary_room` the bridge's. None when nothing
+    lies between head and locked turns, or they leave no room.
     """
     room = policy.summary_tokens if summary_room is None else summary_room
-    lock = locked_start(items, policy.locked_turns, int(budget * policy.high_water))
+    lock = locked_start(items, policy.locked_turns, lock_limit(budget, policy, room))
     locked = sum(i.tokens for i in items[lock:])
     if not head:
         target = int(budget * fill_target(items, budget, policy)) - summary_tokens - room - locked
-        used = 0
+        ends, used = [], 0
         for i in range(lock):
-            if used > target:
-                break
-            if items[i].starts_turn and i:
-                head = i
+            if items[i].starts_turn and i and (i >= cached or i == marked):
+                ends.append((i, used))
             used += items[i].tokens
+        fitting = [i for i, before in ends if before <= target]
+        head = fitting[-1] if fitting else ends[0][0] if ends else 0
     if head < 1 or lock <= head or sum(i.tokens for i in items[:head]) + locked + summary_tokens + room >= budget:
         return None
     return head, lock

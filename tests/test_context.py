@@ -1,5 +1,6 @@
 import asyncio
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -314,3 +315,35 @@ async def test_recall_runs_beside_the_layout_and_goes_down_with_it(store, monkey
         await asyncio.wait_for(asm.assemble(r.id), 5)
     await asyncio.sleep(0)
     assert not [t for t in asyncio.all_tasks() - before if not t.done()]
+
+
+async def test_a_trim_keeps_the_window_head_cached_and_bridges_what_it_drops(store):
+    r = await root(store)
+    asm = assembler(store, context_tokens=4_000, locked_turns=2)
+    asm.policy = replace(asm.policy, trims=4)
+    cache = FakeAnthropic()  # its prompt-cache rules, without a server
+    trims = cuts = 0
+    for n in range(120):
+        await say(store, r.id, f"m{n} " + "word " * 40)
+        assembly = await asm.assemble(r.id)
+        flat = blocks(assembly)
+        usage = cache.account(body(assembly))
+        thread = assembly.thread
+        if assembly.cut and thread.window_gap_to is not None:
+            trims += 1
+            # The head ends at the breakpoint before the last. It is read from the cache at least up to
+            # its last user message (a prefix an earlier turn wrote): at most the reply after it is sent again.
+            head_end = [i for i, (_, _, ttl) in enumerate(flat) if ttl][-2]
+            last_user = max(i for i in range(head_end + 1) if '"_role": "user"' in flat[i][0])
+            assert head_end - last_user <= 1
+            assert usage["cache_read_input_tokens"] >= sum(tokens for _, tokens, _ in flat[: last_user + 1])
+            text = all_text(assembly)
+            assert thread.window_bridge and thread.window_bridge in text
+            gap = {m.seq async for m in store.span(r.id, thread.window_gap_from, thread.window_gap_to - 1)}
+            shown = {m.seq for m in assembly.window_messages}
+            assert gap and not gap & shown and min(shown) < min(gap) and max(gap) < thread.window_gap_to <= max(shown)
+            assert text.index(thread.window_bridge) < text.index(assembly.window_messages[-1].content)
+        elif assembly.cut:
+            cuts += 1
+        await answer(store, r.id, f"r{n} " + "answer " * 40)
+    assert trims >= 4 and cuts >= 1, (trims, cuts)  # four trims, then a cut that restarts the window

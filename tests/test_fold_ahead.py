@@ -72,6 +72,7 @@ async def _moves(engine: Engine, root_id: int) -> tuple[int | None, int | None]:
 
 async def test_no_reply_waits_on_a_summary_in_the_steady_state(world):
     llm, engine, root_id = world
+    engine.assembler.policy = replace(engine.assembler.policy, trims=4)
     moves = set()
     for turn in range(160):  # four trims, then a cut, and again
         # The gate is shut while the reply runs: a reply summarising inline would never finish.

@@ -14,7 +14,9 @@ from memory.window import (
     fill_target,
     locked_start,
     plan_cut,
+    plan_trim,
     protected_size,
+    trim_pays,
     window_size,
 )
 
@@ -72,6 +74,34 @@ def test_summary_tokens_count_against_the_budget():
     assert plan_cut(history, budget=85, policy=POLICY, summary_tokens=30) == 2
 
 
+def test_a_trim_keeps_a_head_of_whole_turns_and_only_the_locked_turns_after_it():
+    history = items(*[(10, i % 2 == 0) for i in range(30)])  # 15 turns of 20 tokens
+    head, start = plan_trim(history, budget=300, policy=POLICY)
+    assert history[head].starts_turn and history[start].starts_turn
+    assert start == locked_start(history, 2, int(300 * POLICY.high_water))  # nothing more is sent again
+    assert sum(i.tokens for i in history[:head]) + sum(i.tokens for i in history[start:]) <= 0.6 * 300
+    assert head == 14  # the longest head within the fill: 140 tokens, and the locked 40 make 0.6 * 300
+
+
+def test_a_new_head_ends_where_the_cache_holds_the_prefix():
+    history = items(*[(10, i % 2 == 0) for i in range(30)])
+    # Items sent inside one request (after a cut) hold no cached prefix: the head ends after them ...
+    assert plan_trim(history, budget=300, policy=POLICY, cached=11)[0] == 14  # the longest within the fill
+    assert plan_trim(history, budget=300, policy=POLICY, cached=15)[0] == 16  # over the fill, still room
+    # ... or at the breakpoint a cut put for it.
+    assert plan_trim(history, budget=300, policy=POLICY, cached=15, marked=4)[0] == 4
+    # A head that leaves no room (or nothing to drop before the locked turns) is no trim.
+    assert plan_trim(history, budget=300, policy=POLICY, cached=26) is None
+    assert plan_trim(history, budget=300, policy=POLICY, head=26) is None
+
+
+def test_a_trim_is_taken_only_when_it_costs_less_per_turn_than_the_cut():
+    history = items(*[(10, i % 2 == 0) for i in range(30)])
+    cut = plan_cut(history, budget=290, policy=POLICY)
+    assert trim_pays(history, 290, 0, 0, (12, 26), cut)  # sends 40 again and leaves 130 free
+    assert not trim_pays(history, 290, 0, 0, (24, 26), cut)  # sends 40 again for 10 free: worse than the cut
+
+
 def test_a_big_window_with_small_turns_is_left_fuller_after_a_cut():
     policy = WindowPolicy(low_water=0.6, high_water=0.9, turns_per_cut=12, locked_turns=6, summary_tokens=0)
     history = items(*[(40, i % 2 == 0) for i in range(2_000)])  # turns of 80 tokens
@@ -88,8 +118,9 @@ def test_by_default_a_cut_keeps_half_the_window_so_requests_average_four_fifths(
     for budget in (4_000, 20_000, 60_000):
         kept = sum(i.tokens for i in history[plan_cut(history, budget, policy):])
         assert policy.low_water * budget - 80 <= kept <= policy.high_water * budget
-    assert policy.high_water / (1 - policy.high_water) <= 2  # re-sent per token freed, at the most
-    assert (policy.low_water + 1) / 2 >= 0.75  # the window's average fill between cuts
+    # Re-sent per token freed at a cut, at the most; most overflows are trims, which re-send only the locked turns.
+    assert policy.high_water / (1 - policy.high_water) <= 2.5 and policy.trims >= 4
+    assert (policy.low_water + 1) / 2 >= 0.8  # the window's average fill between overflows
 
 
 @settings(max_examples=200, deadline=None)
