@@ -83,7 +83,7 @@ class Assembly:
 class Prepared:
     """A cut or trim summarised ahead of time, valid while the window it was planned on is unchanged."""
 
-    base: tuple  # (window start, summary's last seq, gap's end, trims, store rewrites) it was planned on
+    base: tuple  # the window's state and every stored text, as it was planned on (Assembler._base)
     cut: tuple[int, int]  # (head, start) as planned: items keep their places while the window holds still
     state: dict
 
@@ -297,9 +297,10 @@ class Assembler:
                         summary, bridge)
 
     def _base(self, thread: Thread) -> tuple:
-        """What a prepared cut depends on: the window's start, the summary's end, its gap, every stored text."""
+        """What a prepared cut depends on: the window's start, the summary's end, its gap, where the cache
+        holds a prefix, every stored text."""
         return (thread.window_start_seq, thread.window_summary_to, thread.window_gap_to, thread.window_trims,
-                self.store.rewrites)
+                thread.window_cached_after, self.store.rewrites)
 
     def _prepared_for(self, thread: Thread) -> Prepared | None:
         """The cut prepared for this thread, if nothing it was planned on has changed since."""
