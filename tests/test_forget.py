@@ -35,7 +35,7 @@ def traces(config, text: str) -> list[str]:
     with sqlite3.connect(config.database_path) as db:
         for table, column in (("messages", "content"), ("memory_records", "content"),
                               ("threads", "chronicle_summary"), ("threads", "window_summary"),
-                              ("messages", "metadata")):
+                              ("threads", "window_bridge"), ("messages", "metadata")):
             rows = db.execute(f"SELECT COUNT(*) FROM {table} WHERE instr({column}, ?) > 0", (text,)).fetchone()[0]
             if rows:
                 found.append(f"{table}.{column}")
@@ -57,7 +57,8 @@ async def remember_everywhere(engine, clock):
     await threads.end(engine.store, engine.llm, run, engine.stelis)
     clock.advance(IDLE)
     await engine.memory.run_due()
-    await engine.store.set_window(root.id, window_summary=f"ana mentioned her {SECRET}")
+    await engine.store.set_window(root.id, window_summary=f"ana mentioned her {SECRET}", window_gap_from=1,
+                                  window_gap_to=2, window_bridge=f"then ana renewed the {SECRET}")
     await engine.write_snapshots()
     assert await engine.recall(GENERAL, "passport ZX4471Q")  # a search has indexed her messages for recall
 
@@ -67,7 +68,7 @@ async def test_forget_me_erases_every_trace_and_keeps_everyone_else(world):
     await remember_everywhere(engine, clock)
     before = traces(config, SECRET)
     assert {"messages.content", "memory_records.content", "threads.chronicle_summary", "threads.window_summary",
-            "messages_fts"} <= set(before) and any(p.endswith(".json") for p in before)
+            "threads.window_bridge", "messages_fts"} <= set(before) and any(p.endswith(".json") for p in before)
 
     done = await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert done.messages == 2 and done.versions >= 1 and done.chronicles == 1
