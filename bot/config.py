@@ -108,8 +108,8 @@ class ContextConfig(_Model):
     tail_share: float = Field(0.04, ge=0.01, le=0.2)
     summary_share: float = Field(0.15, ge=0.02, le=0.4)
     recall: bool = True
-    low_water: float = Field(0.6, gt=0.1, lt=1.0)
-    high_water: float = Field(0.7, gt=0.1, lt=1.0)
+    low_water: float = Field(0.62, gt=0.1, lt=1.0)
+    high_water: float = Field(0.72, gt=0.1, lt=1.0)
     turns_per_cut: int = Field(12, ge=1, le=1_000)
     locked_turns: int = Field(6, ge=1, le=100)
     trims: int = Field(8, ge=0, le=100)

@@ -4,7 +4,7 @@ The window keeps a persisted start; it moves only on overflow, in one step, so t
 holds stays byte-identical in between (seed 003 plus metabolism). Everything after the first
 changed byte is sent again uncached, so a *cut* (a new start) costs all it keeps, and the turns
 until the next overflow are what it freed: kept / (1 - kept) per turn, whatever the window's size.
-A cut leaves the window between `low_water` and `high_water` full (0.6-0.7 by default, fuller when
+A cut leaves the window between `low_water` and `high_water` full (0.62-0.72 by default, fuller when
 the usual turns are small next to the window); the rolling summary, the memory layers and recall
 carry what left it.
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    low_water: float = 0.6  # a cut leaves the window at least this full (unless its turns are too big for that)
-    high_water: float = 0.7  # ... and at most this full (the locked buffer yields beyond it)
+    low_water: float = 0.62  # a cut leaves the window at least this full (unless its turns are too big for that)
+    high_water: float = 0.72  # ... and at most this full (the locked buffer yields beyond it)
     turns_per_cut: int = 12  # room a cut leaves, in turns of the usual size
     locked_turns: int = 6  # the immediate buffer: never cut (fewer when they would fill more than high_water)
     summary_tokens: int = 1200  # the longest rolling summary

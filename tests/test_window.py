@@ -119,7 +119,7 @@ def test_by_default_a_cut_keeps_half_the_window_so_requests_average_four_fifths(
         kept = sum(i.tokens for i in history[plan_cut(history, budget, policy):])
         assert policy.low_water * budget - 80 <= kept <= policy.high_water * budget
     # Re-sent per token freed at a cut, at the most; most overflows are trims, which re-send only the locked turns.
-    assert policy.high_water / (1 - policy.high_water) <= 2.5 and policy.trims >= 4
+    assert policy.high_water / (1 - policy.high_water) <= 2.6 and policy.trims >= 4
     assert (policy.low_water + 1) / 2 >= 0.8  # the window's average fill between overflows
 
 
