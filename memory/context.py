@@ -55,6 +55,7 @@ ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call 
 WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
 RENDERED_KEPT = 5_000  # messages a kept rendering holds before it starts afresh (a window without a cut)
 FOLD_AHEAD_TURNS = 4  # a cut's summary is prepared this many usual turns before the window overflows
+STABLE_KEPT = 4  # message lists (window, head, parent region) whose blocks a rendering keeps between turns
 PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
 
 
@@ -116,6 +117,8 @@ class Rendering:
         self.policy = policy
         self.max_message_tokens = max_message_tokens
         self._done: dict[int, tuple[str, int]] = {}
+        # (first message, the one before it) -> (index and seq of a turn start, the blocks before it)
+        self._stable: dict[tuple[int, int | None], tuple[int, int, list[Piece]]] = {}
 
     def __call__(self, message: Message) -> tuple[str, int]:
         found = self._done.get(message.seq)
@@ -131,7 +134,28 @@ class Rendering:
 
     def pieces(self, messages: list[Message], after: Message | None = None) -> list[Piece]:
         """Blocks for messages, each day's first message opening with the day's date (the first one
-        always, unless it follows `after` on the same day)."""
+        always, unless it follows `after` on the same day).
+
+        What came before the last turn of the previous call is reused: a window only grows between
+        cuts, and a turn's blocks depend on nothing after it.
+        """
+        if not messages:
+            return []
+        key = (messages[0].seq, after.seq if after is not None else None)
+        start, stable = 0, []
+        found = self._stable.get(key)
+        if found is not None and found[0] < len(messages) and messages[found[0]].seq == found[1]:
+            start, stable = found[0], found[2]
+        last = max((i for i in range(start, len(messages)) if _starts_turn(messages[i])
+                    and messages[i].seq != PREVIEW_SEQ), default=start)
+        stable = stable + self._render(messages[start:last], messages[start - 1] if start else after)
+        if last:
+            self._stable[key] = (last, messages[last].seq, stable)
+            while len(self._stable) > STABLE_KEPT:
+                del self._stable[next(iter(self._stable))]
+        return stable + self._render(messages[last:], messages[last - 1] if last else after)
+
+    def _render(self, messages: list[Message], after: Message | None) -> list[Piece]:
         texts = [self(m)[0] for m in messages]
         for i, starts in enumerate(day_starts(messages, after)):
             if starts:

@@ -74,8 +74,8 @@ def to_turns(pieces: Sequence[Piece]) -> list[Turn]:
 
 def _following_results(messages: Sequence[Message], i: int) -> set[str]:
     ids = set()
-    for message in messages[i + 1:]:
-        if message.role != "tool":
+    for j in range(i + 1, len(messages)):  # not a slice: that would copy the rest of the window per reply
+        if messages[j].role != "tool":
             break
-        ids.add(message.metadata.get("tool_use_id"))
+        ids.add(messages[j].metadata.get("tool_use_id"))
     return ids

@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 from memory import dates, threads
 from memory.budget import Budget, Shares, plan, summary_room
-from memory.context import _starts_turn
-from memory.records import Scope
+from memory.context import Rendering, _starts_turn
+from memory.records import Message, Scope
 from memory.store import Store
 from memory.threads import Run, StelisSettings
 from memory.tokens import cached_tokens
 from memory.transcript import message_text
-from memory.window import Item, LockedBufferTooLarge, locked_start
+from memory.window import Item, LockedBufferTooLarge, WindowPolicy, locked_start
 from tests.context_helpers import (
     all_text,
     answer,
@@ -243,6 +243,9 @@ async def _check_invariants(events):
                 after = [(m.seq, m.content, m.token_count, m.metadata) for m in await store.tail(r.id, 10_000)]
                 assert after == stored  # assembly never changes stored messages
                 await _locked_buffer_is_verbatim(store, r.id, current, asm.policy)
+                if not current.cut:  # what is kept between turns renders as a fresh assembler would
+                    again = await assembler(store, context_tokens=4_000, locked_turns=2).assemble(r.id, persist=False)
+                    assert blocks(again) == blocks(current)
                 if previous is not None and not current.cut:
                     prefix = stable_prefix(previous)
                     assert [c for c, _, _ in blocks(current)][: len(prefix)] == prefix
@@ -347,3 +350,26 @@ async def test_a_trim_keeps_the_window_head_cached_and_bridges_what_it_drops(sto
             cuts += 1
         await answer(store, r.id, f"r{n} " + "answer " * 40)
     assert trims >= 4 and cuts >= 1, (trims, cuts)  # four trims, then a cut that restarts the window
+
+
+def test_a_window_rendered_turn_by_turn_matches_one_rendered_whole():
+    # Days change, a tool call's result arrives in a later call, an unstored preview comes and goes.
+    def message(seq, role, text, day, **metadata):
+        return Message(seq, 1, role, text, 5, created_at=1_700_000_000.0 + day * 86_400 + seq, metadata=metadata)
+
+    history = []
+    for n in range(12):
+        history.append(message(4 * n + 1, "user", f"question {n}", n // 4))
+        call = [{"id": f"t{n}", "name": "run"}]
+        history.append(message(4 * n + 2, "assistant", f"checking {n}", n // 4, tool_use=call))
+        history.append(message(4 * n + 3, "tool", f"result {n}", n // 4, tool_use_id=f"t{n}"))
+        history.append(message(4 * n + 4, "assistant", f"answer {n}", n // 4))
+    kept = Rendering({1}, WindowPolicy(), 1_000)
+    preview = Message(2**62, 1, "user", "unstored", 2, created_at=1_700_000_000.0 + 5 * 86_400)
+    for end in range(1, len(history) + 1):
+        window = history[:end]
+        assert kept.pieces(window) == Rendering({1}, WindowPolicy(), 1_000).pieces(window)
+        previewed = [*window, preview]
+        assert kept.pieces(previewed) == Rendering({1}, WindowPolicy(), 1_000).pieces(previewed)
+        after = history[0]
+        assert kept.pieces(window[1:], after) == Rendering({1}, WindowPolicy(), 1_000).pieces(window[1:], after)
