@@ -197,8 +197,8 @@ class Assembler:
         self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
-        # thread -> ((window start, store rewrites), the window's stored messages) for the busiest threads
-        self._windows: OrderedDict[int, tuple[tuple[int | None, int], list[Message]]] = OrderedDict()
+        # thread -> ((start, gap, store rewrites), the stored messages, their items, the rendering that sized them)
+        self._windows: OrderedDict[int, tuple[tuple, list[Message], list[Item], Rendering]] = OrderedDict()
         self._renderings: OrderedDict[int, tuple[tuple, Rendering]] = OrderedDict()  # likewise, each message's text
         self._layers: OrderedDict[int, tuple[tuple, Layers]] = OrderedDict()  # likewise, the memory layers
 
@@ -470,21 +470,19 @@ class Assembler:
         """
         trimmed = None if naive else thread
         start = None if naive else thread.window_start_seq
-        key = (start, thread.window_gap_to, self.store.rewrites)
+        gap = None if naive else thread.window_gap_to
+        key = (start, gap, self.store.rewrites)
         cached = self._windows.get(thread.id)
-        if cached is not None and cached[0] == key and not naive:
-            stored, whole = cached[1] + [m async for m in self.store.span(thread.id, cached[1][-1].seq + 1, None)], True
+        if cached is not None and cached[0] == key and cached[3] is seen and not naive:  # the rendering sizes items
+            new = [m async for m in self.store.span(thread.id, cached[1][-1].seq + 1, None)]
+            stored, counted, whole = cached[1] + new, cached[2] + _items(new, seen, gap, cached[1][-1]), True
         else:
             stored, whole = await self._read_back(thread.id, start, trimmed, budget, seen, extra)
+            counted = _items(stored, seen, gap, None)
         if whole and stored and not naive:
-            _keep(self._windows, thread.id, (key, stored))
+            _keep(self._windows, thread.id, (key, stored, counted, seen))
         messages = stored + extra
-        opens_day = day_starts(messages)
-        if trimmed is not None and trimmed.window_gap_to is not None:  # after the bridge, the date again
-            own_head = _head(messages, thread)
-            opens_day = day_starts(own_head) + day_starts(messages[len(own_head):])
-        items = [Item(m.seq, seen(m)[1] + (day_tokens(m) if opens_day[i] else 0), _starts_turn(m))
-                 for i, m in enumerate(messages)]
+        items = counted + _items(extra, seen, gap, stored[-1] if stored else None)
         if naive:
             return _naive_window(messages, items, budget), [], whole
         return messages, items, whole
@@ -656,6 +654,17 @@ def _nearly_full(items: list[Item], budget: int, summary: int, policy: WindowPol
     """Within a few usual turns of a cut: time to summarise ahead, while the conversation goes on."""
     sizes = turn_sizes(items)[-20:] or [0]
     return summary + sum(i.tokens for i in items) + FOLD_AHEAD_TURNS * sum(sizes) / len(sizes) > budget
+
+
+def _items(messages: list[Message], seen: Rendering, gap_to: int | None, before: Message | None) -> list[Item]:
+    """Messages as the window plans on them: their tokens, with a date line where a day (or the bridge) opens."""
+    items = []
+    for message in messages:
+        opens = (before is None or not dates.same_day(before.created_at, message.created_at)
+                 or (gap_to is not None and before.seq < gap_to <= message.seq))
+        items.append(Item(message.seq, seen(message)[1] + (day_tokens(message) if opens else 0), _starts_turn(message)))
+        before = message
+    return items
 
 
 def _kept(seq: int, thread: Thread) -> bool:
