@@ -384,6 +384,7 @@ class Engine:
 
         async def note(db: aiosqlite.Connection, at: float) -> None:  # in the message's own transaction
             due.append(await channels.noting(db, thread, at, triggers))
+            self.store.saw_conversation(thread.id)  # its memory row may be new: recall's visibility looks again
 
         message, created = await self.store.append(
             thread.id, NewMessage(role, content, author_id, author_name, external_id=external_id),

@@ -77,6 +77,7 @@ async def ensure_channel(store: Store, thread: Thread) -> MemoryChannel:
             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
             (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id),
         )
+    store.saw_conversation(thread.id)
     return await channel(store, thread.id)  # type: ignore[return-value]
 
 
@@ -178,13 +179,6 @@ async def set_flags(store: Store, thread_id: int, **flags: int | str | None) -> 
     async with store.transaction() as db:
         await db.execute(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?", (*flags.values(), thread_id))
     store.sharing_version += 1
-
-
-async def conversation_count(store: Store, persona: str, guild_id: int) -> int:
-    """How many conversations a guild has (an index count): with Store.sharing_version, when visibility may change."""
-    row = await store.fetch_one("SELECT COUNT(*) FROM memory_channels WHERE persona = ? AND guild_id = ?",
-                                (persona, guild_id))
-    return row[0]
 
 
 async def visible_conversations(store: Store, persona: str, guild_id: int) -> list[tuple[int, int | None, str | None]]:

@@ -622,9 +622,9 @@ class Assembler:
                 child_id = int(message.metadata["stelis_thread_id"])
                 if child_id in lineage_ids:
                     continue
-                child = await self.store.find_thread(child_id)
-                if child is not None and child.status == "active":
-                    count = await self.store.count_messages(child_id)
+                found = await self.store.thread_with_count(child_id)
+                if found is not None and found[0].status == "active":
+                    child, count = found
                     last = await self.store.last_exchanges(child_id, anchors.LAST_EXCHANGES)
                     live.append(anchors.render_live(child, count, last))
         parent_news = None

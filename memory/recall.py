@@ -103,7 +103,7 @@ class Shown:
 
 
 class Visibilities:
-    """Each conversation's Visibility, rebuilt only when the server gains a conversation or sharing changes."""
+    """Each conversation's Visibility, rebuilt only when a server may have gained a conversation or sharing changed."""
 
     def __init__(self) -> None:
         self._known: dict[int, tuple[tuple[int, int], Visibility]] = {}
@@ -111,7 +111,7 @@ class Visibilities:
     async def of(self, store: Store, root: Thread) -> Visibility:
         if root.guild_id is None:
             return await visibility(store, root)
-        stamp = (store.sharing_version, await channels.conversation_count(store, root.persona, root.guild_id))
+        stamp = (store.sharing_version, store.conversations)
         found = self._known.get(root.id)
         if found is None or found[0] != stamp:
             found = self._known[root.id] = (stamp, await visibility(store, root))

@@ -46,6 +46,8 @@ class Store:
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
         self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
         self.memory_changes = 0  # bumped when a memory version is removed or a pin changes (caches key on it)
+        self.conversations = 0  # bumped when a conversation may have joined its server (recall's visibility keys on it)
+        self._conversations: set[int] = set()
         # Texts stored since recall's index was last brought up to date (None: unknown, index first).
         self._pending: list[str] | None = None
 
@@ -148,6 +150,20 @@ class Store:
     async def find_thread(self, thread_id: int) -> Thread | None:
         row = await self.fetch_one("SELECT * FROM threads WHERE id = ?", (thread_id,))
         return _thread(row) if row else None
+
+    async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
+        """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
+        row = await self.fetch_one("SELECT *, (SELECT COUNT(*) FROM messages WHERE thread_id = threads.id"
+                                   " AND deleted_at IS NULL) AS message_count FROM threads WHERE id = ?", (thread_id,))
+        if row is None:
+            return None
+        return Thread(**{k: row[k] for k in row.keys() if k != "message_count"}), row["message_count"]  # noqa: SIM118
+
+    def saw_conversation(self, thread_id: int) -> None:
+        """A conversation's memory is kept: the first time this process sees it, it may be new to its server."""
+        if thread_id not in self._conversations:
+            self._conversations.add(thread_id)
+            self.conversations += 1
 
     async def insert_thread(self, thread: Thread) -> Thread:
         """A thread with its id as given (snapshot import into an empty database)."""

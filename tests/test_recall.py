@@ -4,7 +4,7 @@ import pytest
 
 from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
-from memory.records import Scope
+from memory.records import NewMessage, Scope
 
 GENERAL = Scope.channel(10, 100)
 RANDOM = Scope.channel(10, 101)
@@ -158,3 +158,15 @@ async def test_a_reply_may_leave_its_newest_messages_unindexed_but_still_counts_
     assert (await frequencies.counts(store, ["quokka"], store.unindexed_texts()))["quokka"] == 8
     await recall.search(store, seen, "how many quokka?", recall.Shown(), frequencies=frequencies, unindexed_ok=2)
     assert store.unindexed == 0  # more than the window holds: indexed first
+
+
+async def test_a_new_discord_thread_joins_what_recall_may_see_at_its_first_message(engine):
+    root = await engine.thread_for(GENERAL)
+    visibilities = engine.assembler.visibilities
+    assert not any(scope == "thread" for scope, _ in (await visibilities.of(engine.store, root)).records)
+    child, _ = await engine.store.create_thread(root, kind="stelis", label="trip", window_ratio=0.8,
+                                                chronicle_prompt=None, run_id=None, discord_thread_id=555,
+                                                anchor=NewMessage("system", "a thread opened"))
+    await engine.hear(GENERAL, "shall we plan the trip here", author_name="ana", thread_id=child.id)
+    # The visibility was cached before the thread had a memory row; its first message must reach it.
+    assert ("thread", 555) in (await visibilities.of(engine.store, root)).records
