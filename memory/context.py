@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -221,8 +222,8 @@ class Assembler:
 
         window, fold_soon = p.window, False
         if cut is not None:
-            ready = self._ready(thread, p)
-            state = ready.state if ready is not None and ready.cut == cut else await self._fold_state(thread, p, cut)
+            found = self._prepared_for(thread)  # `_cut` chose it if it still fits; the same cut summarises the same
+            state = found.state if found is not None and found.cut == cut else await self._fold_state(thread, p, cut)
             # A cut sends everything after the persona card again: the cache holds no prefix ending
             # inside what it keeps, until the next turn; a trim keeps its head's.
             rewritten = {} if cut[0] else {"window_cached_after": window[-1].seq}
@@ -316,7 +317,7 @@ class Assembler:
         before = len(_head(window, thread)) if whole and not naive else 0
         head, marked = (before, 0) if thread.window_gap_to is not None else (0, before)
         floor = thread.window_cached_after
-        cached = sum(1 for m in window if floor is not None and m.seq <= floor)
+        cached = 0 if floor is None else bisect_right(window, floor, key=_seq)
         return _Planned(layers, capacity, ratios, own_budget, seen, window, items, whole, head, marked, cached, room,
                         summary, bridge)
 
@@ -682,7 +683,11 @@ def _shown(messages: list[Message], thread: Thread) -> list[Message]:
 def _head(window: list[Message], thread: Thread) -> list[Message]:
     """A window's head: its messages before the gap, or before the breakpoint where the next trim may end it."""
     gap = thread.window_gap_from
-    return [] if gap is None else [m for m in window if m.seq < gap]
+    return [] if gap is None else window[: bisect_left(window, gap, key=_seq)]
+
+
+def _seq(message: Message) -> int:
+    return message.seq
 
 
 def _unstored(thread_id: int, incoming: NewMessage, now: float) -> Message:
