@@ -11,6 +11,7 @@ skipped; the rest are ranked by how much of the query's information they carry.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections import OrderedDict
@@ -221,13 +222,16 @@ def _candidate_terms(df: dict[str, int]) -> list[str]:
 async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str],
                    message_terms: list[str]) -> list[Hit]:
     """Hits of the full-text indexes: messages (for the rarest words), chronicles and memory versions."""
-    hits = []
-    if message_terms:
-        rows = await store.recall_messages(" OR ".join(phrase(t) for t in message_terms), seen.persona,
-                                           seen.scope_keys, CANDIDATES)
-        hits += [_message_hit(row, seen) for row in rows if row["seq"] not in shown.messages]
     query = " OR ".join(phrase(t) for t in terms)
-    for row in await store.recall_notes(query, seen.persona, seen.scope_keys, seen.records, CANDIDATES // 4):
+    notes = store.recall_notes(query, seen.persona, seen.scope_keys, seen.records, CANDIDATES // 4)
+    rows, found = [], []
+    if message_terms:  # both queued at once: the database runs them back to back
+        rows, found = await asyncio.gather(store.recall_messages(
+            " OR ".join(phrase(t) for t in message_terms), seen.persona, seen.scope_keys, CANDIDATES), notes)
+    else:
+        found = await notes
+    hits = [_message_hit(row, seen) for row in rows if row["seq"] not in shown.messages]
+    for row in found:
         if row["source"] == "chronicle" and row["id"] not in shown.chronicles:
             hits.append(_chronicle_hit(row, seen))
         elif row["source"] == "record" and row["id"] not in shown.records:
