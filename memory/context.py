@@ -1,10 +1,12 @@
 """Context assembly (DESIGN.md section 5): system, memory layers, history, volatile tail.
 
 Most stable first, so Anthropic's prefix cache holds: appending a message leaves every block
-before the tail byte-identical, except at a window cut, which is also when the newest memory
-versions come in (or when the cache has gone cold anyway). Everything is planned inside one
-budget (memory/budget.py); recall sits in the tail after the last breakpoint so it never disturbs
-the cache, and keeps to its share, since the tail is paid in full on every turn.
+before the tail byte-identical, except when the window overflows. A trim keeps the window's head
+(it ends at a breakpoint) and re-sends only the bridge summary and the locked turns after it; a
+cut restarts the window, and is also when the newest memory versions come in (or when the cache
+has gone cold anyway). Everything is planned inside one budget (memory/budget.py); recall sits in
+the tail after the last breakpoint so it never disturbs the cache, and keeps to its share, since
+the tail is paid in full on every turn.
 """
 
 from __future__ import annotations
