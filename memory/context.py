@@ -385,8 +385,9 @@ class Assembler:
         own_head = _head(window, thread) if not naive else []
         recent = window[len(own_head):]
         head += seen.pieces(own_head)  # a window's head stays cached with what precedes it when it is trimmed
-        bridge = thread.window_bridge if own_head else None
-        joined = own_head[-1] if own_head and not bridge else None  # no gap: the day goes on
+        gapped = bool(own_head) and thread.window_gap_to is not None
+        bridge = thread.window_bridge if gapped else None
+        joined = own_head[-1] if own_head and not gapped else None  # no gap: the day goes on
         history = seen.pieces(recent, joined)
         if bridge:
             history.insert(0, Piece("user", Block(render(
@@ -576,7 +577,7 @@ class Assembler:
         bridge = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
                                  max_tokens=p.room, tier="light")
         first = p.window[head]  # the gap's first message, unless the window was trimmed before
-        if thread.window_gap_from is not None and thread.window_bridge:
+        if thread.window_gap_to is not None:  # the gap only grows: it starts where it started
             gap_from, first_at = thread.window_gap_from, thread.window_bridge_first_at
         else:
             gap_from, first_at = first.seq, first.created_at
