@@ -64,6 +64,13 @@ async def build(store: Store, size: int, rng: random.Random) -> int:
     return root.id
 
 
+async def settle_index(store: Store) -> None:
+    """What the bot's background indexer does a second after a message: index it, merge the segments."""
+    await store.index_messages()
+    while await store.tidy_index():
+        pass
+
+
 async def measure(size: int) -> dict:
     """Turns alternate recall on and off on the same history, so the two are timed under the same load."""
     rng = random.Random(size)
@@ -73,6 +80,7 @@ async def measure(size: int) -> dict:
         assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
                               Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
         await assembler.assemble(thread_id)  # the first call makes the one cut a long history needs
+        await settle_index(store)
         gc.collect()
         gc.freeze()  # as the bot does after start-up
         timings: dict[bool, list[float]] = {True: [], False: []}
@@ -85,6 +93,7 @@ async def measure(size: int) -> dict:
             timings[assembler.recall_enabled].append((time.perf_counter() - started) * 1000)
             bare.append(await _bare_select(store, thread_id))
             await store.append(thread_id, assistant_message(rng, size + i))
+            await settle_index(store)
         await store.close()
     on, off = sorted(timings[True]), sorted(timings[False])
     floor = statistics.median(bare)
@@ -126,6 +135,7 @@ async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS) -> dic
             assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
                                   Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
             await assembler.assemble(thread_id)
+            await settle_index(store)
             timings = []
             for i in range(SAMPLES):
                 await store.append(thread_id, user_message(rng, size + i))
@@ -133,6 +143,7 @@ async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS) -> dic
                 await assembler.assemble(thread_id)
                 timings.append((time.perf_counter() - started) * 1000)
                 await store.append(thread_id, assistant_message(rng, size + i))
+                await settle_index(store)
             await store.close()
         p50.append(statistics.median(timings))
     return {"bench": "context_latency", "server_channels": crowded, "messages": size, "lone_p50_ms": round(p50[0], 2),

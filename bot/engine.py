@@ -404,11 +404,20 @@ class Engine:
             self._indexer = asyncio.create_task(self._index_after(INDEX_DELAY_SECONDS))
 
     async def _index_after(self, delay: float) -> None:
-        await asyncio.sleep(delay)
         try:
-            await self.store.index_messages()
+            while True:
+                await asyncio.sleep(delay)
+                await self.store.index_messages()
+                await self._tidy_while_quiet()
+                if not self.store.unindexed:
+                    return
         except StoreError as exc:  # the next search tries again
             log.warning("recall's index not brought up to date: %s", exc)
+
+    async def _tidy_while_quiet(self) -> None:
+        """Merge the index's segments in short steps (replies slip in between) until something new is heard."""
+        while not self.store.unindexed and await self.store.tidy_index():
+            pass
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         """A message edited in Discord: the next context shows the new text."""
@@ -509,6 +518,7 @@ class Engine:
             self._indexer.cancel()
             await asyncio.gather(self._indexer, return_exceptions=True)
             await self.store.index_messages()
+            await self._tidy_while_quiet()
         await asyncio.gather(*self._folding.values(), return_exceptions=True)
 
     async def context(self, thread_id: int) -> Assembly:

@@ -236,3 +236,25 @@ async def test_what_is_heard_is_indexed_for_recall_in_the_background(engine, mon
     assert engine.store.unindexed == 0
     rows = await engine.store.fetch_all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"quokka\"'", ())
     assert len(rows) == 5
+
+
+async def test_the_background_indexer_keeps_recalls_index_in_few_segments(engine, monkeypatch):
+    monkeypatch.setattr("bot.engine.INDEX_DELAY_SECONDS", 0.001)
+    scope = Scope.channel(1, 10)
+
+    async def segments() -> int:
+        return (await engine.store.fetch_one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
+
+    for i in range(30):  # a quiet channel: each message indexed on its own, a new segment each time
+        await engine.hear(scope, f"the quokka count is {i}", author_name="mahe")
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if engine.store.unindexed == 0:
+                break
+    for _ in range(200):  # ... and merged in the background, a moment later
+        if await segments() <= 3:
+            break
+        await asyncio.sleep(0.01)
+    assert await segments() <= 3
+    rows = await engine.store.fetch_all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"quokka\"'", ())
+    assert len(rows) == 30

@@ -210,6 +210,26 @@ async def test_messages_are_indexed_for_recall_in_one_batch_and_edits_and_erasur
     await store.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")  # raises if not
 
 
+async def _segments(store: Store) -> int:
+    return (await store.fetch_one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
+
+
+async def test_tidying_merges_the_segments_each_batch_left_and_keeps_every_match(store):
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    for i in range(40):  # as the bot indexes: a small batch a second after each message
+        await store.append(root.id, NewMessage("user", f"batch {i} of the kestrel watch, token k{i:03d}x"))
+        await store.index_messages()
+    scattered = await _segments(store)
+    assert scattered >= 6  # SQLite's own merging leaves segments behind
+    assert await store.tidy_index(pages=2) is True  # a short step, its own transaction: more may remain
+    while await store.tidy_index(pages=2):
+        pass
+    assert await _segments(store) <= 3 < scattered
+    assert await store.tidy_index() is False  # nothing left to merge
+    assert len(await _indexed(store, "kestrel")) == 40 and len(await _indexed(store, "k017x")) == 1
+    await store.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+
+
 async def test_a_database_from_before_batched_indexing_keeps_its_index_in_step(tmp_path, monkeypatch):
     path = tmp_path / "db.sqlite3"
     monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:7])
