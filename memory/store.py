@@ -159,7 +159,7 @@ class Store:
                                    " AND deleted_at IS NULL) AS message_count FROM threads WHERE id = ?", (thread_id,))
         if row is None:
             return None
-        return Thread(**{k: row[k] for k in row.keys() if k != "message_count"}), row["message_count"]  # noqa: SIM118
+        return _thread(row, leave_out="message_count"), row["message_count"]
 
     def saw_conversation(self, thread_id: int) -> None:
         """A conversation's memory is kept: the first time this process sees it, it may be new to its server."""
@@ -694,8 +694,8 @@ def phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _thread(row: sqlite3.Row) -> Thread:
-    return Thread(**{k: row[k] for k in row.keys()})  # noqa: SIM118 - sqlite3.Row is not a mapping
+def _thread(row: sqlite3.Row, leave_out: str = "") -> Thread:
+    return Thread(**{k: row[k] for k in row.keys() if k != leave_out})  # noqa: SIM118 - sqlite3.Row is not a mapping
 
 
 def record_from_row(row: sqlite3.Row) -> MemoryRecord:
