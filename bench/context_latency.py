@@ -81,6 +81,7 @@ async def measure(size: int) -> dict:
                               Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
         await assembler.assemble(thread_id)  # the first call makes the one cut a long history needs
         await settle_index(store)
+        await assembler.frequencies.warm(store)  # as the bot does at start-up
         gc.collect()
         gc.freeze()  # as the bot does after start-up
         timings: dict[bool, list[float]] = {True: [], False: []}
@@ -136,6 +137,7 @@ async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS) -> dic
                                   Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
             await assembler.assemble(thread_id)
             await settle_index(store)
+            await assembler.frequencies.warm(store)
             timings = []
             for i in range(SAMPLES):
                 await store.append(thread_id, user_message(rng, size + i))

@@ -145,6 +145,8 @@ class Engine:
             raise
         if swept:
             engine._chronicler = asyncio.create_task(threads.chronicle_swept(store, engine.llm, swept, engine.stelis))
+        if config.context.recall:
+            engine._indexer = asyncio.create_task(engine._start_recall())
         if config.snapshots.interval_seconds > 0:
             engine._snapshotter = asyncio.create_task(engine._snapshot_every(config.snapshots.interval_seconds))
         return engine
@@ -402,6 +404,17 @@ class Engine:
         """Index what was heard for recall shortly, in one batch with whatever else arrives meanwhile."""
         if (self._indexer is None or self._indexer.done()) and not self._closed:
             self._indexer = asyncio.create_task(self._index_after(INDEX_DELAY_SECONDS))
+
+    async def _start_recall(self) -> None:
+        """At start-up, in the background: index what the last run left, merge, count the newest words."""
+        try:
+            await self.store.index_messages()
+            await self._tidy_while_quiet()
+            await self.assembler.frequencies.warm(self.store)
+        except StoreError as exc:  # a search indexes and counts for itself
+            log.warning("recall not prepared at start-up: %s", exc)
+        if self.store.unindexed:  # heard meanwhile: this task was the indexer
+            await self._index_after(INDEX_DELAY_SECONDS)
 
     async def _index_after(self, delay: float) -> None:
         try:

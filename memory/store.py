@@ -569,6 +569,12 @@ class Store:
 
     # recall: full-text look-ups, always filtered to what one conversation may see
 
+    async def newest_texts(self, limit: int) -> list[str]:
+        """The texts of the newest live messages, newest first."""
+        rows = await self.fetch_all("SELECT content FROM messages WHERE deleted_at IS NULL ORDER BY seq DESC LIMIT ?",
+                                    (limit,))
+        return [r[0] for r in rows]
+
     async def match_counts(self, table: str, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
         """About how many messages exist (the newest sequence), and how many rows of an index each term
         matches, counting no further than `cap`; one round trip."""

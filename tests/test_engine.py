@@ -258,3 +258,24 @@ async def test_the_background_indexer_keeps_recalls_index_in_few_segments(engine
     assert await segments() <= 3
     rows = await engine.store.fetch_all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"quokka\"'", ())
     assert len(rows) == 30
+
+
+async def test_at_start_up_the_engine_indexes_and_counts_the_newest_words_in_the_background(make_config):
+    config = make_config(snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, OfflineLLM())
+    scope = Scope.channel(1, 10)
+    for i in range(5):
+        await engine.hear(scope, f"the quokka census counted {i} wombats", author_name="mahe")
+    await engine.close()
+
+    engine = await Engine.open(config, OfflineLLM())
+    try:
+        for _ in range(200):
+            if engine.store.unindexed == 0 and "quokka" in engine.assembler.frequencies._known:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.store.unindexed == 0  # what the last run left unindexed, indexed without a search
+        assert await engine.assembler.frequencies.counts(engine.store, ["quokka"]) == {"quokka": 5}
+        assert "wombat" in engine.assembler.frequencies._known  # "wombats", as a query stems it
+    finally:
+        await engine.close()

@@ -170,3 +170,28 @@ async def test_a_new_discord_thread_joins_what_recall_may_see_at_its_first_messa
     await engine.hear(GENERAL, "shall we plan the trip here", author_name="ana", thread_id=child.id)
     # The visibility was cached before the thread had a memory row; its first message must reach it.
     assert ("thread", 555) in (await visibilities.of(engine.store, root)).records
+
+
+async def test_warming_counts_the_newest_words_so_a_look_up_needs_no_count(store, monkeypatch):
+    from memory import recall
+    from memory.records import NewMessage
+
+    root = await store.root_thread("Stelis", GENERAL, 0.8)
+    await store.append(root.id, NewMessage("user", "an old note about the pelican harbour"))
+    for i in range(6):
+        await store.append(root.id, NewMessage("user", f"the quokka census counted {i} wombats"))
+    await store.index_messages()
+    frequencies = recall.Frequencies()
+    assert await frequencies.warm(store, messages=6) >= 3  # quokka, census, counted, wombat(s)
+    rounds = []
+    real = store.match_counts
+
+    async def counting(*args):
+        rounds.append(args[1])
+        return await real(*args)
+
+    monkeypatch.setattr(store, "match_counts", counting)
+    assert await frequencies.counts(store, ["quokka", "wombat"]) == {"quokka": 6, "wombat": 6}  # terms are stems
+    assert rounds == []  # warmed: no round trip
+    assert (await frequencies.counts(store, ["pelican"]))["pelican"] == 1  # older than the warmed messages
+    assert rounds == [["pelican"]]
