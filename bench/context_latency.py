@@ -67,8 +67,7 @@ async def build(store: Store, size: int, rng: random.Random) -> int:
 async def settle_index(store: Store) -> None:
     """What the bot's background indexer does a second after a message: index it, merge the segments."""
     await store.index_messages()
-    while await store.tidy_index():
-        pass
+    await store.merge_index()
 
 
 async def measure(size: int) -> dict:

@@ -409,7 +409,7 @@ class Engine:
         """At start-up, in the background: index what the last run left, merge, count the newest words."""
         try:
             await self.store.index_messages()
-            await self._tidy_while_quiet()
+            await self.store.merge_index()
             await self.assembler.frequencies.warm(self.store)
         except StoreError as exc:  # a search indexes and counts for itself
             log.warning("recall not prepared at start-up: %s", exc)
@@ -421,16 +421,11 @@ class Engine:
             while True:
                 await asyncio.sleep(delay)
                 await self.store.index_messages()
-                await self._tidy_while_quiet()
+                await self.store.merge_index()  # in short steps: replies slip in between
                 if not self.store.unindexed:
                     return
         except StoreError as exc:  # the next search tries again
             log.warning("recall's index not brought up to date: %s", exc)
-
-    async def _tidy_while_quiet(self) -> None:
-        """Merge the index's segments in short steps (replies slip in between) until something new is heard."""
-        while not self.store.unindexed and await self.store.tidy_index():
-            pass
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         """A message edited in Discord: the next context shows the new text."""
@@ -531,7 +526,7 @@ class Engine:
             self._indexer.cancel()
             await asyncio.gather(self._indexer, return_exceptions=True)
             await self.store.index_messages()
-            await self._tidy_while_quiet()
+            await self.store.merge_index()
         await asyncio.gather(*self._folding.values(), return_exceptions=True)
 
     async def context(self, thread_id: int) -> Assembly:

@@ -318,13 +318,18 @@ class Store:
         Each batch indexed is a new segment, and SQLite's own merging lags behind: left alone, a
         look-up opens two dozen segments where it could open three, and costs twice as much.
         """
-        worked = False
-        for table in _FTS_TABLES:
+        for table in _FTS_TABLES:  # the first with work left: a step is one short transaction
             async with self.transaction() as db:
                 before = db.total_changes
                 await db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('merge', ?)", (pages,))
-                worked |= db.total_changes - before > 1  # the command itself counts one change
-        return worked
+                if db.total_changes - before > 1:  # the command itself counts one change
+                    return True
+        return False
+
+    async def merge_index(self) -> None:
+        """Merge recall's index step by step until it is done or new messages wait to be indexed."""
+        while not self.unindexed and await self.tidy_index():
+            pass
 
     @property
     def unindexed(self) -> int:
