@@ -34,11 +34,10 @@ from bot.providers.anthropic_llm import AnthropicLLM
 from memory.budget import Budget
 from memory.context import Assembler, Persona
 from memory.records import NewMessage, Scope
-from memory.store import Store
+from memory.settings import ContextSettings, StelisSettings
+from memory.store import open_store
 from memory.templates import render
-from memory.threads import StelisSettings
 from memory.tokens import count_tokens
-from memory.window import WindowPolicy
 from tests.fake_anthropic import FakeAnthropic
 
 TURNS = 2_000
@@ -193,10 +192,10 @@ class _assembler:
         self.path = tmp / "bench.sqlite3"
 
     async def __aenter__(self) -> Reply:
-        self.store = await Store.open(self.path)
+        self.store = await open_store(self.path)
         root = await self.store.root_thread("Stelis", Scope.channel(1, 1), 0.8)
         assembler = Assembler(self.store, self.llm, Persona("Stelis", CARD), Budget(self.budget, OUTPUT),
-                              WindowPolicy(), StelisSettings())
+                              ContextSettings(), StelisSettings())
 
         async def turn(step: Step) -> None:
             await self.store.append_many(root.id, step.said)

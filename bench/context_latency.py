@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 from bench.history import assistant_message, tool_pair, user_message
-from memory import channels, threads
+from memory import threads
 from memory.context import Assembler, Budget, Persona
 from memory.llm import LLMResult
 from memory.records import NewMessage, Scope
-from memory.store import Store
-from memory.threads import Run, StelisSettings
-from memory.window import WindowPolicy
+from memory.settings import ContextSettings, StelisSettings
+from memory.sqlite.baseline import bare_window_select
+from memory.store import Store, open_store
+from memory.threads import Run
 
 SIZES = (1_000, 10_000, 100_000)
 CONTEXT_TOKENS = 200_000  # the default model's window, as configured out of the box
@@ -74,10 +75,10 @@ async def measure(size: int) -> dict:
     """Turns alternate recall on and off on the same history, so the two are timed under the same load."""
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store.open(Path(tmp) / "bench.sqlite3")
+        store = await open_store(Path(tmp) / "bench.sqlite3")
         thread_id = await build(store, size, rng)
         assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
-                              Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
+                              Budget(CONTEXT_TOKENS, 1_024), ContextSettings(), StelisSettings())
         await assembler.assemble(thread_id)  # the first call makes the one cut a long history needs
         await settle_index(store)
         await assembler.frequencies.warm(store)  # as the bot does at start-up
@@ -105,11 +106,7 @@ async def measure(size: int) -> dict:
 
 async def _bare_select(store: Store, thread_id: int) -> float:
     """Milliseconds to read the rows the window holds, and nothing else."""
-    start = (await store.thread(thread_id)).window_start_seq or 0
-    started = time.perf_counter()
-    await store.fetch_all("SELECT * FROM messages WHERE thread_id = ? AND seq >= ? AND deleted_at IS NULL"
-                          " ORDER BY seq", (thread_id, start))
-    return (time.perf_counter() - started) * 1000
+    return await bare_window_select(store, thread_id, (await store.thread(thread_id)).window_start_seq or 0)
 
 
 async def crowd(store: Store, channels_: int, rng: random.Random) -> None:
@@ -117,8 +114,8 @@ async def crowd(store: Store, channels_: int, rng: random.Random) -> None:
     for c in range(channels_):
         scope = Scope.channel(1, 100 + c)
         root = await store.root_thread("Stelis", scope, 0.8)
-        ch = await channels.ensure_channel(store, root)
-        await channels.set_flags(store, ch.thread_id, public=1, name=f"room-{c}")
+        ch = await store.ensure_memory_channel(root)
+        await store.set_channel_flags(ch.thread_id, public=1, name=f"room-{c}")
         await store.append_many(root.id, [user_message(rng, c), assistant_message(rng, c)])
         await store.add_record("Stelis", "channel", 100 + c, "short_term", f"In room-{c} they planned trip {c}.", 1, 2)
 
@@ -129,11 +126,11 @@ async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS) -> dic
     for others in (0, crowded):
         rng = random.Random(size)
         with tempfile.TemporaryDirectory() as tmp:
-            store = await Store.open(Path(tmp) / "bench.sqlite3")
+            store = await open_store(Path(tmp) / "bench.sqlite3")
             await crowd(store, others, rng)
             thread_id = await build(store, size, rng)
             assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
-                                  Budget(CONTEXT_TOKENS, 1_024), WindowPolicy(), StelisSettings())
+                                  Budget(CONTEXT_TOKENS, 1_024), ContextSettings(), StelisSettings())
             await assembler.assemble(thread_id)
             await settle_index(store)
             await assembler.frequencies.warm(store)

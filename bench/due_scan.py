@@ -8,8 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory import channels
-from memory.store import Store
+from memory.sqlite.baseline import seed_channels
+from memory.store import Store, open_store
 
 SIZES = (1_000, 100_000)
 DUE_SHARE = 0.01  # about one channel in a hundred is due at any scan
@@ -17,33 +17,23 @@ SAMPLES = 30
 
 
 async def fill(store: Store, count: int, now: float, rng: random.Random) -> None:
-    async with store.transaction() as db:
-        await db.executemany(
-            "INSERT INTO threads (id, persona, kind, depth, window_ratio, scope_key, guild_id, channel_id, created_at)"
-            " VALUES (?, 'Stelis', 'root', 0, 0.8, ?, 1, ?, ?)",
-            [(i, f"guild:1:channel:{i}", i, now) for i in range(1, count + 1)],
-        )
-        rows = []
-        for i in range(1, count + 1):
-            due = now - rng.random() * 60 if rng.random() < DUE_SHARE else now + rng.random() * 7_200
-            pending = rng.randint(1, 40)
-            rows.append((i, i, now - 10, pending, i * 10, due))
-        await db.executemany(
-            "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, last_message_at, pending_count,"
-            " covered_seq, due_at) VALUES (?, 'Stelis', 1, ?, ?, ?, ?, ?)", rows,
-        )
+    rows = []
+    for i in range(1, count + 1):
+        due = now - rng.random() * 60 if rng.random() < DUE_SHARE else now + rng.random() * 7_200
+        rows.append((i, now - 10, rng.randint(1, 40), i * 10, due))
+    await seed_channels(store, rows, now)
 
 
 async def measure(count: int) -> dict:
     rng = random.Random(count)
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store.open(Path(tmp) / "bench.sqlite3")
+        store = await open_store(Path(tmp) / "bench.sqlite3")
         now = store.clock()
         await fill(store, count, now, rng)
         timings = []
         for _ in range(SAMPLES):
             started = time.perf_counter()
-            due = await channels.due(store, now, limit=50)
+            due = await store.due_channels(now, limit=50)
             timings.append((time.perf_counter() - started) * 1000)
         assert due, "the bench must find due channels"
         await store.close()

@@ -19,10 +19,9 @@ from bench.history import assistant_message, user_message
 from memory.context import Assembler, Budget, Persona
 from memory.llm import LLMRequest, LLMResult
 from memory.records import NewMessage, Scope
-from memory.store import Store
-from memory.threads import StelisSettings
+from memory.settings import ContextSettings, StelisSettings
+from memory.store import open_store
 from memory.tokens import count_tokens
-from memory.window import WindowPolicy
 
 SIZES = (1_000, 100_000, 1_000_000)
 BATCH = 10_000
@@ -50,7 +49,7 @@ async def measure(size: int) -> dict:
     texts = [user_message(rng, n) if n % 2 == 0 else assistant_message(rng, n) for n in range(2_000)]
     counts = [count_tokens(t.content) for t in texts]  # counted once: the bench times the first reply, not the load
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store.open(Path(tmp) / "bench.sqlite3")
+        store = await open_store(Path(tmp) / "bench.sqlite3")
         root = await store.root_thread("Stelis", Scope.channel(1, 1), 0.8)
         started = time.perf_counter()
         for first in range(0, size, BATCH):
@@ -62,7 +61,7 @@ async def measure(size: int) -> dict:
         await store.append(root.id, user_message(rng, size))  # someone speaks: the reply recalls, too
         model = CountingModel()
         assembler = Assembler(store, model, Persona("Stelis", "You are Stelis."), Budget(CONTEXT_TOKENS, 1_024),
-                              WindowPolicy(), StelisSettings())
+                              ContextSettings(), StelisSettings())
         started = time.perf_counter()
         await assembler.assemble(root.id)
         first_reply = (time.perf_counter() - started) * 1000

@@ -12,13 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import aiosqlite
-
 from bot.config import validate
 from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
 from memory.records import Scope
-from memory.tokens import count_tokens
+from memory.sqlite.baseline import bare_ingest
 
 WORDS = ["memory", "thread", "window", "anchor", "chronicle", "persona", "channel", "summary", "cache", "token",
          "budget", "calculator_v2", "Tokyo", "2026", "deploy", "review", "coffee", "tomorrow", "meeting", "draft"]
@@ -40,23 +38,7 @@ async def run(channels: int = 200, per_channel: int = 25) -> list[dict]:
         await engine.store.index_messages()  # recall's index, filled in one batch before the next search
         elapsed = time.perf_counter() - started
         await engine.close()
-        bare = await _bare(Path(tmp) / "bare.sqlite3", texts)
+        bare = await bare_ingest(Path(tmp) / "bare.sqlite3", texts, channels)
     per_second = len(texts) / elapsed
     return [{"bench": "ingest", "channels": channels, "messages": len(texts), "per_second": round(per_second, 1),
              "bare_per_second": round(bare, 1), "ratio_to_bare": round(per_second / bare, 2)}]
-
-
-async def _bare(path: Path, texts: list[str]) -> float:
-    """Messages per second of a bare tokenize-and-insert loop, one transaction each (WAL, as the store)."""
-    async with aiosqlite.connect(path, isolation_level=None) as db:
-        await db.execute("PRAGMA journal_mode = WAL")
-        await db.execute("PRAGMA synchronous = NORMAL")
-        await db.execute("CREATE TABLE m (seq INTEGER PRIMARY KEY, channel INTEGER, content TEXT, tokens INTEGER,"
-                         " external_id INTEGER UNIQUE, created_at REAL)")
-        started = time.perf_counter()
-        for i, text in enumerate(texts):
-            await db.execute("BEGIN IMMEDIATE")
-            await db.execute("INSERT INTO m (channel, content, tokens, external_id, created_at) VALUES (?, ?, ?, ?, ?)",
-                             (i % 200, text, count_tokens(text), 10_000 + i, time.time()))
-            await db.execute("COMMIT")
-        return len(texts) / (time.perf_counter() - started)

@@ -92,7 +92,7 @@ async def _console(loaded: LoadedConfig) -> int:
     engine = await Engine.open(loaded.config, keep_runs=frozenset({console_run_id(Scope.console())}),
                                store_clock=time.time)  # /idle moves the scheduler's clock, never stored times
     gc.freeze()  # what start-up made lives for the whole session: no full collection walks it again
-    log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.llm.name,
+    log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.model_name,
              loaded.config.database_path)
     await engine.start_memory()
     try:
@@ -122,7 +122,7 @@ async def _snapshot(loaded: LoadedConfig, args: argparse.Namespace) -> int:
             return 0
         for path in args.files:
             try:
-                thread = await snapshots.restore(engine.store, snapshots.read(path))
+                thread = await engine.restore_snapshot(path)
             except snapshots.SnapshotError as exc:
                 print(f"stelis: {exc}", file=sys.stderr)
                 return 2

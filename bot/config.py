@@ -12,6 +12,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from memory.errors import Failure
+from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
+
 DEFAULT_CONFIG_FILE = Path(__file__).resolve().parent.parent / "config.yaml"
 
 # Variables that keep the names the seeds and the outside world gave them.
@@ -95,61 +98,6 @@ class PersonaConfig(_Model):
     models: ModelTiers = ModelTiers()
 
 
-class StelisConfig(_Model):
-    default_window_ratio: float = Field(0.8, gt=0.0, lt=1.0)
-    max_depth: int = Field(3, ge=0, le=10)
-    chunk_tokens: int = Field(6_000, ge=500, le=200_000)
-    chronicle_tokens: int = Field(800, ge=64, le=8_000)
-
-
-class ContextConfig(_Model):
-    memory_share: float = Field(0.25, ge=0.0, le=0.5)
-    recall_share: float = Field(0.10, ge=0.0, le=0.4)
-    tail_share: float = Field(0.04, ge=0.01, le=0.2)
-    summary_share: float = Field(0.15, ge=0.02, le=0.4)
-    recall: bool = True
-    low_water: float = Field(0.62, gt=0.1, lt=1.0)
-    high_water: float = Field(0.72, gt=0.1, lt=1.0)
-    turns_per_cut: int = Field(12, ge=1, le=1_000)
-    locked_turns: int = Field(6, ge=1, le=100)
-    trims: int = Field(8, ge=0, le=100)
-    summary_tokens: int = Field(1_200, ge=64, le=16_000)
-    observation_max_lines: int = Field(120, ge=10, le=100_000)
-    observation_keep_lines: int = Field(40, ge=1, le=10_000)
-
-    @model_validator(mode="after")
-    def _keep_fits(self) -> ContextConfig:
-        if 2 * self.observation_keep_lines >= self.observation_max_lines:
-            raise ValueError("context.observation_keep_lines must be under half of context.observation_max_lines")
-        if self.low_water > self.high_water:
-            raise ValueError(f"context.low_water ({self.low_water}) must not exceed context.high_water "
-                             f"({self.high_water})")
-        shares = self.memory_share + self.recall_share + self.tail_share
-        if shares > 0.7:
-            raise ValueError(f"context.memory_share + context.recall_share + context.tail_share is {shares:.2f}; "
-                             "at most 0.7, so the conversation itself keeps room")
-        return self
-
-
-class ShortTermHistoryConfig(_Model):
-    enabled: bool = True
-    max_history_count: int = Field(5, ge=1, le=50)
-    conversation_idle_seconds: int = Field(7_200, ge=60, le=30 * 86_400)
-    message_threshold: int = Field(50, ge=2, le=10_000)
-
-
-class MemoryConfig(_Model):
-    scan_interval_seconds: int = Field(60, ge=5, le=86_400)
-    concurrency: int = Field(2, ge=1, le=32)
-    retry_seconds: int = Field(60, ge=1, le=86_400)
-    short_term_tokens: int = Field(600, ge=64, le=8_000)
-    long_term_tokens: int = Field(1_500, ge=64, le=16_000)
-    shared_channels: int = Field(5, ge=0, le=50)
-    # Which model writes short-term and long-term memory: the light one, as for the window's own
-    # summaries (and Letta's); "standard" buys better prose at about three times the cost.
-    tier: Literal["light", "standard"] = "light"
-
-
 class SnapshotConfig(_Model):
     interval_seconds: int = Field(300, ge=0, le=86_400)
 
@@ -165,12 +113,12 @@ class Config(_Model):
     discord: DiscordConfig = DiscordConfig()
     llm: LLMConfig = LLMConfig()
     persona: PersonaConfig = PersonaConfig()
-    stelis: StelisConfig = StelisConfig()
-    context: ContextConfig = ContextConfig()
+    stelis: StelisSettings = StelisSettings()
+    context: ContextSettings = ContextSettings()
     console: ConsoleConfig = ConsoleConfig()
     snapshots: SnapshotConfig = SnapshotConfig()
-    short_term_history: ShortTermHistoryConfig = ShortTermHistoryConfig()
-    memory: MemoryConfig = MemoryConfig()
+    short_term_history: ShortTermSettings = ShortTermSettings()
+    memory: MemoryWorkSettings = MemoryWorkSettings()
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -194,7 +142,15 @@ class Config(_Model):
         return [s.get_secret_value() for s in found if s is not None and s.get_secret_value()]
 
 
-class ConfigError(Exception):
+# Keys a server admin may override per server or per channel; the rest belong to config.yaml.
+OVERRIDABLE = (
+    "discord.reply_policy", "persona.card", "short_term_history.enabled", "short_term_history.max_history_count",
+    "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
+    "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels", "memory.tier",
+)
+
+
+class ConfigError(Failure):
     """A config that cannot be used; the message names each bad key, its value and what is allowed."""
 
     def __init__(self, problems: list[str]):

@@ -235,7 +235,7 @@ class Console:
             return
         self.engine.clock.advance(seconds)
         self._say(f"(time passes: {seconds:.0f} s)")
-        outcomes = await self.engine.memory.run_due()
+        outcomes = await self.engine.run_due_memory()
         for outcome in outcomes:
             self._outcome(outcome)
         if not outcomes:
@@ -254,8 +254,8 @@ class Console:
 
     async def _retry(self) -> None:
         run = await self.start()
-        last = await self.engine.store.tail(run.current, 1)
-        if not last or last[-1].role == "assistant":
+        last = await self.engine.last_message(run.current)
+        if last is None or last.role == "assistant":
             self._say("Nothing to retry: the last message already has its reply. Say something new.")
             return
         await self._reply()
@@ -275,9 +275,9 @@ class Console:
         self.stdout.flush()
 
     async def _greet(self, run: Run) -> None:
-        remembered = await self.engine.store.count_messages(run.root_id)
+        remembered = await self.engine.message_count(run.root_id)
         self._say(
-            f"Stelis console: chatting with {self.engine.persona} on the {self.engine.llm.name} model"
+            f"Stelis console: chatting with {self.engine.persona} on the {self.engine.model_name} model"
             f" ({remembered} message(s) remembered). /help for commands, /quit to leave."
         )
 

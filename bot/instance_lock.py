@@ -11,8 +11,10 @@ import fcntl
 import os
 from pathlib import Path
 
+from memory.errors import Failure
 
-class AlreadyRunning(Exception):
+
+class AlreadyRunning(Failure):
     """Another process holds the database."""
 
 

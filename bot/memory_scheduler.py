@@ -10,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from memory import channels, short_term
+from memory import short_term
 from memory.llm import LLM, LLMError
 from memory.records import MemoryChannel
-from memory.short_term import MemorySettings, Outcome
+from memory.settings import MemorySettings
+from memory.short_term import Outcome
 from memory.store import Store
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class MemoryWorker:
         if task is not None:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
-        due = await channels.due(self.store, self.clock())
+        due = await self.store.due_channels(self.clock())
         outcomes = list(await asyncio.gather(*(self.run_channel(ch.thread_id) for ch in due)))
         guilds = {(ch.persona, ch.guild_id) for ch, done in zip(due, outcomes, strict=True)
                   if done.long_term is not None and ch.shared and ch.guild_id is not None}
@@ -64,7 +65,7 @@ class MemoryWorker:
     async def run_channel(self, thread_id: int, force: bool = False) -> Outcome:
         """Update one channel if it is (still) due, or now when forced; a failure never escapes."""
         async with self._locks[thread_id]:
-            ch = await channels.channel(self.store, thread_id)
+            ch = await self.store.memory_channel(thread_id)
             now = self.clock()
             if ch is None or (not force and (ch.paused or ch.due_at is None or ch.due_at > now)):
                 return Outcome(thread_id)
@@ -73,7 +74,7 @@ class MemoryWorker:
                     return await short_term.update(self.store, self.llm, ch, await self.settings_for(ch), now, force)
             except Exception as exc:  # one channel's bug must not stop the others
                 log.exception("memory update of thread %d crashed", thread_id)
-                await channels.failed(self.store, thread_id, now, (await self.settings_for(ch)).retry_seconds)
+                await self.store.memory_failed(thread_id, now, (await self.settings_for(ch)).work.retry_seconds)
                 return Outcome(thread_id, error=f"internal error: {exc}")
 
     async def _workspace(self, persona: str, guild_id: int) -> None:
@@ -100,7 +101,7 @@ class MemoryScheduler:
         self.scheduler.start()
         self.scheduler.add_job(self.worker.run_due, "interval", seconds=self.scan_interval, id="memory-due-scan",
                                next_run_time=datetime.now(UTC), max_instances=1, coalesce=True)
-        for thread_id, due_at in await channels.upcoming(self.worker.store):
+        for thread_id, due_at in await self.worker.store.upcoming_deadlines():
             self.arm(thread_id, due_at)
 
     def arm(self, thread_id: int, due_at: float | None) -> None:

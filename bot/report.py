@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 
-from bot.engine import MemoryView, TreeRow
+from bot.services.views import MemoryView, TreeRow
 from memory.anchors import thread_ref
 from memory.dates import day_line
 from memory.layers import covered_days
 from memory.recall import Hit
-from memory.records import MemoryRecord
+from memory.records import Branch, MemoryRecord
 
 DAY_HEADER = re.compile(r"^\[[^\]]*\d{4}\]$")  # a summary's "[8 May 2023]" lines
 
@@ -72,3 +72,7 @@ def recall_lines(query: str, hits: list[Hit]) -> list[str]:
         text = " ".join(hit.text.split())
         lines.append(f"- {day_line(hit.at)}, {hit.who} ({hit.where}): {text[:300]}{'…' if len(text) > 300 else ''}")
     return lines
+
+
+def branch_line(branch: Branch) -> str:
+    return f"{branch.id} [{branch.branch_type}, {branch.status}] {branch.label}"

@@ -13,9 +13,9 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.config import ConfigError, masked_dump, shown_value
+from bot.config import OVERRIDABLE, ConfigError, masked_dump, shown_value
 from bot.engine import MemoryAdminError
-from bot.report import context_bars, history_line, memory_lines, recall_lines, tree_lines
+from bot.report import branch_line, context_bars, history_line, memory_lines, recall_lines, tree_lines
 from bot.splitting import split_message
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
@@ -24,11 +24,6 @@ from memory.records import Scope
 log = logging.getLogger(__name__)
 
 MANAGE = discord.Permissions(manage_guild=True)
-SETTABLE = (  # per-guild or per-channel keys; the rest belong to config.yaml
-    "discord.reply_policy", "persona.card", "short_term_history.enabled", "short_term_history.max_history_count",
-    "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
-    "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels", "memory.tier",
-)
 MAX_CHOICES = 25
 
 
@@ -228,16 +223,14 @@ class Admin(commands.Cog):
     @app_commands.describe(thread="The thread's number (see /stelis tree)")
     async def stelis_show(self, interaction: discord.Interaction, thread: int) -> None:
         scope, _ = await self.where(interaction)
-        root = await self.engine.thread_for(scope)
-        rows = {row.thread.id: row.thread for row in await self.engine.tree(root.id)}
-        found = rows.get(thread)
-        if found is None or found.is_root:
+        detail = await self.engine.thread_detail(scope, thread)
+        if detail is None:
             await self.answer(interaction, f"There is no Stelis thread {thread} in this channel; see /stelis tree.")
             return
-        last = await self.engine.store.last_exchanges(found.id, 3)
+        found = detail.thread
         await self.answer(interaction, "\n".join([
             f"{thread_ref(found.id)} {found.label} [{found.status}], depth {found.depth}",
-            "Chronicle:", found.chronicle_summary or "(none yet)", "Last exchanges:", *exchange_lines(last),
+            "Chronicle:", found.chronicle_summary or "(none yet)", "Last exchanges:", *exchange_lines(detail.last),
         ]))
 
     @stelis_show.autocomplete("thread")
@@ -258,20 +251,18 @@ class Admin(commands.Cog):
     async def branches_list(self, interaction: discord.Interaction, status: str | None = None,
                             kind: str | None = None) -> None:
         scope, _ = await self.where(interaction)
-        found = await self.engine.store.branches(self.engine.persona, scope.key, status, kind)
-        await self.answer(interaction, "\n".join(
-            f"{b['id']} [{b['branch_type']}, {b['status']}] {b['label']}" for b in found) or "No branches here yet.")
+        found = await self.engine.branches_of(scope, status, kind)  # type: ignore[arg-type]  # the choices above
+        await self.answer(interaction, "\n".join(branch_line(b) for b in found) or "No branches here yet.")
 
     @branches.command(name="show", description="A branch and its sessions")
     async def branches_show(self, interaction: discord.Interaction, branch: str) -> None:
         scope, _ = await self.where(interaction)
-        found = await self.engine.store.branch(branch)
-        if found is None or found["scope_key"] != scope.key:
+        detail = await self.engine.branch_detail(scope, branch)
+        if detail is None:
             await self.answer(interaction, f"There is no branch {branch!r} in this channel; see /branches list.")
             return
-        sessions = await self.engine.store.branch_threads(branch)
-        lines = [f"{found['id']} [{found['branch_type']}, {found['status']}] {found['label']}"]
-        for t in sessions:
+        lines = [branch_line(detail.branch)]
+        for t in detail.sessions:
             first = t.chronicle_summary.splitlines()[0][:200] if t.chronicle_summary else ""
             lines.append(f"- {thread_ref(t.id)} [{t.status}] {first}")
         await self.answer(interaction, "\n".join(lines))
@@ -279,9 +270,9 @@ class Admin(commands.Cog):
     @branches_show.autocomplete("branch")
     async def _branches(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         scope, _ = await self.where(interaction)
-        found = await self.engine.store.branches(self.engine.persona, scope.key)
-        return [app_commands.Choice(name=f"{b['label']} [{b['status']}]"[:100], value=b["id"])
-                for b in found if current.lower() in b["label"].lower()][:MAX_CHOICES]
+        found = await self.engine.branches_of(scope)
+        return [app_commands.Choice(name=f"{b.label} [{b.status}]"[:100], value=b.id)
+                for b in found if current.lower() in b.label.lower()][:MAX_CHOICES]
 
     # /context
 
@@ -314,11 +305,11 @@ class Admin(commands.Cog):
     async def config_show(self, interaction: discord.Interaction) -> None:
         guild_id, channel_id = interaction.guild_id or 0, self._channel_id(interaction)
         effective = await self.engine.settings_for(guild_id, channel_id)
-        server = await self.engine.store.settings("guild", guild_id)
-        here = await self.engine.store.settings("channel", channel_id)
+        server = await self.engine.overrides("guild", guild_id)
+        here = await self.engine.overrides("channel", channel_id)
         overrides = {**{f"server {k}": v for k, v in server.items()}, **{f"channel {k}": v for k, v in here.items()}}
         dumped = masked_dump(effective)
-        lines = [f"{key} = {_lookup(dumped, key)!r}" for key in SETTABLE]
+        lines = [f"{key} = {_lookup(dumped, key)!r}" for key in OVERRIDABLE]
         lines += ["Overrides:"] + ([f"  {k} = {v!r}" for k, v in overrides.items()] or ["  (none)"])
         await self.answer(interaction, "\n".join(lines))
 
@@ -327,9 +318,6 @@ class Admin(commands.Cog):
                                  app_commands.Choice(name="channel", value="channel")])
     async def config_set(self, interaction: discord.Interaction, scope: str, key: str, value: str) -> None:
         if not await self.allowed(interaction):
-            return
-        if key not in SETTABLE:
-            await self.answer(interaction, f"{key!r} cannot be set here; settable keys: {', '.join(SETTABLE)}.")
             return
         try:
             parsed = await self.engine.set_setting(scope, self._scope_id(interaction, scope), key, value)
@@ -341,7 +329,7 @@ class Admin(commands.Cog):
 
     @config_set.autocomplete("key")
     async def _keys(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
-        return [app_commands.Choice(name=k, value=k) for k in SETTABLE if current.lower() in k][:MAX_CHOICES]
+        return [app_commands.Choice(name=k, value=k) for k in OVERRIDABLE if current.lower() in k][:MAX_CHOICES]
 
     @config.command(name="reset", description="Remove an override for this server or this channel")
     @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),

@@ -103,7 +103,7 @@ class Conversation(commands.Cog):
     async def backfill(self) -> int:
         """After a (re)connect: remember what was said while away (history after the last seen id)."""
         count = 0
-        for root in await self.engine.store.root_threads(self.engine.persona):
+        for root in await self.engine.channel_roots():
             channel = self.bot.get_channel(root.channel_id)
             if not isinstance(channel, discord.abc.Messageable) or isinstance(channel, discord.DMChannel):
                 continue
@@ -151,7 +151,7 @@ class Conversation(commands.Cog):
         if policy == "chat" or mentioned:
             return True
         if thread_id is not None and isinstance(message.channel, discord.Thread):
-            return message.channel.owner_id == me.id or await self.engine.store.has_spoken(thread_id)
+            return message.channel.owner_id == me.id or await self.engine.has_spoken(thread_id)
         return False
 
     async def _answer(self, message: discord.Message, target: int) -> None:

@@ -70,7 +70,7 @@ class Visibility(commands.Cog):
 
     @commands.Cog.listener()
     async def on_ready(self) -> None:
-        for root in await self.engine.store.root_threads(self.engine.persona):
+        for root in await self.engine.channel_roots():
             channel = self.bot.get_channel(root.channel_id) if root.guild_id is not None else None
             if isinstance(channel, discord.abc.GuildChannel):
                 await self.describe(channel)

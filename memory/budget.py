@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memory.errors import Failure
+from memory.settings import ContextSettings
+
+SAFETY = 0.05  # of the context: token counts are estimates of another tokenizer
 MIN_TAIL = 32  # the time line alone needs about this much
 MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at all
 RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it ...
@@ -18,24 +22,15 @@ MIN_RECALL = 256  # ... but never less than about two hit lines, or a small cont
 MOST_RECALL = 400  # a message points back at a few things, whatever the context's size: four or so hit lines
 
 
-class ContextError(Exception):
+class ContextError(Failure):
     """A context that cannot be assembled within the model's window."""
-
-
-@dataclass(frozen=True)
-class Shares:
-    memory: float = 0.25  # memory layers, of what the system prompt leaves
-    recall: float = 0.10  # recall in the tail: uncached every turn, so never more than this
-    tail: float = 0.04  # time, live Stelis threads, news from the parent
-    summary: float = 0.15  # a window's rolling summary, of that window
-    safety: float = 0.05  # token counts are estimates of another tokenizer
 
 
 @dataclass(frozen=True)
 class Budget:
     context_tokens: int
     max_output_tokens: int
-    shares: Shares = field(default_factory=Shares)
+    shares: ContextSettings = field(default_factory=ContextSettings)
 
     @property
     def output(self) -> int:
@@ -44,7 +39,7 @@ class Budget:
 
     @property
     def input(self) -> int:
-        return int(self.context_tokens * (1 - self.shares.safety)) - self.output
+        return int(self.context_tokens * (1 - SAFETY)) - self.output
 
 
 @dataclass(frozen=True)
@@ -79,10 +74,11 @@ def plan(budget: Budget, system_tokens: int) -> Plan:
             "shorten persona.card or raise llm.context_tokens"
         )
     shares = budget.shares
-    return Plan(budget.input, system_tokens, memory=int(rest * shares.memory),
-                tail=max(MIN_TAIL, int(rest * shares.tail)), recall=min(MOST_RECALL, int(rest * shares.recall)))
+    return Plan(budget.input, system_tokens, memory=int(rest * shares.memory_share),
+                tail=max(MIN_TAIL, int(rest * shares.tail_share)),
+                recall=min(MOST_RECALL, int(rest * shares.recall_share)))
 
 
-def summary_room(window: int, shares: Shares, most: int) -> int:
+def summary_room(window: int, shares: ContextSettings, most: int) -> int:
     """Room for a window's rolling summary: its share of the window, within [48, most]."""
-    return max(48, min(most, int(window * shares.summary)))
+    return max(48, min(most, int(window * shares.summary_share)))

@@ -21,19 +21,20 @@ from dataclasses import dataclass, field, replace
 
 from memory import anchors, dates, recall
 from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_room
-from memory.layers import SHARED_CHANNELS, SHORT_TERM_VERSIONS, Layers, memory_layers
+from memory.layers import Layers, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier
 from memory.records import Message, NewMessage, Thread
+from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
-from memory.threads import StelisSettings, lineage
+from memory.threads import lineage
 from memory.tokens import cached_tokens
 from memory.transcript import dated_transcript, message_text, message_tokens
 from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import (
+    MESSAGE_SHARE,
     Item,
-    WindowPolicy,
     lock_limit,
     locked_start,
     plan_cut,
@@ -44,7 +45,7 @@ from memory.window import (
     window_size,
 )
 
-__all__ = ["Assembler", "Assembly", "Budget", "ContextError", "Persona"]
+__all__ = ["Assembler", "Assembly", "Budget", "ContextError", "Conversation", "Persona"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,19 @@ PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after 
 class Persona:
     name: str
     card: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """What a conversation's own settings change in its prompt."""
+
+    persona: Persona
+    memory_versions: int  # short-term versions shown
+    shared_channels: int  # other channels whose memory is shown
+
+    @classmethod
+    def of(cls, persona: Persona, short_term: ShortTermSettings, work: MemoryWorkSettings) -> Conversation:
+        return cls(persona, short_term.max_history_count, work.shared_channels)
 
 
 @dataclass
@@ -115,7 +129,7 @@ class _Planned:
 class Rendering:
     """Each message's text and tokens as one viewer sees them, computed once per assembly."""
 
-    def __init__(self, viewer: set[int], policy: WindowPolicy, max_message_tokens: int):
+    def __init__(self, viewer: set[int], policy: ContextSettings, max_message_tokens: int):
         self.viewer = viewer
         self.policy = policy
         self.max_message_tokens = max_message_tokens
@@ -182,22 +196,20 @@ def day_tokens(message: Message) -> int:
 
 
 class Assembler:
-    def __init__(self, store: Store, llm: LLM, persona: Persona, budget: Budget, policy: WindowPolicy,
+    def __init__(self, store: Store, llm: LLM, persona: Persona, budget: Budget, policy: ContextSettings,
                  stelis: StelisSettings, clock: Callable[[], float] = time.time):
         self.store = store
         self.llm = llm
-        self.persona = persona
         self.budget = budget
         self.policy = policy
         self.stelis = stelis
         self.clock = clock
-        self.memory_versions = SHORT_TERM_VERSIONS
-        self.shared_channels = SHARED_CHANNELS
+        self.conversation = Conversation.of(persona, ShortTermSettings(), MemoryWorkSettings())
         self.recall_enabled = True
         self.frequencies = recall.Frequencies()
         self.visibilities = recall.Visibilities()
-        # Per-conversation persona (a server may change the card); defaults to the fixed one.
-        self.persona_for: Callable[[Thread], Awaitable[Persona]] | None = None
+        # Per-conversation settings (a server may change the card, a channel its memory); default: fixed ones.
+        self.conversation_for: Callable[[Thread], Awaitable[Conversation]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
         # thread -> ((start, gap, store rewrites), the stored messages, their items, the rendering that sized them)
@@ -300,7 +312,7 @@ class Assembler:
 
     async def _system(self, chain: list[Thread]) -> tuple[Persona, str, Plan]:
         """The persona, its system prompt, and the request's budget shared out around it."""
-        persona = await self.persona_for(chain[-1]) if self.persona_for else self.persona
+        persona = (await self.conversation_of(chain[-1])).persona
         system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
         return persona, system_text, plan(self.budget, cached_tokens(system_text))
 
@@ -311,7 +323,7 @@ class Assembler:
         capacity = budget.windows(layers.tokens)
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
-        seen = self._rendering(thread, {t.id for t in chain}, int(own_budget * self.policy.message_share))
+        seen = self._rendering(thread, {t.id for t in chain}, int(own_budget * MESSAGE_SHARE))
         window, items, whole = await self._read(thread, own_budget, seen, extra, naive)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
@@ -426,16 +438,20 @@ class Assembler:
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
 
+    async def conversation_of(self, root: Thread) -> Conversation:
+        return await self.conversation_for(root) if self.conversation_for else self.conversation
+
     async def _memory(self, thread: Thread, root: Thread, as_of: int | None, budget: Plan) -> Layers:
         """The layers as of a record, read once per window: what else changes them (another channel's
         activity reordering the shared ones, a thread's version rewritten in place) waits for the next
         cut, like a new version. Removing memory or changing a pin shows at once."""
-        key = (root.id, as_of, budget.memory, self.memory_versions, self.shared_channels,
+        conversation = await self.conversation_of(root)
+        key = (root.id, as_of, budget.memory, conversation.memory_versions, conversation.shared_channels,
                self.store.memory_changes, self.store.sharing_version)
         found = self._layers.get(thread.id)
         if as_of is None or found is None or found[0] != key:
-            found = (key, await memory_layers(self.store, thread, root, versions=self.memory_versions,
-                                              shared=self.shared_channels, as_of=as_of, budget=budget.memory))
+            found = (key, await memory_layers(self.store, thread, root, versions=conversation.memory_versions,
+                                              shared=conversation.shared_channels, as_of=as_of, budget=budget.memory))
         _keep(self._layers, thread.id, found)
         return found[1]
 
@@ -654,7 +670,7 @@ def _keep(cache: OrderedDict, thread_id: int, entry: object) -> None:
         cache.popitem(last=False)
 
 
-def _nearly_full(items: list[Item], budget: int, summary: int, policy: WindowPolicy) -> bool:
+def _nearly_full(items: list[Item], budget: int, summary: int, policy: ContextSettings) -> bool:
     """Within a few usual turns of a cut: time to summarise ahead, while the conversation goes on."""
     sizes = turn_sizes(items)[-20:] or [0]
     return summary + sum(i.tokens for i in items) + FOLD_AHEAD_TURNS * sum(sizes) / len(sizes) > budget

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from memory import channels, threads
+from memory import threads
 from memory.llm import LLM
 from memory.records import MemoryChannel, MemoryRecord
-from memory.short_term import MemorySettings, keep_pins, merge, update_workspace
+from memory.settings import MemorySettings, StelisSettings
+from memory.short_term import keep_pins, merge, update_workspace
 from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
@@ -34,7 +35,7 @@ class Rewritten:
 
 
 async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,
-                  stelis: threads.StelisSettings) -> Rewritten:
+                  stelis: StelisSettings) -> Rewritten:
     """Rewrite everything that covered the purged messages (thread id -> seqs)."""
     done = Rewritten(messages=sum(len(s) for s in purged.values()))
     covering = {tid: set(seqs) for tid, seqs in purged.items()}  # grows by the anchors of rewritten chronicles
@@ -53,7 +54,7 @@ async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings:
                 await threads.reclose(store, await store.thread(thread.id), text)
                 done.chronicles += 1
     for tid, seqs in covering.items():
-        ch = await channels.channel(store, tid)
+        ch = await store.memory_channel(tid)
         if ch is not None:
             done.versions += await _rewrite_versions(store, llm, ch, seqs, settings)
             if ch.shared and ch.guild_id is not None:
@@ -74,7 +75,7 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
     hit = [r for r in versions if _covers(r, seqs)]
     if not hit:
         return 0
-    pins = await channels.pins(store, ch.persona, scope, scope_id)
+    pins = await store.pins(ch.persona, scope, scope_id)
     for record in hit:
         await store.delete_records([record.id])
         messages = [m async for m in store.span(ch.thread_id, record.first_seq or 0, (record.last_seq or 0) + 1)]
@@ -82,8 +83,8 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
             continue
         lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
         instruction = render("short_term_request.md.j2", previous=[], pins=pins)
-        content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
-                                            max_tokens=settings.short_term_tokens, tier=settings.tier), pins)
+        content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.stelis.chunk_tokens,
+                                            max_tokens=settings.work.short_term_tokens, tier=settings.work.tier), pins)
         await store.add_record(ch.persona, scope, scope_id, "short_term", content, record.first_seq,
                                record.last_seq, {**record.metadata, "rewritten_from": record.version},
                                version=1 if scope == "thread" else None)
@@ -99,7 +100,7 @@ async def _rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings
     remaining = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL)
     if scope != "channel" or not remaining:
         return
-    pins = await channels.pins(store, ch.persona, scope, scope_id)
+    pins = await store.pins(ch.persona, scope, scope_id)
     merged = await merge(llm, f"channel {ch.name or ch.channel_id}", None,
                          [(f"v{r.version}", r.content) for r in remaining], pins, settings)
     await store.add_record(ch.persona, scope, scope_id, "long_term", merged, remaining[0].first_seq,

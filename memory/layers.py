@@ -15,13 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memory import channels, dates
+from memory import dates
 from memory.records import MemoryRecord, Thread
 from memory.store import Store
 from memory.tokens import cached_tokens
 
-SHORT_TERM_VERSIONS = 5
-SHARED_CHANNELS = 5
 OWN, OTHER, SERVER, THREAD = "own", "other", "server", "thread"
 
 
@@ -46,8 +44,8 @@ class _Piece:
         self.tokens = cached_tokens(self.text) + 1
 
 
-async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions: int = SHORT_TERM_VERSIONS,
-                        shared: int = SHARED_CHANNELS, as_of: int | None = None,
+async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions: int,
+                        shared: int, as_of: int | None = None,
                         budget: int | None = None) -> Layers:
     """The rendered layers for a thread whose conversation root is `root`, within `budget` tokens."""
     pieces = await _candidates(store, thread, root, versions, shared, as_of)
@@ -66,7 +64,7 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     persona = root.persona
     own_section = (50, OWN)
     pieces: list[_Piece] = []
-    pins = await channels.pins(store, persona, "channel", root.channel_id or 0)
+    pins = await store.pins(persona, "channel", root.channel_id or 0)
     if pins:
         pieces.append(_Piece(0, own_section, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins)))
     pieces += await _channel(store, persona, root.channel_id or 0, own_section, versions, as_of, (1, 3, 5))
@@ -78,7 +76,7 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
         found = await store.latest_record(persona, "workspace", root.guild_id, "long_term", as_of)
         if found:
             pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(found), found))
-        others = await channels.shared_channels(store, persona, root.guild_id, limit=shared, besides=root.channel_id)
+        others = await store.shared_channels(persona, root.guild_id, limit=shared, besides=root.channel_id)
         for rank, other in enumerate(others):  # the most recently active nearest this conversation
             section = (49 - rank, f"#{other.name or other.channel_id}")
             pieces += await _channel(store, persona, other.channel_id or 0, section, 1, as_of,

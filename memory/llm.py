@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from memory.errors import Failure
+
 CacheTTL = Literal["5m", "1h"]
 Tier = Literal["standard", "light"]
 Purpose = Literal["reply", "summary"]
@@ -62,12 +64,11 @@ class LLMResult:
     stop_reason: str | None = None
 
 
-class LLMError(Exception):
+class LLMError(Failure):
     """A request that failed for good (after the provider's retries); `notice` is fit to show users."""
 
     def __init__(self, notice: str, *, retryable: bool = True, status: int | None = None):
         super().__init__(notice)
-        self.notice = notice
         self.retryable = retryable
         self.status = status
 

@@ -18,9 +18,9 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
-from memory import channels, dates, excerpts
-from memory.records import Scope, Thread
-from memory.store import Store, phrase
+from memory import dates, excerpts
+from memory.records import MessageMatch, NoteMatch, Scope, Thread
+from memory.store import Store
 from memory.tokens import cached_tokens
 from memory.words import CJK, STOPWORDS, words
 
@@ -75,7 +75,7 @@ class Frequencies:
                 self._known.move_to_end(term)
         missing = [t for t in terms if t not in known]
         if missing or not self.total:
-            self.total, counted = await store.match_counts("messages_fts", missing, COMMON_CAP)
+            self.total, counted = await store.match_counts(missing, COMMON_CAP)
             for term, n in counted.items():
                 known[term] = n
                 if n:  # a word found nowhere yet may be said any moment: it is counted again next time
@@ -139,7 +139,7 @@ async def visibility(store: Store, root: Thread) -> Visibility:
     records = {("channel", root.channel_id or 0)}
     if root.guild_id is not None:
         records.add(("workspace", root.guild_id))
-        known = await channels.visible_conversations(store, root.persona, root.guild_id)
+        known = await store.visible_conversations(root.persona, root.guild_id)
         channel_ids = {root.channel_id}
         for channel_id, thread_id, name in known:
             if thread_id is None and channel_id != root.channel_id:
@@ -204,7 +204,7 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
         hits += await _indexed(store, seen, shown, rare, _candidate_terms(rare))
     for term in short:
         for row in await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4):
-            if row["seq"] not in shown.messages:
+            if row.seq not in shown.messages:
                 hits.append(_message_hit(row, seen))
     # A word in no message may still be in a chronicle or a memory; one found nowhere cannot help rank.
     found = " ".join(f"{h.who} {h.text}".lower() for h in hits)
@@ -236,19 +236,18 @@ def _candidate_terms(df: dict[str, int]) -> list[str]:
 async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str],
                    message_terms: list[str]) -> list[Hit]:
     """Hits of the full-text indexes: messages (for the rarest words), chronicles and memory versions."""
-    query = " OR ".join(phrase(t) for t in terms)
-    notes = store.recall_notes(query, seen.persona, seen.scope_keys, seen.records, CANDIDATES // 4)
+    notes = store.recall_notes(list(terms), seen.persona, seen.scope_keys, seen.records, CANDIDATES // 4)
     rows, found = [], []
     if message_terms:  # both queued at once: the database runs them back to back
         rows, found = await asyncio.gather(store.recall_messages(
-            " OR ".join(phrase(t) for t in message_terms), seen.persona, seen.scope_keys, CANDIDATES), notes)
+            message_terms, seen.persona, seen.scope_keys, CANDIDATES), notes)
     else:
         found = await notes
-    hits = [_message_hit(row, seen) for row in rows if row["seq"] not in shown.messages]
+    hits = [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
     for row in found:
-        if row["source"] == "chronicle" and row["id"] not in shown.chronicles:
+        if row.source == "chronicle" and row.id not in shown.chronicles:
             hits.append(_chronicle_hit(row, seen))
-        elif row["source"] == "record" and row["id"] not in shown.records:
+        elif row.source == "record" and row.id not in shown.records:
             hits += _record_hits(row, terms)
     return hits
 
@@ -276,29 +275,29 @@ def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] 
     return sorted(best.values(), key=lambda h: (-h.score, h.kind != "message", -h.at))
 
 
-def _message_hit(row, seen: Visibility) -> Hit:
-    who = row["author_name"] or row["role"]
-    where = seen.titles.get(row["scope_key"], "elsewhere")
-    if row["kind"] != "root":
-        where = f"Stelis thread \"{row['label']}\" in {where}"
-    return Hit("message", row["seq"], row["content"], row["created_at"], who, where, 0.0)
+def _message_hit(row: MessageMatch, seen: Visibility) -> Hit:
+    who = row.author_name or row.role
+    where = seen.titles.get(row.scope_key, "elsewhere")
+    if row.kind != "root":
+        where = f"Stelis thread \"{row.label}\" in {where}"
+    return Hit("message", row.seq, row.content, row.created_at, who, where, 0.0)
 
 
-def _chronicle_hit(row, seen: Visibility) -> Hit:
-    where = seen.titles.get(row["scope_key"], "elsewhere")
-    return Hit("chronicle", row["id"], row["text"], row["at"], f"chronicle of Stelis thread \"{row['label']}\"",
+def _chronicle_hit(row: NoteMatch, seen: Visibility) -> Hit:
+    where = seen.titles.get(row.scope_key, "elsewhere")
+    return Hit("chronicle", row.id, row.text, row.at, f"chronicle of Stelis thread \"{row.label}\"",
                where, 0.0)
 
 
-def _record_hits(row, terms: Collection[str]) -> list[Hit]:
+def _record_hits(row: NoteMatch, terms: Collection[str]) -> list[Hit]:
     """The lines of a memory version that match, each on its own: a whole version is long and mixed."""
-    kind = "short-term" if row["type"] == "short_term" else "long-term"
-    where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}[row["scope"]]
+    kind = "short-term" if row.type == "short_term" else "long-term"
+    where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}[row.scope]
     hits = []
-    for n, line in enumerate(row["text"].splitlines()):
+    for n, line in enumerate(row.text.splitlines()):
         if any(t in line.lower() for t in terms):
-            hits.append(Hit("memory", row["id"] * 10_000 + n, line, row["at"],
-                            f"{kind} memory v{row['version']}", where, 0.0))
+            hits.append(Hit("memory", row.id * 10_000 + n, line, row.at,
+                            f"{kind} memory v{row.version}", where, 0.0))
     return hits
 
 

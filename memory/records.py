@@ -160,3 +160,57 @@ class MemoryRecord:
     last_seq: int | None
     metadata: dict[str, Any]
     created_at: float
+
+
+BranchKind = Literal["user", "task", "social", "free"]
+BranchStatus = Literal["active", "suspended", "completed"]
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A line of the persona's activity made of chained Stelis sessions (seed 001)."""
+
+    id: str
+    persona: str
+    branch_type: BranchKind
+    label: str
+    status: BranchStatus
+    task_id: str | None
+    partner_persona: str | None
+    current_thread_id: int | None
+    scope_key: str
+    guild_id: int | None
+    channel_id: int | None
+    discord_thread_id: int | None
+    created_at: float
+    suspended_at: float | None
+    completed_at: float | None
+
+
+@dataclass(frozen=True)
+class MessageMatch:
+    """A stored message recall found, with where it was said."""
+
+    seq: int
+    role: Role
+    author_name: str | None
+    content: str
+    created_at: float
+    scope_key: str
+    kind: ThreadKind
+    label: str | None
+
+
+@dataclass(frozen=True)
+class NoteMatch:
+    """A chronicle or memory version recall found."""
+
+    source: Literal["chronicle", "record"]
+    id: int
+    text: str
+    at: float
+    label: str | None
+    scope_key: str | None
+    type: str | None
+    scope: Literal["workspace", "channel", "thread"] | None
+    version: int | None

@@ -8,29 +8,18 @@ The workspace (guild) long-term memory is merged from the shareable channels onc
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from memory import channels, provenance
-from memory.channels import Triggers
-from memory.llm import LLM, Block, LLMError, LLMRequest, Tier, Turn
+from memory import provenance
+from memory.llm import LLM, Block, LLMError, LLMRequest, Turn
 from memory.records import MemoryChannel, MemoryRecord
+from memory.settings import MemorySettings
 from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.transcript import dated_transcript
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class MemorySettings:
-    triggers: Triggers = field(default_factory=Triggers)
-    history_count: int = 5  # short-term versions given as context and shown in prompts
-    short_term_tokens: int = 600
-    long_term_tokens: int = 1_500
-    chunk_tokens: int = 6_000
-    tier: Tier = "light"  # the model that writes memory
-    retry_seconds: float = 60.0  # first back-off after a failure; doubles each time
 
 
 @dataclass(frozen=True)
@@ -49,34 +38,35 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         if ch.long_term_pending:  # a crash between the short-term save and the long-term update
             await _long_term(store, llm, ch, settings, now)
         messages = [m async for m in store.span(ch.thread_id, (ch.covered_seq or 0) + 1, None)]
-        previous = await store.recent_records(ch.persona, scope, scope_id, "short_term", settings.history_count)
+        previous = await store.recent_records(ch.persona, scope, scope_id, "short_term",
+                                              settings.short_term.max_history_count)
         redone = None
         if not messages and force and previous:  # regenerate the latest version over its own range
             redone = previous.pop()
             messages = [m async for m in store.span(ch.thread_id, redone.first_seq, (redone.last_seq or 0) + 1)]
         if not messages:
-            await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
+            await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
-        pins = await channels.pins(store, ch.persona, scope, scope_id)
+        pins = await store.pins(ch.persona, scope, scope_id)
         lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
         instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
-        content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.chunk_tokens,
-                                            max_tokens=settings.short_term_tokens, tier=settings.tier), pins)
+        content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.stelis.chunk_tokens,
+                                            max_tokens=settings.work.short_term_tokens, tier=settings.work.tier), pins)
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
-            await channels.nothing_new(store, ch.thread_id, now, settings.triggers)
+            await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
-        record = await channels.save_short_term(
-            store, ch, content, messages[0].seq, messages[-1].seq, ch.pending_count, now, settings.triggers,
+        record = await store.save_short_term(
+            ch, content, messages[0].seq, messages[-1].seq, ch.pending_count, now, settings.triggers,
             {"messages": len(messages), "pins": pins, "first_at": messages[0].created_at,
              "last_at": messages[-1].created_at},
         )
         log.info("short-term memory v%d for thread %d covers messages %d-%d", record.version, ch.thread_id,
                  record.first_seq, record.last_seq)
-        long_term = await _long_term(store, llm, await channels.channel(store, ch.thread_id), settings, now) \
+        long_term = await _long_term(store, llm, await store.memory_channel(ch.thread_id), settings, now) \
             if scope == "channel" else None
         return Outcome(ch.thread_id, record, long_term)
     except LLMError as exc:
-        delay = await channels.failed(store, ch.thread_id, now, settings.retry_seconds)
+        delay = await store.memory_failed(ch.thread_id, now, settings.work.retry_seconds)
         log.warning("memory update of thread %d failed (%s); retry in %.0f s", ch.thread_id, exc.notice, delay)
         return Outcome(ch.thread_id, error=exc.notice)
 
@@ -87,10 +77,10 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
     scope, scope_id = ch.scope
     new = await store.latest_record(ch.persona, scope, scope_id, "short_term")
     if new is None:
-        await channels.long_term_saved(store, ch.thread_id, now, settings.triggers)
+        await store.long_term_saved(ch.thread_id, now, settings.triggers)
         return None
     existing = await store.latest_record(ch.persona, scope, scope_id, "long_term")
-    pins = await channels.pins(store, ch.persona, scope, scope_id)
+    pins = await store.pins(ch.persona, scope, scope_id)
     merged = await merge(llm, f"channel {ch.name or ch.channel_id}", existing,
                          [(f"v{new.version}", new.content)], pins, settings)
     record = await store.add_record(
@@ -99,7 +89,7 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
                        "first_at": (existing or new).metadata.get("first_at", (existing or new).created_at),
                        "last_at": new.metadata.get("last_at", new.created_at)},
     )
-    await channels.long_term_saved(store, ch.thread_id, now, settings.triggers)
+    await store.long_term_saved(ch.thread_id, now, settings.triggers)
     return record
 
 
@@ -107,14 +97,14 @@ async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,
                            settings: MemorySettings) -> MemoryRecord | None:
     """Merge the guild's shareable channels' long-term memories into the workspace memory."""
     sources = []
-    for ch in await channels.shared_channels(store, persona, guild_id):
+    for ch in await store.shared_channels(persona, guild_id):
         found = await store.latest_record(persona, "channel", ch.channel_id or 0, "long_term")
         if found:
             sources.append((f"#{ch.name or ch.channel_id} lt-v{found.version}", found.content))
     if not sources:
         return None
     existing = await store.latest_record(persona, "workspace", guild_id, "long_term")
-    pins = await channels.pins(store, persona, "workspace", guild_id)
+    pins = await store.pins(persona, "workspace", guild_id)
     merged = await merge(llm, "this server", existing, sources, pins, settings)
     return await store.add_record(persona, "workspace", guild_id, "long_term", merged,
                                   metadata={"sources": [name for name, _ in sources]})
@@ -131,7 +121,7 @@ async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: 
         system=(Block(render("summarise_system.md.j2")),),
         turns=(Turn.text("user", render("long_term_request.md.j2", subject=subject, pins=pins)
                          + "\n\n<transcript>\n" + "\n\n".join(material) + "\n</transcript>"),),
-        max_tokens=settings.long_term_tokens, tier=settings.tier, purpose="summary",
+        max_tokens=settings.work.long_term_tokens, tier=settings.work.tier, purpose="summary",
     )
     merged = (await llm.complete(request)).text.strip()
     checked = [(f"long-term v{existing.version}", existing.content)] if existing else []

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from memory.context import Assembler
-from memory.layers import SHORT_TERM_VERSIONS
+from memory.errors import Failure
 from memory.records import Message, NewMessage, Thread
 from memory.store import Store
 
 VERSION = "1.0"
 
 
-class SnapshotError(Exception):
+class SnapshotError(Failure):
     """A snapshot that cannot be read or imported; the message says why."""
 
 
@@ -42,7 +42,7 @@ async def export(store: Store, assembler: Assembler, thread_id: int) -> dict[str
         "thread": asdict(thread),
         "ancestors": [asdict(t) for t in chain[1:]],
         "parentMessages": [_message(m) for m in assembly.parent_messages],
-        "memory": await _records(store, thread),
+        "memory": await _records(store, thread, (await assembler.conversation_of(chain[-1])).memory_versions),
     }
 
 
@@ -110,12 +110,12 @@ async def _insert_messages(store: Store, thread_id: int, messages: list[dict[str
     )
 
 
-async def _records(store: Store, thread: Thread) -> list[dict[str, Any]]:
+async def _records(store: Store, thread: Thread, versions: int) -> list[dict[str, Any]]:
     found = []
     if thread.guild_id is not None:
         found.append(await store.latest_record(thread.persona, "workspace", thread.guild_id, "long_term"))
     if thread.channel_id is not None:
         found.append(await store.latest_record(thread.persona, "channel", thread.channel_id, "long_term"))
         found += await store.recent_records(thread.persona, "channel", thread.channel_id, "short_term",
-                                            SHORT_TERM_VERSIONS)
+                                            versions)
     return [asdict(r) for r in found if r is not None]

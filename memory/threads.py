@@ -9,8 +9,10 @@ from typing import Literal
 from uuid import uuid4
 
 from memory import anchors
+from memory.errors import Failure
 from memory.llm import LLM, LLMError
 from memory.records import Thread
+from memory.settings import StelisSettings
 from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.tokens import cached_tokens
@@ -25,15 +27,7 @@ DEFAULT_CHRONICLE_PROMPT = (
 PARTIAL_NOTE = "(partial: the session ended before it was finished)"
 
 
-@dataclass(frozen=True)
-class StelisSettings:
-    max_depth: int = 3
-    default_window_ratio: float = 0.8
-    chunk_tokens: int = 6_000  # largest transcript part in one summarisation request
-    chronicle_tokens: int = 800  # longest chronicle the model may write
-
-
-class StelisError(Exception):
+class StelisError(Failure):
     """A Stelis operation that cannot be done; the message says why and what to do instead."""
 
 

@@ -10,12 +10,12 @@ from memory.observation import reduce_message, reduce_observation
 from memory.records import Message, Thread
 from memory.store import Store
 from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
-from memory.window import WindowPolicy
+from memory.window import ContextSettings
 
-DEFAULT_POLICY = WindowPolicy()
+DEFAULT_POLICY = ContextSettings()
 
 
-def message_text(message: Message, lineage: Collection[int], policy: WindowPolicy = DEFAULT_POLICY,
+def message_text(message: Message, lineage: Collection[int], policy: ContextSettings = DEFAULT_POLICY,
                  max_tokens: int | None = None) -> str:
     """The text the model sees for a message, as viewed from a thread with this lineage.
 
@@ -44,7 +44,7 @@ def message_tokens(message: Message, text: str) -> int:
 
 
 def transcript_line(message: Message, lineage: Collection[int],
-                    policy: WindowPolicy = DEFAULT_POLICY) -> tuple[str, int] | None:
+                    policy: ContextSettings = DEFAULT_POLICY) -> tuple[str, int] | None:
     """`[speaker]: text` with relative times resolved to dates, and its tokens; None when there is nothing to show.
 
     The persona is named like everyone else, so a summary can say who said what.
@@ -65,7 +65,7 @@ def transcript_line(message: Message, lineage: Collection[int],
 
 
 def dated_transcript(messages: Iterable[Message], lineage: Collection[int],
-                     policy: WindowPolicy = DEFAULT_POLICY) -> list[tuple[str, int]]:
+                     policy: ContextSettings = DEFAULT_POLICY) -> list[tuple[str, int]]:
     """Transcript lines with a `[Monday, 8 May 2023]` line wherever the day changes."""
     out: list[tuple[str, int]] = []
     day: float | None = None
@@ -82,6 +82,6 @@ def dated_transcript(messages: Iterable[Message], lineage: Collection[int],
 
 
 async def transcript_lines(store: Store, thread: Thread, lineage: Collection[int],
-                           policy: WindowPolicy = DEFAULT_POLICY) -> list[tuple[str, int]]:
+                           policy: ContextSettings = DEFAULT_POLICY) -> list[tuple[str, int]]:
     """Every live message of a thread as dated transcript lines, oldest first."""
     return dated_transcript([m async for m in store.span(thread.id, None, None)], lineage, policy)

@@ -21,21 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.errors import Failure
+from memory.settings import ContextSettings
 
-@dataclass(frozen=True)
-class WindowPolicy:
-    low_water: float = 0.62  # a cut leaves the window at least this full (unless its turns are too big for that)
-    high_water: float = 0.72  # ... and at most this full (the locked buffer yields beyond it)
-    turns_per_cut: int = 12  # room a cut leaves, in turns of the usual size
-    locked_turns: int = 6  # the immediate buffer: never cut (fewer when they would fill more than high_water)
-    summary_tokens: int = 1200  # the longest rolling summary
-    observation_max_lines: int = 120  # tool results longer than this are reduced
-    observation_keep_lines: int = 40  # lines kept at each end of a reduced tool result
-    message_share: float = 0.4  # one message is shown reduced (head and tail) beyond this share of its window
-    trims: int = 8  # overflows that keep the window's head before one restarts it (0: every overflow cuts)
+MESSAGE_SHARE = 0.4  # one message is shown reduced (head and tail) beyond this share of its window
 
 
-class LockedBufferTooLarge(Exception):
+class LockedBufferTooLarge(Failure):
     """The newest turn alone exceeds the window; sending it would overflow the model."""
 
 
@@ -92,12 +84,12 @@ def locked_start(items: Sequence[Item], turns: int, limit: int | None = None) ->
     return 0
 
 
-def lock_limit(budget: int, policy: WindowPolicy, summary_room: int) -> int:
+def lock_limit(budget: int, policy: ContextSettings, summary_room: int) -> int:
     """The most the locked turns may fill: with the next summary, no more than high_water of the window."""
     return int(budget * policy.high_water) - summary_room
 
 
-def fill_target(items: Sequence[Item], budget: int, policy: WindowPolicy) -> float:
+def fill_target(items: Sequence[Item], budget: int, policy: ContextSettings) -> float:
     """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest."""
     sizes = turn_sizes(items)[-20:] or [0]
     usual = sum(sizes) / len(sizes)
@@ -105,7 +97,7 @@ def fill_target(items: Sequence[Item], budget: int, policy: WindowPolicy) -> flo
     return max(0.15, min(policy.high_water, fill, 1 - 2 * max(sizes[-policy.locked_turns:]) / budget))
 
 
-def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0,
+def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,
              summary_room: int | None = None, force: bool = False, head: int = 0) -> int | None:
     """Index of the new first item after one cut, or None when everything fits (and not `force`d).
 
@@ -138,7 +130,7 @@ def plan_cut(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_t
     return best
 
 
-def plan_trim(items: Sequence[Item], budget: int, policy: WindowPolicy, summary_tokens: int = 0,
+def plan_trim(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,
               summary_room: int | None = None, head: int = 0, cached: int = 0,
               marked: int = 0) -> tuple[int, int] | None:
     """(head, start) of a trim: the window keeps items[:head] and its locked turns items[start:].

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import Config, validate
-from memory.store import Store
+from memory.store import Store, open_store
 from tests.fake_anthropic import FakeAnthropic
 
 _real_connect = socket.socket.connect
@@ -57,7 +57,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await Store.open(tmp_path / "test.sqlite3")
+    s = await open_store(tmp_path / "test.sqlite3")
     yield s
     await s.close()
 

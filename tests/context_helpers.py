@@ -7,9 +7,8 @@ from bot.providers.offline import OfflineLLM
 from memory.budget import Budget
 from memory.context import Assembler, Assembly, Persona
 from memory.records import NewMessage
+from memory.settings import ContextSettings, StelisSettings
 from memory.store import Store
-from memory.threads import StelisSettings
-from memory.window import WindowPolicy
 from tests.fake_anthropic import flatten
 
 FIXED_NOW = 1_800_000_000.0
@@ -19,7 +18,7 @@ def assembler(store: Store, context_tokens: int = 3_000, locked_turns: int = 3, 
     return Assembler(
         store, llm or OfflineLLM(), Persona("Stelis", "You are Stelis."),
         Budget(context_tokens, 200),
-        WindowPolicy(low_water=0.6, locked_turns=locked_turns, summary_tokens=150, observation_max_lines=30,
+        ContextSettings(low_water=0.6, locked_turns=locked_turns, summary_tokens=150, observation_max_lines=30,
                      observation_keep_lines=5),
         StelisSettings(chunk_tokens=800), clock=lambda: FIXED_NOW,
     )

@@ -28,7 +28,7 @@ async def test_discord_thread_lifecycle_as_a_branch(engine):
     archived = await engine.branches.archive(555)
     assert archived.status == "completed" and archived.chronicle_summary
     branch = await engine.store.branch("discord-555")
-    assert branch["status"] == "suspended"
+    assert branch.status == "suspended"
     from_parent = render_anchor(await engine.store.message_by_seq(first.anchor_seq), {root.id})
     assert "## Chronicle" in from_parent and "calculator_v2" in from_parent
 
@@ -39,10 +39,10 @@ async def test_discord_thread_lifecycle_as_a_branch(engine):
     context = (await engine.context(resumed.id)).request
     text = "\n".join(b.text for t in context.turns for b in t.blocks)
     assert f"- ID: stelis:{first.id}" in text and "## Chronicle" in text and "## Last exchanges" in text
-    assert (await engine.store.branch("discord-555"))["status"] == "active"
+    assert (await engine.store.branch("discord-555")).status == "active"
 
     deleted = await engine.branches.delete(555)
-    assert deleted.status == "aborted" and (await engine.store.branch("discord-555"))["status"] == "completed"
+    assert deleted.status == "aborted" and (await engine.store.branch("discord-555")).status == "completed"
     assert await engine.branches.delete(999) is None
 
 

@@ -4,12 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.budget import MIN_TAIL, MOST_RECALL, Budget, ContextError, Shares, plan
+from memory.budget import MIN_TAIL, MOST_RECALL, Budget, ContextError, plan
 from memory.context import Assembler, Persona
 from memory.records import NewMessage, Scope
-from memory.store import Store
-from memory.threads import StelisSettings
-from memory.window import WindowPolicy
+from memory.settings import ContextSettings, StelisSettings
+from memory.store import open_store
 from tests.context_helpers import stable_prefix
 
 CONTEXTS = st.integers(min_value=2_048, max_value=200_000)
@@ -38,13 +37,13 @@ def test_a_small_persona_card_leaves_most_of_any_budget_to_the_conversation(cont
     budget = Budget(context, 1_024)
     p = plan(budget, 300)
     assert p.windows(0) + p.recall >= 0.6 * (budget.input - 300)  # no fixed reserves eat a small context
-    assert p.memory == int((budget.input - 300) * Shares().memory)
+    assert p.memory == int((budget.input - 300) * ContextSettings().memory_share)
 
 
 def test_recall_keeps_to_a_few_hit_lines_however_large_the_context():
     # The tail is paid in full every turn: a 200k context must not send 19k tokens of recall with each reply.
     small, large = plan(Budget(4_096, 512), 300), plan(Budget(200_000, 1_024), 300)
-    assert small.recall == int(small.rest * Shares().recall) < MOST_RECALL
+    assert small.recall == int(small.rest * ContextSettings().recall_share) < MOST_RECALL
     assert large.recall == MOST_RECALL and large.recall_floor <= MOST_RECALL
 
 
@@ -56,7 +55,7 @@ def test_a_persona_card_that_leaves_no_room_is_refused_with_the_keys_to_change()
 async def test_day_lines_render_from_stored_times_byte_for_byte_on_any_later_day(tmp_path):
     start = 1_683_540_000.0  # Monday 8 May 2023, 10:00 UTC
     now = [start]
-    store = await Store.open(tmp_path / "dates.sqlite3", clock=lambda: now[0])
+    store = await open_store(tmp_path / "dates.sqlite3", clock=lambda: now[0])
     thread = await store.root_thread("Stelis", Scope.console(), 1.0)
     for day in range(3):
         for hour in range(3):
@@ -64,7 +63,7 @@ async def test_day_lines_render_from_stored_times_byte_for_byte_on_any_later_day
             await store.append(thread.id, NewMessage("user", f"day {day} hour {hour}", author_name="mahe"))
 
     def assembler(at: float) -> Assembler:
-        return Assembler(store, None, Persona("Stelis", "You are Stelis."), Budget(8_000, 200), WindowPolicy(),
+        return Assembler(store, None, Persona("Stelis", "You are Stelis."), Budget(8_000, 200), ContextSettings(),
                          StelisSettings(chunk_tokens=800), clock=lambda: at)
 
     first = await assembler(start + 3 * 86_400).assemble(thread.id, persist=False)

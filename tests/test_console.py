@@ -265,15 +265,15 @@ async def test_a_line_the_database_refuses_is_reported_and_the_session_goes_on(m
     from memory.store import StoreError
 
     engine = await Engine.open(make_config(), OfflineLLM())
-    original = engine.store.append
+    original = engine.store.append_counted
     refusals = iter([True])
 
-    async def append(thread_id, new, then=None):
+    async def append(thread, new, triggers):
         if next(refusals, False):
             raise StoreError("the database refused a write (database or disk is full); nothing of it was saved")
-        return await original(thread_id, new, then)
+        return await original(thread, new, triggers)
 
-    monkeypatch.setattr(engine.store, "append", append)
+    monkeypatch.setattr(engine.store, "append_counted", append)
     out = io.StringIO()
     assert await Console(engine, io.StringIO("first try\nsecond try\n"), out, "mahe").run_loop() == 0
     assert "Not saved" in out.getvalue() and "send it again" in out.getvalue()

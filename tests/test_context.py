@@ -1,6 +1,5 @@
 import asyncio
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,14 +7,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory import dates, threads
-from memory.budget import Budget, Shares, plan, summary_room
+from memory.budget import Budget, plan, summary_room
 from memory.context import Rendering, _starts_turn
 from memory.records import Message, Scope
-from memory.store import Store
-from memory.threads import Run, StelisSettings
+from memory.settings import StelisSettings
+from memory.store import open_store
+from memory.threads import Run
 from memory.tokens import cached_tokens
 from memory.transcript import message_text
-from memory.window import Item, LockedBufferTooLarge, WindowPolicy, locked_start
+from memory.window import ContextSettings, Item, LockedBufferTooLarge, locked_start
 from tests.context_helpers import (
     all_text,
     answer,
@@ -136,7 +136,7 @@ async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
     day = dates.span(thread.window_summary_first_at, thread.window_summary_last_at)
     assert f"(messages {thread.window_summary_from}-{thread.window_summary_to}, {day})" in summary
     body_text = summary.split("summarised:\n", 1)[1]
-    assert cached_tokens(body_text) <= summary_room(a.window_budget, Shares(), 150)
+    assert cached_tokens(body_text) <= summary_room(a.window_budget, ContextSettings(), 150)
     assert "ISSUE-" in body_text and body_text.endswith("more)")  # what does not fit is counted, not lost
     again = await asm.assemble(r.id)
     assert not again.cut and stable_prefix(again) == stable_prefix(a)  # the start holds until the next overflow
@@ -218,7 +218,7 @@ def test_assembly_invariants_over_random_histories(events):
 
 async def _check_invariants(events):
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store.open(Path(tmp) / "p.sqlite3")
+        store = await open_store(Path(tmp) / "p.sqlite3")
         try:
             r = await root(store)
             asm = assembler(store, context_tokens=4_000, locked_turns=2)
@@ -323,7 +323,7 @@ async def test_recall_runs_beside_the_layout_and_goes_down_with_it(store, monkey
 async def test_a_trim_keeps_the_window_head_cached_and_bridges_what_it_drops(store):
     r = await root(store)
     asm = assembler(store, context_tokens=4_000, locked_turns=2)
-    asm.policy = replace(asm.policy, trims=4)
+    asm.policy = asm.policy.model_copy(update={"trims": 4})
     cache = FakeAnthropic()  # its prompt-cache rules, without a server
     trims = cuts = 0
     for n in range(120):
@@ -364,12 +364,12 @@ def test_a_window_rendered_turn_by_turn_matches_one_rendered_whole():
         history.append(message(4 * n + 2, "assistant", f"checking {n}", n // 4, tool_use=call))
         history.append(message(4 * n + 3, "tool", f"result {n}", n // 4, tool_use_id=f"t{n}"))
         history.append(message(4 * n + 4, "assistant", f"answer {n}", n // 4))
-    kept = Rendering({1}, WindowPolicy(), 1_000)
+    kept = Rendering({1}, ContextSettings(), 1_000)
     preview = Message(2**62, 1, "user", "unstored", 2, created_at=1_700_000_000.0 + 5 * 86_400)
     for end in range(1, len(history) + 1):
         window = history[:end]
-        assert kept.pieces(window) == Rendering({1}, WindowPolicy(), 1_000).pieces(window)
+        assert kept.pieces(window) == Rendering({1}, ContextSettings(), 1_000).pieces(window)
         previewed = [*window, preview]
-        assert kept.pieces(previewed) == Rendering({1}, WindowPolicy(), 1_000).pieces(previewed)
+        assert kept.pieces(previewed) == Rendering({1}, ContextSettings(), 1_000).pieces(previewed)
         after = history[0]
-        assert kept.pieces(window[1:], after) == Rendering({1}, WindowPolicy(), 1_000).pieces(window[1:], after)
+        assert kept.pieces(window[1:], after) == Rendering({1}, ContextSettings(), 1_000).pieces(window[1:], after)

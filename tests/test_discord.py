@@ -189,7 +189,7 @@ async def test_thread_lifecycle(world):
     thread = create_thread(9001, parent, "Novel", owner_id=member().id)
     await settle()
     branch = await engine.store.branch("discord-9001")
-    session = await engine.store.thread(branch["current_thread_id"])
+    session = await engine.store.thread(branch.current_thread_id)
     anchors = [m for m in await engine.store.tail(root.id, 10) if m.metadata.get("type") == "stelis_anchor"]
     assert len(anchors) == 1 and anchors[0].metadata["stelis_thread_id"] == session.id
 
@@ -204,14 +204,14 @@ async def test_thread_lifecycle(world):
     await settle()
     ended = await engine.store.thread(session.id)
     assert ended.status == "completed" and ended.chronicle_summary
-    assert (await engine.store.branch("discord-9001"))["status"] == "suspended"
+    assert (await engine.store.branch("discord-9001")).status == "suspended"
     parent_view = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
     assert "## Chronicle" in parent_view and "calculator_v2" in parent_view
 
     update_thread(9001, parent, "Novel", member().id, archived=False)
     post("back again", in_channel=thread)
     await settle()
-    resumed = await engine.store.thread((await engine.store.branch("discord-9001"))["current_thread_id"])
+    resumed = await engine.store.thread((await engine.store.branch("discord-9001")).current_thread_id)
     assert resumed.id != session.id and resumed.status == "active"
     first = (await engine.store.tail(resumed.id, 10))[0]
     assert first.metadata.get("stelis_thread_id") == session.id  # opened by an anchor to the previous session
@@ -219,7 +219,7 @@ async def test_thread_lifecycle(world):
     delete_thread(9001, parent)
     await settle()
     assert (await engine.store.thread(resumed.id)).status == "aborted"
-    assert (await engine.store.branch("discord-9001"))["status"] == "completed"
+    assert (await engine.store.branch("discord-9001")).status == "completed"
     await dpytest.empty_queue()
 
 
@@ -231,8 +231,8 @@ async def test_forum_posts_are_branches_too(world):
     post("what is the best time to visit?", in_channel=post_thread)
     await settle()
     branch = await engine.store.branch("discord-9100")
-    assert branch is not None and branch["channel_id"] == forum.id
-    session = await engine.store.thread(branch["current_thread_id"])
+    assert branch is not None and branch.channel_id == forum.id
+    session = await engine.store.thread(branch.current_thread_id)
     assert [m.content for m in await engine.store.tail(session.id, 10)] == ["what is the best time to visit?"]
 
 
@@ -325,15 +325,17 @@ async def test_a_message_storage_refused_is_kept_and_stored_in_order_later(world
     from memory.store import StoreError
 
     _, engine, _ = world
-    original = engine.store.append
     full = {"on": True}
 
-    async def append(thread_id, new, then=None):
-        if full["on"]:
-            raise StoreError("the database refused a write (database or disk is full); nothing of it was saved")
-        return await original(thread_id, new, then)
+    def refusing(original):
+        async def append(*args):
+            if full["on"]:
+                raise StoreError("the database refused a write (database or disk is full); nothing of it was saved")
+            return await original(*args)
+        return append
 
-    monkeypatch.setattr(engine.store, "append", append)
+    for name in ("append", "append_counted"):  # counted or not, the message is refused
+        monkeypatch.setattr(engine.store, name, refusing(getattr(engine.store, name)))
     post("first, while the disk is full")
     await settle()
     assert "can't save messages right now" in dpytest.get_message().content

@@ -1,7 +1,6 @@
 """A window's cut is summarised ahead, in the background: no reply waits on a summarisation call."""
 
 import asyncio
-from dataclasses import replace
 
 import pytest
 
@@ -72,7 +71,7 @@ async def _moves(engine: Engine, root_id: int) -> tuple[int | None, int | None]:
 
 async def test_no_reply_waits_on_a_summary_in_the_steady_state(world):
     llm, engine, root_id = world
-    engine.assembler.policy = replace(engine.assembler.policy, trims=4)
+    engine.assembler.policy = engine.assembler.policy.model_copy(update={"trims": 4})
     moves = set()
     for turn in range(160):  # four trims, then a cut, and again
         # The gate is shut while the reply runs: a reply summarising inline would never finish.
@@ -106,7 +105,8 @@ async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(
 
 async def test_a_summary_prepared_before_an_erasure_is_never_used(world):
     llm, engine, root_id = world
-    engine.assembler.policy = replace(engine.assembler.policy, trims=0)  # a cut's summary: turn 0 leaves the window
+    # a cut's summary: turn 0 leaves the window
+    engine.assembler.policy = engine.assembler.policy.model_copy(update={"trims": 0})
     llm.gate.set()
     turn = 0
     while llm.summaries == 0:  # until the first cut's summary is prepared (it quotes turn 0)

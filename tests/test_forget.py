@@ -52,9 +52,9 @@ async def remember_everywhere(engine, clock):
     await engine.hear(GENERAL, "ben likes the Kyoto trip plan", author_name="ben", author_id=BEN, external_id=2)
     root = await engine.thread_for(GENERAL)
     run = threads.Run(root.id)
-    child = await threads.start(engine.store, run, "paperwork", engine.stelis)
+    child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
     await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
-    await threads.end(engine.store, engine.llm, run, engine.stelis)
+    await threads.end(engine.store, engine.llm, run, engine.config.stelis)
     clock.advance(IDLE)
     await engine.memory.run_due()
     await engine.store.set_window(root.id, window_summary=f"ana mentioned her {SECRET}", window_gap_from=1,
@@ -98,7 +98,7 @@ async def test_a_message_deleted_in_discord_leaves_its_summaries(world):
     await remember_everywhere(engine, clock)
     assert await engine.delete_message(1)
     for _ in range(100):
-        if not engine._rewrites:
+        if not engine.forgetting.rewrites:
             break
         await asyncio.sleep(0.02)
     left = traces(config, "expires in May")

@@ -187,7 +187,7 @@ async def test_warming_counts_the_newest_words_so_a_look_up_needs_no_count(store
     real = store.match_counts
 
     async def counting(*args):
-        rounds.append(args[1])
+        rounds.append(args[0])
         return await real(*args)
 
     monkeypatch.setattr(store, "match_counts", counting)

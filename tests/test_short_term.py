@@ -7,10 +7,9 @@ import pytest
 from bot.clock import Clock
 from bot.engine import Engine, MemoryAdminError
 from bot.providers.offline import OfflineLLM
-from memory import channels
 from memory.llm import LLMError, LLMResult
 from memory.records import Scope
-from memory.store import Store
+from memory.store import open_store
 
 IDLE = 7_200
 THRESHOLD = 5
@@ -224,7 +223,7 @@ async def test_a_crash_between_short_and_long_term_is_repaired(world):
         await idle(engine, clock)
     finally:
         Scripted.complete = original
-    ch = await channels.channel(engine.store, (await engine.thread_for(GENERAL)).id)
+    ch = await engine.store.memory_channel((await engine.thread_for(GENERAL)).id)
     assert ch.long_term_pending == 1 and len(await versions(engine, GENERAL)) == 1
     assert await versions(engine, GENERAL, "long_term") == []
     clock.advance(61)
@@ -272,7 +271,7 @@ async def test_each_message_pushes_the_idle_timer_back(world):
     await say(engine, GENERAL, "one")
     assert remaining() == pytest.approx(IDLE, abs=5)
     clock.advance(600)
-    ch = await channels.channel(engine.store, thread_id)
+    ch = await engine.store.memory_channel(thread_id)
     engine.scheduler.arm(thread_id, ch.due_at)  # ten quiet minutes later the deadline is nearer
     assert remaining() == pytest.approx(IDLE - 600, abs=5)
     await say(engine, GENERAL, "two")  # a message pushes it back
@@ -335,18 +334,10 @@ async def test_disabled_short_term_history_writes_nothing(make_config):
     await engine.close()
 
 
-async def test_the_due_scan_is_an_indexed_range_query(store):
-    async with store.db.execute(
-        "EXPLAIN QUERY PLAN SELECT * FROM memory_channels WHERE due_at IS NOT NULL AND paused = 0 AND due_at <= ?"
-        " ORDER BY due_at LIMIT ?", (0, 10),
-    ) as cur:
-        plan = " ".join(r[3] for r in await cur.fetchall())
-    assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_due (due_at>")
-
-
 async def test_a_discord_threads_short_term_memory_is_overwritten_in_place(world):
     from memory import threads
-    from memory.threads import Run, StelisSettings
+    from memory.settings import StelisSettings
+    from memory.threads import Run
 
     engine, clock, _ = world
     root = await engine.thread_for(GENERAL)
@@ -383,44 +374,13 @@ async def test_close_cancels_a_running_update_cleanly(make_config):
     engine.shutdown_grace = 0.1
     await engine.close()
     assert running.cancelled()
-    from memory.store import Store
+    from memory.store import open_store
 
-    store = await Store.open(config.database_path)  # reopened: nothing half-written, the work still pending
+    store = await open_store(config.database_path)  # reopened: nothing half-written, the work still pending
     root = await store.root_thread("Stelis", GENERAL, 0.8)
     assert await store.recent_records("Stelis", "channel", 100, "short_term", 5) == []
-    assert (await channels.channel(store, root.id)).pending_count == 1
+    assert (await store.memory_channel(root.id)).pending_count == 1
     await store.close()
-
-
-async def test_a_message_and_its_count_are_stored_together_or_not_at_all(world, monkeypatch):
-    engine, _, _ = world
-    await say(engine, GENERAL, "counted with its message")
-    thread = await engine.thread_for(GENERAL)
-    assert (await channels.channel(engine.store, thread.id)).pending_count == 1
-
-    async def crash(*_):
-        raise OSError("disk full while counting")
-
-    monkeypatch.setattr(channels, "noting", crash)
-    with pytest.raises(OSError):
-        await say(engine, GENERAL, "lost with its count")
-    assert [m.content for m in await engine.store.tail(thread.id, 10)] == ["counted with its message"]
-
-
-async def test_messages_an_older_version_never_counted_are_due_after_a_restart(make_config):
-    clock = Clock()
-    config = memory_config(make_config)
-    engine = await Engine.open(config, Scripted(), clock)
-    await say(engine, GENERAL, "stored, but the count was lost in a crash")
-    thread = await engine.thread_for(GENERAL)
-    async with engine.store.transaction() as db:  # what a crash between two transactions left behind
-        await db.execute("UPDATE memory_channels SET pending_count = 0, due_at = NULL WHERE thread_id = ?",
-                         (thread.id,))
-    await engine.close()
-    engine = await Engine.open(config, Scripted(), clock)
-    ch = await channels.channel(engine.store, thread.id)
-    assert ch.pending_count == 1 and ch.due_at is not None and ch.due_at <= clock()
-    await engine.close()
 
 
 async def test_shutdown_lets_a_running_update_finish_quietly(make_config, caplog):
@@ -440,7 +400,7 @@ async def test_shutdown_lets_a_running_update_finish_quietly(make_config, caplog
     await say(engine, GENERAL, *(f"message {i}" for i in range(THRESHOLD)))  # due now: the timer fires
     await asyncio.wait_for(llm.started.wait(), 5)
     await engine.close()  # inside the 10 s grace: the update completes instead of being cancelled
-    store = await Store.open(config.database_path)
+    store = await open_store(config.database_path)
     thread = await store.find_root(engine.persona, GENERAL)
     assert len(await store.recent_records(engine.persona, "channel", 100, "short_term", 5)) == 1
     assert thread is not None
@@ -468,9 +428,9 @@ async def test_shared_channels_come_from_the_query_most_recent_first_and_bounded
         await say(engine, scope, f"message in c{i}")
         clock.advance(1)
     await engine.memory_share(Scope.channel(10, 1_001), False)  # public, but opted out of sharing
-    found = await channels.shared_channels(engine.store, engine.persona, 10, limit=5, besides=1_029)
+    found = await engine.store.shared_channels(engine.persona, 10, limit=5, besides=1_029)
     assert [c.channel_id for c in found] == [1_028, 1_026, 1_025, 1_023, 1_022]
-    everything = await channels.shared_channels(engine.store, engine.persona, 10)
+    everything = await engine.store.shared_channels(engine.persona, 10)
     assert all(c.shared for c in everything) and 1_001 not in {c.channel_id for c in everything}
     assert {c.channel_id for c in everything} >= {100, 101}  # the fixture's public channels
 
@@ -509,7 +469,7 @@ async def test_memory_layers_hold_still_between_cuts_but_a_pin_or_an_erasure_sho
         return request.system[1].text
 
     async def most_recent_first() -> list[str | None]:
-        return [c.name for c in await channels.shared_channels(engine.store, engine.persona, 10, besides=102)]
+        return [c.name for c in await engine.store.shared_channels(engine.persona, 10, besides=102)]
 
     before = await layers()
     assert "# Memory of #random" in before and "# Memory of #general" in before

@@ -127,7 +127,7 @@ async def test_stelis_and_branch_commands(admin):
     await dpytest.run_all_events()
     tree = said(await run(cog.stelis_tree, cog))
     assert "main conversation [active] depth 0" in tree and "Research [active] depth 1" in tree
-    session = (await engine.store.branch("discord-7001"))["current_thread_id"]
+    session = (await engine.store.branch("discord-7001")).current_thread_id
     assert f"stelis:{session} Research [active]" in said(await run(cog.stelis_show, cog, session))
     assert "There is no Stelis thread 999" in said(await run(cog.stelis_show, cog, 999))
     assert "discord-7001 [task, active] Research" in said(await run(cog.branches_list, cog))

@@ -10,8 +10,9 @@ from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
 from memory import snapshots, threads
 from memory.records import Scope
-from memory.store import Store
-from memory.threads import Run, StelisSettings
+from memory.settings import StelisSettings
+from memory.store import open_store
+from memory.threads import Run
 from tests.context_helpers import answer, assembler, body, say, stable_prefix, tool_burst
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ async def busy_history(store):
 
 
 async def test_export_wipe_import_gives_the_same_next_request(tmp_path):
-    first = await Store.open(tmp_path / "a.sqlite3")
+    first = await open_store(tmp_path / "a.sqlite3")
     r = await busy_history(first)
     asm = assembler(first)
     exported = await snapshots.export(first, asm, r.id)
@@ -46,7 +47,7 @@ async def test_export_wipe_import_gives_the_same_next_request(tmp_path):
     path = tmp_path / "snap.json"
     snapshots.write(path, exported)
     (tmp_path / "a.sqlite3").unlink()  # wipe
-    fresh = await Store.open(tmp_path / "b.sqlite3")
+    fresh = await open_store(tmp_path / "b.sqlite3")
     restored = await snapshots.restore(fresh, snapshots.read(path))
     assert restored.id == r.id and restored.window_start_seq == exported["thread"]["window_start_seq"]
     assert body(await assembler(fresh).assemble(r.id)) == expected
@@ -54,7 +55,7 @@ async def test_export_wipe_import_gives_the_same_next_request(tmp_path):
 
 
 async def test_a_child_threads_snapshot_restores_its_parents_protected_region(tmp_path):
-    first = await Store.open(tmp_path / "a.sqlite3")
+    first = await open_store(tmp_path / "a.sqlite3")
     r = await first.root_thread("Stelis", Scope.channel(1, 2), 0.8)
     for i in range(10):
         await say(first, r.id, f"parent {i}")
@@ -65,7 +66,7 @@ async def test_a_child_threads_snapshot_restores_its_parents_protected_region(tm
     exported = await snapshots.export(first, asm, child.id)
     expected = stable_prefix(await asm.assemble(child.id))
     await first.close()
-    fresh = await Store.open(tmp_path / "b.sqlite3")
+    fresh = await open_store(tmp_path / "b.sqlite3")
     await snapshots.restore(fresh, json.loads(json.dumps(exported)))
     assert stable_prefix(await assembler(fresh).assemble(child.id)) == expected
     await fresh.close()

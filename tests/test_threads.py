@@ -7,7 +7,8 @@ from memory import threads
 from memory.anchors import is_anchor, render_anchor, sees_brief
 from memory.llm import LLMError, LLMResult
 from memory.records import NewMessage, Scope
-from memory.threads import Run, StelisError, StelisSettings
+from memory.settings import StelisSettings
+from memory.threads import Run, StelisError
 from memory.transcript import message_text
 
 SETTINGS = StelisSettings(max_depth=3, chunk_tokens=600, chronicle_tokens=200)

@@ -5,12 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.budget import Shares, summary_room
+from memory.budget import summary_room
 from memory.observation import reduce_observation
+from memory.settings import ContextSettings
 from memory.window import (
     Item,
     LockedBufferTooLarge,
-    WindowPolicy,
     fill_target,
     locked_start,
     plan_cut,
@@ -20,7 +20,13 @@ from memory.window import (
     window_size,
 )
 
-POLICY = WindowPolicy(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0)
+
+def unchecked(**values: object) -> ContextSettings:
+    """Window math at values config.yaml refuses (no summary at all), to test the arithmetic alone."""
+    return ContextSettings.model_construct(**values)
+
+
+POLICY = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0)
 
 
 def test_window_sizes_for_depths_0_to_3_follow_the_seed():
@@ -103,7 +109,7 @@ def test_a_trim_is_taken_only_when_it_costs_less_per_turn_than_the_cut():
 
 
 def test_a_big_window_with_small_turns_is_left_fuller_after_a_cut():
-    policy = WindowPolicy(low_water=0.6, high_water=0.9, turns_per_cut=12, locked_turns=6, summary_tokens=0)
+    policy = unchecked(low_water=0.6, high_water=0.9, turns_per_cut=12, locked_turns=6, summary_tokens=0)
     history = items(*[(40, i % 2 == 0) for i in range(2_000)])  # turns of 80 tokens
     small, large = fill_target(history, 4_000, policy), fill_target(history, 100_000, policy)
     assert small == 0.76 and large == 0.9
@@ -113,7 +119,7 @@ def test_a_big_window_with_small_turns_is_left_fuller_after_a_cut():
 
 def test_by_default_a_cut_keeps_half_the_window_so_requests_average_four_fifths():
     """What a cut keeps is sent again uncached; the turns until the next cut are what it freed."""
-    policy = WindowPolicy(summary_tokens=0)
+    policy = unchecked(summary_tokens=0)
     history = items(*[(40, i % 2 == 0) for i in range(2_000)])
     for budget in (4_000, 20_000, 60_000):
         kept = sum(i.tokens for i in history[plan_cut(history, budget, policy):])
@@ -148,9 +154,9 @@ def test_a_cut_is_never_followed_by_another_on_the_next_turn(context, turn, seed
     """Replaying a conversation of similar turns at any budget: cuts are spaced, never turn after turn."""
     rng = random.Random(seed)
     budget = int(context * 0.6)  # about what a root window gets once memory, tail and recall are planned
-    turn = min(turn, budget // 5)  # a bigger turn is reduced when shown (WindowPolicy.message_share)
-    policy = WindowPolicy(summary_tokens=1_200)
-    room = summary_room(budget, Shares(), policy.summary_tokens)
+    turn = min(turn, budget // 5)  # a bigger turn is reduced when shown (window.MESSAGE_SHARE)
+    policy = ContextSettings(summary_tokens=1_200)
+    room = summary_room(budget, ContextSettings(), policy.summary_tokens)
     window: list[Item] = []
     summary, cuts, seq = 0, [], 0
     for n in range(300):

@@ -3,13 +3,16 @@ import sqlite3
 
 import pytest
 
-import memory.store as store_module
-from memory.migrations import LATEST_VERSION
+import memory.sqlite.store as store_module
 from memory.records import NewMessage, Scope
-from memory.store import Store, StoreError
+from memory.settings import Triggers
+from memory.store import Store, StoreError, open_store
 from memory.tokens import count_tokens
 
 TABLES = {"threads", "messages", "memory_records", "branches", "settings"}
+
+MIGRATIONS = store_module.migration_files()
+LATEST_VERSION = len(MIGRATIONS)
 
 
 def table_names(path) -> set[str]:
@@ -19,11 +22,11 @@ def table_names(path) -> set[str]:
 
 async def test_migrations_on_an_empty_file(tmp_path):
     path = tmp_path / "fresh.sqlite3"
-    s = await Store.open(path)
+    s = await open_store(path)
     assert await s.schema_version() == LATEST_VERSION
-    async with s.db.execute("PRAGMA journal_mode") as cur:
+    async with s._db.execute("PRAGMA journal_mode") as cur:
         assert (await cur.fetchone())[0] == "wal"
-    async with s.db.execute("PRAGMA foreign_keys") as cur:
+    async with s._db.execute("PRAGMA foreign_keys") as cur:
         assert (await cur.fetchone())[0] == 1
     await s.close()
     assert table_names(path) >= TABLES
@@ -31,11 +34,11 @@ async def test_migrations_on_an_empty_file(tmp_path):
 
 async def test_migrations_on_an_already_migrated_file_keep_the_data(tmp_path):
     path = tmp_path / "db.sqlite3"
-    s = await Store.open(path)
+    s = await open_store(path)
     root = await s.root_thread("P", Scope.console(), 0.8)
     await s.append(root.id, NewMessage("user", "keep me"))
     await s.close()
-    s = await Store.open(path)
+    s = await open_store(path)
     assert await s.migrate() == 0
     assert [m.content for m in await s.tail(root.id, 10)] == ["keep me"]
     await s.close()
@@ -43,12 +46,12 @@ async def test_migrations_on_an_already_migrated_file_keep_the_data(tmp_path):
 
 async def test_a_failing_migration_leaves_nothing_half_done(tmp_path, monkeypatch):
     path = tmp_path / "db.sqlite3"
-    await (await Store.open(path)).close()
-    broken = "CREATE TABLE extra (x INTEGER); CREATE TABLE extra (x INTEGER)"
-    monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS, broken])
-    monkeypatch.setattr(store_module, "LATEST_VERSION", LATEST_VERSION + 1)
+    await (await open_store(path)).close()
+    broken = tmp_path / f"{LATEST_VERSION + 1:04d}_broken.sql"
+    broken.write_text("CREATE TABLE extra (x INTEGER); CREATE TABLE extra (x INTEGER)")
+    monkeypatch.setattr(store_module, "migration_files", lambda: [*MIGRATIONS, broken])
     with pytest.raises(StoreError, match="already exists"):
-        await Store.open(path)
+        await open_store(path)
     assert "extra" not in table_names(path)
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
@@ -60,14 +63,14 @@ async def test_an_unusable_database_is_a_clear_error_not_a_hang(tmp_path, damage
     if damage == "garbage":
         path.write_bytes(b"this is not a database at all" * 200)
     elif damage == "truncated":
-        store = await Store.open(path)
+        store = await open_store(path)
         await store.close()
         path.write_bytes(path.read_bytes()[:100])
     else:
         (tmp_path / "data").write_text("a file where the data directory should be")
         path = tmp_path / "data" / "db.sqlite3"
     with pytest.raises(StoreError, match="database"):
-        await asyncio.wait_for(Store.open(path), 10)
+        await asyncio.wait_for(open_store(path), 10)
 
 
 async def test_a_database_from_a_newer_stelis_is_refused(tmp_path):
@@ -75,7 +78,7 @@ async def test_a_database_from_a_newer_stelis_is_refused(tmp_path):
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {LATEST_VERSION + 5}")
     with pytest.raises(StoreError, match="newer than this Stelis understands"):
-        await Store.open(path)
+        await open_store(path)
 
 
 async def test_root_thread_is_created_once_per_persona_and_scope(store):
@@ -101,7 +104,7 @@ async def test_sequences_are_monotonic_and_never_reused(store):
     root = await store.root_thread("P", Scope.console(), 0.8)
     seqs = [(await store.append(root.id, NewMessage("user", f"m{i}", external_id=i)))[0].seq for i in range(5)]
     assert seqs == sorted(seqs) and len(set(seqs)) == 5
-    await store.db.execute("DELETE FROM messages WHERE seq = ?", (seqs[-1],))
+    await store._db.execute("DELETE FROM messages WHERE seq = ?", (seqs[-1],))
     newer, _ = await store.append(root.id, NewMessage("user", "after delete"))
     assert newer.seq > seqs[-1]
 
@@ -127,7 +130,7 @@ async def test_tail_returns_the_newest_oldest_first_through_the_index(store):
         await store.append(root.id, NewMessage("user", f"m{i}"))
         await store.append(other.id, NewMessage("user", f"x{i}"))
     assert [m.content for m in await store.tail(root.id, 3)] == ["m7", "m8", "m9"]
-    async with store.db.execute(
+    async with store._db.execute(
         "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE thread_id = ? AND deleted_at IS NULL"
         " ORDER BY seq DESC LIMIT ?", (root.id, 3)
     ) as cur:
@@ -165,10 +168,10 @@ async def test_settings_round_trip(store):
 
 
 async def test_a_refused_write_is_a_store_error_and_leaves_the_connection_usable(store):
-    await store.db.execute("PRAGMA query_only = ON")  # as a read-only file or a full disk would refuse
+    await store._db.execute("PRAGMA query_only = ON")  # as a read-only file or a full disk would refuse
     with pytest.raises(StoreError, match="refused a write"):
         await store.root_thread("P", Scope.channel(1, 2), 0.8)
-    await store.db.execute("PRAGMA query_only = OFF")
+    await store._db.execute("PRAGMA query_only = OFF")
     assert (await store.root_thread("P", Scope.channel(1, 2), 0.8)).kind == "root"
 
 
@@ -176,14 +179,14 @@ async def test_the_reconnect_look_up_reads_an_index_not_the_thread(store):
     root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
     await store.append_many(root.id, [NewMessage("user", f"m{i}", external_id=1000 + i) for i in range(50)])
     assert await store.last_external_id(root.id) == 1049
-    plan = " ".join(str(tuple(r)) for r in await store.fetch_all(
+    plan = " ".join(str(tuple(r)) for r in await store._all(
         "EXPLAIN QUERY PLAN SELECT MAX(external_id) FROM messages WHERE thread_id = ? AND external_id IS NOT NULL",
         (root.id,)))
     assert "idx_messages_thread_external" in plan
 
 
 async def _indexed(store: Store, text: str) -> set[int]:
-    rows = await store.fetch_all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{text}"',))
+    rows = await store._all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{text}"',))
     return {r[0] for r in rows}
 
 
@@ -207,11 +210,11 @@ async def test_messages_are_indexed_for_recall_in_one_batch_and_edits_and_erasur
     assert await _indexed(store, "osprey") == set() and await _indexed(store, "swift") == {500}
     await store.append_many(root.id, [NewMessage("user", "an imported swallow note")], seqs=[400])
     assert await _indexed(store, "swallow") == {400}  # below what the index reached: indexed as it lands
-    await store.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")  # raises if not
+    await store._db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")  # raises if not
 
 
 async def _segments(store: Store) -> int:
-    return (await store.fetch_one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
+    return (await store._one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
 
 
 async def test_tidying_merges_the_segments_each_batch_left_and_keeps_every_match(store):
@@ -227,20 +230,19 @@ async def test_tidying_merges_the_segments_each_batch_left_and_keeps_every_match
     assert await _segments(store) <= 3 < scattered
     assert await store.tidy_index() is False  # nothing left to merge
     assert len(await _indexed(store, "kestrel")) == 40 and len(await _indexed(store, "k017x")) == 1
-    await store.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+    await store._db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
 
 
 async def test_a_database_from_before_batched_indexing_keeps_its_index_in_step(tmp_path, monkeypatch):
     path = tmp_path / "db.sqlite3"
-    monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:7])
-    monkeypatch.setattr(store_module, "LATEST_VERSION", 7)
-    old = await Store.open(path)  # version 7 indexed every message as it was stored
+    monkeypatch.setattr(store_module, "migration_files", lambda: MIGRATIONS[:7])
+    old = await open_store(path)  # version 7 indexed every message as it was stored
     root = await old.root_thread("Stelis", Scope.channel(1, 2), 0.8)
     kept, _ = await old.append(root.id, NewMessage("user", "the kestrel nests on the tower", external_id=1))
     await old.close()
     monkeypatch.undo()
 
-    s = await Store.open(path)
+    s = await open_store(path)
     assert await s.schema_version() == LATEST_VERSION
     assert await _indexed(s, "kestrel") == {kept.seq}  # what was indexed stays, and is not indexed twice
     await s.edit_message(1, "the falcon nests on the tower")
@@ -248,5 +250,69 @@ async def test_a_database_from_before_batched_indexing_keeps_its_index_in_step(t
     await s.index_messages()
     assert await _indexed(s, "kestrel") == set() and await _indexed(s, "falcon") == {kept.seq}
     assert await _indexed(s, "heron") == {newer.seq}
-    await s.db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+    await s._db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
     await s.close()
+
+
+async def test_the_due_scan_is_an_indexed_range_query(store):
+    async with store._db.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM memory_channels WHERE due_at IS NOT NULL AND paused = 0 AND due_at <= ?"
+        " ORDER BY due_at LIMIT ?", (0, 10),
+    ) as cur:
+        plan = " ".join(r[3] for r in await cur.fetchall())
+    assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_due (due_at>")
+
+
+async def test_a_message_and_its_count_are_stored_together_or_not_at_all(store, monkeypatch):
+    root = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
+    triggers = Triggers(idle_seconds=7_200, threshold=50)
+    await store.append_counted(root, NewMessage("user", "counted with its message"), triggers)
+    assert (await store.memory_channel(root.id)).pending_count == 1
+    monkeypatch.setattr(store_module, "_NOTE_MESSAGE", "UPDATE no_such_table SET x = 1")  # the count fails
+    with pytest.raises(StoreError):
+        await store.append_counted(root, NewMessage("user", "lost with its count"), triggers)
+    assert [m.content for m in await store.tail(root.id, 10)] == ["counted with its message"]
+    assert (await store.memory_channel(root.id)).pending_count == 1
+
+
+async def test_messages_an_older_version_never_counted_are_due_after_a_restart(tmp_path):
+    path = tmp_path / "db.sqlite3"
+    store = await open_store(path, clock=lambda: 1_000.0)
+    root = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
+    await store.append_counted(root, NewMessage("user", "stored, but the count was lost in a crash"),
+                               Triggers(idle_seconds=7_200, threshold=50))
+    async with store._transaction() as db:  # what a crash between two transactions left behind
+        await db.execute("UPDATE memory_channels SET pending_count = 0, due_at = NULL WHERE thread_id = ?",
+                         (root.id,))
+    await store.close()
+    store = await open_store(path, clock=lambda: 2_000.0)
+    assert await store.recount_pending(2_000.0) == 1
+    ch = await store.memory_channel(root.id)
+    assert ch.pending_count == 1 and ch.due_at == 2_000.0
+    await store.close()
+
+
+async def test_the_background_indexer_keeps_recalls_index_in_few_segments(make_config, monkeypatch):
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+
+    engine = await Engine.open(make_config(), OfflineLLM())
+    monkeypatch.setattr("bot.services.conversation.INDEX_DELAY_SECONDS", 0.001)
+    scope = Scope.channel(1, 10)
+
+    async def segments() -> int:
+        return (await engine.store._one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
+
+    for i in range(30):  # a quiet channel: each message indexed on its own, a new segment each time
+        await engine.hear(scope, f"the quokka count is {i}", author_name="mahe")
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if engine.store.unindexed == 0:
+                break
+    for _ in range(200):  # ... and merged in the background, a moment later
+        if await segments() <= 3:
+            break
+        await asyncio.sleep(0.01)
+    assert await segments() <= 3
+    assert (await engine.store.match_counts(["quokka"], 100))[1] == {"quokka": 30}
+    await engine.close()

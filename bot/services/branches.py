@@ -1,0 +1,110 @@
+"""Branches (seed 001) backed by Discord threads: each active stretch of a thread is one Stelis session.
+
+Created → a task branch and a Stelis thread under the channel's root (anchored there). Archived → the
+session ends with a chronicle and the branch is suspended. Spoken in again → a new session in the same
+branch, opened by an anchor to the previous one. Deleted → the session is aborted, the branch completed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from bot.services.stelis import StelisThreads
+from bot.services.views import BranchDetail
+from memory import threads
+from memory.anchors import resume_anchor
+from memory.llm import LLM, LLMError
+from memory.records import Branch, BranchKind, BranchStatus, Scope, Thread
+from memory.store import Store
+from memory.threads import Run
+
+log = logging.getLogger(__name__)
+
+
+def branch_id_for(discord_thread_id: int) -> str:
+    return f"discord-{discord_thread_id}"
+
+
+class DiscordThreadBranches:
+    def __init__(self, store: Store, llm: LLM, stelis: StelisThreads, persona: str):
+        self._store = store
+        self._llm = llm
+        self._stelis = stelis
+        self._persona = persona
+
+    async def session(self, parent: Scope, discord_thread_id: int, label: str) -> Thread:
+        """The active session of a Discord thread: opened on first sight, resumed after an archive."""
+        branch_id = branch_id_for(discord_thread_id)
+        root = await self._stelis.root(parent)
+        branch = await self._store.branch(branch_id)
+        if branch is None:
+            await self._store.create_branch(branch_id, root.persona, "task", label, root.scope_key, root.guild_id,
+                                            root.channel_id, discord_thread_id)
+            return await self._open(root, branch_id, label, discord_thread_id, previous=None)
+        current = await self._current(branch)
+        if current is not None and current.status == "active":
+            return current
+        return await self._open(root, branch_id, branch.label, discord_thread_id, previous=current)
+
+    async def current_session(self, discord_thread_id: int) -> Thread | None:
+        """The Discord thread's latest session (active or not), if it has a branch."""
+        branch = await self._store.branch(branch_id_for(discord_thread_id))
+        return await self._current(branch) if branch is not None else None
+
+    async def archive(self, discord_thread_id: int) -> Thread | None:
+        """End the active session with a chronicle; the branch waits, suspended."""
+        return await self._close(discord_thread_id, "completed", "suspended")
+
+    async def delete(self, discord_thread_id: int) -> Thread | None:
+        """Abort the active session (a partial chronicle when possible); the branch is over."""
+        return await self._close(discord_thread_id, "aborted", "completed")
+
+    async def rename(self, discord_thread_id: int, label: str) -> None:
+        if await self._store.branch(branch_id_for(discord_thread_id)) is not None:
+            await self._store.update_branch(branch_id_for(discord_thread_id), label=label)
+
+    async def of(self, scope: Scope, status: BranchStatus | None = None,
+                 kind: BranchKind | None = None) -> list[Branch]:
+        """The branches of a conversation, newest first."""
+        return await self._store.branches(self._persona, scope.key, status, kind)
+
+    async def detail(self, scope: Scope, branch_id: str) -> BranchDetail | None:
+        """A branch of this conversation and its sessions; None if it is not one of them."""
+        found = await self._store.branch(branch_id)
+        if found is None or found.scope_key != scope.key:
+            return None
+        return BranchDetail(found, await self._store.branch_threads(branch_id))
+
+    async def _current(self, branch: Branch) -> Thread | None:
+        return await self._store.find_thread(branch.current_thread_id) if branch.current_thread_id else None
+
+    async def _open(self, root: Thread, branch_id: str, label: str, discord_thread_id: int,
+                    previous: Thread | None) -> Thread:
+        thread = await threads.start(self._store, Run(root.id), label, self._stelis.settings,
+                                     discord_thread_id=discord_thread_id, branch_id=branch_id)
+        if previous is not None and previous.anchor_seq is not None:
+            anchor = await self._store.message_by_seq(previous.anchor_seq)
+            if anchor is not None:
+                await self._store.append(thread.id, resume_anchor(anchor))
+        await self._store.update_branch(branch_id, status="active", current_thread_id=thread.id)
+        log.info("branch %s: session %d opened%s", branch_id, thread.id,
+                 f" (resuming {previous.id})" if previous else "")
+        return thread
+
+    async def _close(self, discord_thread_id: int, status: Literal["completed", "aborted"],
+                     branch_status: BranchStatus) -> Thread | None:
+        branch = await self._store.branch(branch_id_for(discord_thread_id))
+        if branch is None:
+            return None
+        current = await self._current(branch)
+        closed = current
+        if current is not None and current.status == "active":
+            try:
+                closed = await threads.finish(self._store, self._llm, current, self._stelis.settings,
+                                              status=status, chronicle=True)
+            except LLMError as exc:  # the session is saved as aborted; say why in the log, keep going
+                log.warning("chronicle of Discord thread %d failed: %s", discord_thread_id, exc.notice)
+                closed = await self._store.thread(current.id)
+        await self._store.update_branch(branch.id, status=branch_status)
+        return closed

@@ -1,0 +1,200 @@
+"""Hearing and replying: messages stored and counted, replies assembled and stored, recall kept indexed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from bot.memory_scheduler import MemoryScheduler
+from bot.services.forgetting import Forgetting
+from bot.services.settings import Settings
+from bot.services.snapshots import Snapshots
+from bot.services.stelis import StelisThreads
+from memory import recall
+from memory.budget import ContextError
+from memory.context import Assembler, Assembly
+from memory.errors import Failure
+from memory.llm import LLM, LLMError, TextSink
+from memory.records import Message, NewMessage, Role, Scope, Thread
+from memory.store import Store
+from memory.window import LockedBufferTooLarge
+
+log = logging.getLogger(__name__)
+
+INDEX_DELAY_SECONDS = 1.0  # what is heard is indexed for recall this long after, in one batch
+PARTICIPANTS_SEEN = 200  # recent messages whose authors a reply may ping
+
+
+class ReplyFailed(Failure):
+    """The model could not answer; the user's message is stored, `notice` is fit to show."""
+
+
+class Conversations:
+    def __init__(self, store: Store, llm: LLM, assembler: Assembler, settings: Settings, stelis: StelisThreads,
+                 forgetting: Forgetting, snapshots: Snapshots, persona: str):
+        self._store = store
+        self._llm = llm
+        self._assembler = assembler
+        self._settings = settings
+        self._stelis = stelis
+        self._forgetting = forgetting
+        self._snapshots = snapshots
+        self._persona = persona
+        self.scheduler: MemoryScheduler | None = None  # timers to arm once the memory scheduler runs
+        self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
+        self.folding: dict[int, asyncio.Task[None]] = {}  # thread -> its next cut being summarised ahead
+        self.indexer: asyncio.Task[None] | None = None
+        self.closed = False
+
+    async def hear(
+        self, scope: Scope, content: str, *, author_name: str | None = None, author_id: int | None = None,
+        external_id: int | None = None, role: Role = "user", thread_id: int | None = None,
+    ) -> Message | None:
+        """Remember a message in the scope's root thread, or in the given thread; duplicates stored once.
+
+        Someone who opted out is not remembered at all: None.
+        """
+        if not self._forgetting.remembers(author_id):
+            return None
+        thread = await (self._store.thread(thread_id) if thread_id is not None else self._root(scope))
+        new = NewMessage(role, content, author_id, author_name, external_id=external_id)
+        triggers = await self._settings.counted(thread)
+        if triggers is None:
+            message, created = await self._store.append(thread.id, new)
+            due = None
+        else:
+            message, created, due = await self._store.append_counted(thread, new, triggers)
+        self._snapshots.changed(thread.id)
+        self._index_soon()
+        if not created:
+            log.debug("duplicate message %s ignored", external_id)
+        elif triggers is not None and self.scheduler is not None:
+            self.scheduler.arm(thread.id, due)
+        return message
+
+    async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
+        """Answer what the thread holds now; store and return the reply. Raises ReplyFailed."""
+        async with self._reply_locks[thread_id]:
+            try:
+                assembly = await self._assembler.assemble(thread_id)
+                if not assembly.request.turns:
+                    raise ReplyFailed("There is nothing to reply to yet.")
+                result = await self._llm.complete(assembly.request, on_text)
+            except LLMError as exc:
+                log.warning("reply failed in thread %d: %s", thread_id, exc.notice)
+                raise ReplyFailed(exc.notice) from exc
+            except (LockedBufferTooLarge, ContextError) as exc:
+                raise ReplyFailed(f"The conversation does not fit the model's context: {exc.notice}") from exc
+            if not result.text.strip():
+                raise ReplyFailed("The model returned an empty reply.")
+            message, _ = await self._store.append(thread_id, NewMessage("assistant", result.text,
+                                                                        author_name=self._persona))
+            self._snapshots.changed(thread_id)
+        if assembly.fold_soon:
+            self._fold_ahead(thread_id)
+        return message
+
+    async def context(self, thread_id: int) -> Assembly:
+        """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""
+        return await self._assembler.assemble(thread_id, persist=False)
+
+    async def preview(self, scope: Scope, content: str, *, author_name: str | None = None,
+                      author_id: int | None = None, thread_id: int | None = None) -> Assembly:
+        """The request a message would produce, without storing it or persisting a window cut."""
+        thread = await (self._store.thread(thread_id) if thread_id is not None else self._stelis.root(scope))
+        return await self._assembler.assemble(thread.id, incoming=NewMessage("user", content, author_id, author_name),
+                                              persist=False)
+
+    async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
+        """What recall finds for a query in a conversation, under the same visibility rules as replies."""
+        root = await self._stelis.root(scope)
+        seen = await self._assembler.visibilities.of(self._store, root)
+        return await recall.search(self._store, seen, query, recall.Shown(), limit=limit,
+                                   frequencies=self._assembler.frequencies)
+
+    async def participants(self, thread_id: int, recent: int = PARTICIPANTS_SEEN) -> set[int]:
+        """Who spoke among a thread's recent messages: the only people a reply may ping."""
+        return {m.author_id for m in await self._store.tail(thread_id, recent)
+                if m.author_id is not None and m.role == "user"}
+
+    async def last_seen(self, thread_id: int) -> int | None:
+        """The newest remembered Discord message id in a thread (backfill starts after it)."""
+        return await self._store.last_external_id(thread_id)
+
+    async def has_spoken(self, thread_id: int) -> bool:
+        return await self._store.has_spoken(thread_id)
+
+    async def channel_roots(self) -> list[Thread]:
+        """Every channel conversation this persona has (for backfill and visibility after a reconnect)."""
+        return await self._store.root_threads(self._persona)
+
+    async def last_message(self, thread_id: int) -> Message | None:
+        found = await self._store.tail(thread_id, 1)
+        return found[-1] if found else None
+
+    async def message_count(self, thread_id: int) -> int:
+        return await self._store.count_messages(thread_id)
+
+    async def settle(self) -> None:
+        """Do the background work a pause in the talk allows: summaries prepared ahead, recall's index."""
+        if self.indexer is not None and not self.indexer.done():
+            self.indexer.cancel()
+            await asyncio.gather(self.indexer, return_exceptions=True)
+            await self._store.index_messages()
+            await self._store.merge_index()
+        await asyncio.gather(*self.folding.values(), return_exceptions=True)
+
+    def start_recall(self) -> None:
+        """At start-up, in the background: index what the last run left, merge, count the newest words."""
+        self.indexer = asyncio.create_task(self._start_recall())
+
+    async def _root(self, scope: Scope) -> Thread:
+        """A scope's root for hearing: its identity never changes, so it is looked up once per process."""
+        found = self._roots.get(scope.key)
+        if found is None:
+            found = self._roots[scope.key] = await self._stelis.root(scope)
+        return found
+
+    def _index_soon(self) -> None:
+        """Index what was heard for recall shortly, in one batch with whatever else arrives meanwhile."""
+        if (self.indexer is None or self.indexer.done()) and not self.closed:
+            self.indexer = asyncio.create_task(self._index_after(INDEX_DELAY_SECONDS))
+
+    async def _start_recall(self) -> None:
+        try:
+            await self._store.index_messages()
+            await self._store.merge_index()
+            await self._assembler.frequencies.warm(self._store)
+        except Failure as exc:  # a search indexes and counts for itself
+            log.warning("recall not prepared at start-up: %s", exc)
+        if self._store.unindexed:  # heard meanwhile: this task was the indexer
+            await self._index_after(INDEX_DELAY_SECONDS)
+
+    async def _index_after(self, delay: float) -> None:
+        try:
+            while True:
+                await asyncio.sleep(delay)
+                await self._store.index_messages()
+                await self._store.merge_index()  # in short steps: replies slip in between
+                if not self._store.unindexed:
+                    return
+        except Failure as exc:  # the next search tries again
+            log.warning("recall's index not brought up to date: %s", exc)
+
+    def _fold_ahead(self, thread_id: int) -> None:
+        """Summarise the window's next cut in the background, so the reply that cuts waits on no model call."""
+        if thread_id in self.folding or self.closed:
+            return
+        task = asyncio.create_task(self._prepare_fold(thread_id))
+        self.folding[thread_id] = task
+        task.add_done_callback(lambda _: self.folding.pop(thread_id, None))
+
+    async def _prepare_fold(self, thread_id: int) -> None:
+        try:
+            await self._assembler.prepare_fold(thread_id)
+        except LLMError as exc:  # the cut will summarise inline instead, and retry the model then
+            log.warning("could not summarise ahead in thread %d: %s", thread_id, exc.notice)
+        except Failure as exc:
+            log.warning("could not plan the next cut of thread %d: %s", thread_id, exc.notice)

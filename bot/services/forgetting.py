@@ -1,0 +1,71 @@
+"""Forget-me (DESIGN.md section 6): erasures, opt-outs, and the rewriting of every memory written from them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.services.settings import Settings
+from bot.services.snapshots import Snapshots
+from memory import forget
+from memory.llm import LLM
+from memory.records import Message, Scope
+from memory.settings import StelisSettings
+from memory.store import Store
+
+
+class Forgetting:
+    def __init__(self, store: Store, llm: LLM, settings: Settings, stelis: StelisSettings, snapshots: Snapshots,
+                 persona: str):
+        self._store = store
+        self._llm = llm
+        self._settings = settings
+        self._stelis = stelis
+        self._snapshots = snapshots
+        self._persona = persona
+        self._opted_out: set[int] = set()
+        self._lock = asyncio.Lock()  # one rewrite at a time: they touch the same versions
+        self.rewrites: set[asyncio.Task[forget.Rewritten]] = set()  # erasures being rewritten in the background
+
+    async def load(self) -> None:
+        self._opted_out = await self._store.opted_out(self._persona)
+
+    def remembers(self, user_id: int | None) -> bool:
+        return user_id is None or user_id not in self._opted_out
+
+    async def opt_out(self, user_id: int, out: bool = True) -> None:
+        """From now on, this person's messages are (not) remembered at all."""
+        await self._store.set_optout(self._persona, user_id, out)
+        await self.load()
+
+    async def edit_message(self, external_id: int, content: str) -> Message | None:
+        """A message edited in Discord: the next context shows the new text."""
+        message = await self._store.edit_message(external_id, content)
+        if message is not None:
+            self._snapshots.changed(message.thread_id)
+        return message
+
+    async def delete_message(self, external_id: int) -> bool:
+        """A message deleted in Discord is erased, and what was written from it is rewritten in the background."""
+        purged = await self._store.purge(external_id=external_id)
+        if purged:
+            self._snapshots.changed(*purged)
+            task = asyncio.create_task(self._rewrite(purged))
+            self.rewrites.add(task)
+            task.add_done_callback(self.rewrites.discard)
+        return bool(purged)
+
+    async def forget_person(self, user_id: int, *, guild_id: int | None = None,
+                            dm: Scope | None = None) -> forget.Rewritten:
+        """Erase someone's messages in a server (or their DM) and rewrite all memory written from them."""
+        thread_ids = await self._store.conversation_threads(self._persona, guild_id=guild_id,
+                                                            scope_key=dm.key if dm else None)
+        purged = await self._store.purge(author_id=user_id, thread_ids=thread_ids)
+        self._snapshots.changed(*purged)
+        return await self._rewrite(purged)
+
+    async def _rewrite(self, purged: dict[int, set[int]]) -> forget.Rewritten:
+        async with self._lock:
+            done = await forget.rewrite(self._store, self._llm, purged, await self._settings.memory(None),
+                                        self._stelis)
+        await self._snapshots.write_due()  # snapshots on disk hold messages too
+        return done

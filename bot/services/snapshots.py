@@ -1,0 +1,54 @@
+"""Context snapshots on disk (seed 003): each changed thread's state written now and then, and at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from memory import snapshots
+from memory.context import Assembler
+from memory.errors import Failure
+from memory.records import Thread
+from memory.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Snapshots:
+    def __init__(self, store: Store, assembler: Assembler, directory: Path):
+        self._store = store
+        self._assembler = assembler
+        self.directory = directory
+        self._dirty: set[int] = set()  # threads whose snapshot is out of date
+
+    def changed(self, *thread_ids: int) -> None:
+        self._dirty.update(thread_ids)
+
+    async def export(self, thread_id: int) -> dict[str, Any]:
+        return await snapshots.export(self._store, self._assembler, thread_id)
+
+    async def restore(self, path: Path) -> Thread:
+        """Import a snapshot file into a database that has none of its threads."""
+        return await snapshots.restore(self._store, await asyncio.to_thread(snapshots.read, path))
+
+    async def write_due(self) -> list[Path]:
+        """Snapshot every thread that changed since its last snapshot; a failure is logged, never fatal."""
+        written = []
+        for thread_id in sorted(self._dirty):
+            path = self.directory / f"thread-{thread_id}.json"
+            try:
+                snapshot = await self.export(thread_id)
+                await asyncio.to_thread(snapshots.write, path, snapshot)
+            except (Failure, OSError) as exc:
+                log.warning("snapshot of thread %d not written: %s", thread_id, exc)
+                continue
+            self._dirty.discard(thread_id)
+            written.append(path)
+        return written
+
+    async def every(self, seconds: int) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            await self.write_due()

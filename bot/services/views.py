@@ -1,0 +1,40 @@
+"""What front ends show: plain records assembled by the services, never rows or store handles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory.records import Branch, MemoryChannel, MemoryRecord, Message, Thread
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    thread: Thread
+    window: int  # the seed's window size at the model's full context
+    protected: int  # what the thread keeps of its parent (0 for a root)
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What /memory shows: the bookkeeping, the current versions and the pins."""
+
+    channel: MemoryChannel
+    long_term: MemoryRecord | None
+    short_term: list[MemoryRecord]
+    pins: list[str]
+
+
+@dataclass(frozen=True)
+class ThreadDetail:
+    """A Stelis thread with its last exchanges (/stelis show)."""
+
+    thread: Thread
+    last: list[Message]
+
+
+@dataclass(frozen=True)
+class BranchDetail:
+    """A branch and its sessions, oldest first (/branches show)."""
+
+    branch: Branch
+    sessions: list[Thread]
