@@ -31,11 +31,11 @@ from bench.letta_style import LettaStyle
 from bot.config import AnthropicConfig, ModelTiers, validate
 from bot.engine import Engine
 from bot.providers.anthropic_llm import AnthropicLLM
+from memory.backends import open_store
 from memory.budget import Budget
 from memory.context import Assembler, Persona
 from memory.records import NewMessage, Scope
 from memory.settings import ContextSettings, StelisSettings
-from memory.store import open_store
 from memory.templates import render
 from memory.tokens import count_tokens
 from tests.fake_anthropic import FakeAnthropic

@@ -13,12 +13,13 @@ from pathlib import Path
 
 from bench.history import assistant_message, tool_pair, user_message
 from memory import threads
+from memory.backends import open_store
 from memory.context import Assembler, Budget, Persona
 from memory.llm import LLMResult
 from memory.records import NewMessage, Scope
 from memory.settings import ContextSettings, StelisSettings
 from memory.sqlite.baseline import bare_window_select
-from memory.store import Store, open_store
+from memory.store import Store
 from memory.threads import Run
 
 SIZES = (1_000, 10_000, 100_000)

@@ -8,8 +8,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from memory.backends import open_store
 from memory.sqlite.baseline import seed_channels
-from memory.store import Store, open_store
+from memory.store import Store
 
 SIZES = (1_000, 100_000)
 DUE_SHARE = 0.01  # about one channel in a hundred is due at any scan

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 from bench.history import assistant_message, user_message
+from memory.backends import open_store
 from memory.context import Assembler, Budget, Persona
 from memory.llm import LLMRequest, LLMResult
 from memory.records import NewMessage, Scope
 from memory.settings import ContextSettings, StelisSettings
-from memory.store import open_store
 from memory.tokens import count_tokens
 
 SIZES = (1_000, 100_000, 1_000_000)

@@ -59,8 +59,7 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
             for extension in EXTENSIONS:
                 if extension not in self.extensions:
                     await self.load_extension(extension)
-            if self.engine.scheduler is None:
-                await self.engine.start_memory()
+            await self.engine.start_memory()
             if started_here:  # the real bot (tests pass their own engine): start-up objects live as long as it
                 gc.freeze()  # ... so full collections need not walk them again (they were the p95)
 

@@ -26,12 +26,13 @@ from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
 from bot.services.views import BranchDetail, MemoryView, ThreadDetail, TreeRow
 from memory import forget, recall, threads
+from memory.backends import open_store
 from memory.budget import Budget
 from memory.context import Assembler, Assembly, Persona
 from memory.llm import LLM, TextSink
 from memory.records import Branch, BranchKind, BranchStatus, MemoryRecord, Message, Role, Scope, Thread
 from memory.short_term import Outcome
-from memory.store import Store, StoreError, open_store
+from memory.store import Store, StoreError
 from memory.threads import Run
 
 __all__ = ["Engine", "MemoryAdminError", "MemoryView", "ReplyFailed", "ThreadDetail", "TreeRow"]
@@ -115,7 +116,9 @@ class Engine:
         return engine
 
     async def start_memory(self) -> None:
-        """Start the memory scheduler (front ends call this; tests drive the worker directly)."""
+        """Start the memory scheduler once (front ends call this; tests drive the worker directly)."""
+        if self.scheduler is not None:
+            return
         self.scheduler = MemoryScheduler(self.memory, self.config.memory.scan_interval_seconds)
         self.conversations.scheduler = self.scheduler
         await self.scheduler.start()

@@ -26,7 +26,7 @@ class MemoryWorker:
     """One update at a time per channel, at most `concurrency` updates (and so LLM calls) at once."""
 
     def __init__(self, store: Store, llm: LLM, settings_for: SettingsFor, clock: Callable[[], float],
-                 concurrency: int = 2):
+                 concurrency: int):
         self.store = store
         self.llm = llm
         self.settings_for = settings_for

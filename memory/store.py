@@ -1,14 +1,13 @@
-"""The one door to persistence: the `Store` protocol every backend implements, and how to open one.
+"""The one door to persistence: the `Store` protocol every backend implements.
 
 Callers get records (memory/records.py), never rows or connections; each backend keeps its SQL,
-its migrations and its locking to itself (memory/sqlite/ is the one backend today).
+its migrations and its locking to itself (memory/sqlite/ is the one backend today). memory/backends.py
+opens one.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 from memory.errors import Failure
@@ -38,13 +37,6 @@ WINDOW_GAP: dict[str, Any] = {
 
 class StoreError(Failure):
     """The database cannot be used as it is (for example, written by a newer Stelis, or a full disk)."""
-
-
-async def open_store(path: Path | str, clock: Clock = time.time) -> Store:
-    """Open (creating and migrating) the store at `path`; anything unusable is a StoreError."""
-    from memory.sqlite.store import SqliteStore  # the one backend today
-
-    return await SqliteStore.open(path, clock)
 
 
 class Store(Protocol):
@@ -198,6 +190,10 @@ class Store(Protocol):
                     external_id: int | None = None) -> dict[int, set[int]]:
         """Erase messages for good (an author's in these threads, or one message): text, name and index
         entry go; the row stays as a gap so sequence numbers are never reused. Returns thread -> seqs."""
+        ...
+
+    async def traces(self, text: str) -> list[str]:
+        """Every place the database still holds a text (table.column, or an index): a forget-me audit."""
         ...
 
     async def delete_records(self, ids: list[int]) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import Config, validate
-from memory.store import Store, open_store
+from memory.backends import open_store
+from memory.store import Store
 from tests.fake_anthropic import FakeAnthropic
 
 _real_connect = socket.socket.connect

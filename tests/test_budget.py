@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memory.backends import open_store
 from memory.budget import MIN_TAIL, MOST_RECALL, Budget, ContextError, plan
 from memory.context import Assembler, Persona
 from memory.records import NewMessage, Scope
 from memory.settings import ContextSettings, StelisSettings
-from memory.store import open_store
 from tests.context_helpers import stable_prefix
 
 CONTEXTS = st.integers(min_value=2_048, max_value=200_000)

@@ -249,15 +249,22 @@ def test_quitting_inside_a_thread_warns_and_the_next_session_resumes_it(tmp_path
 
 
 def test_idle_moves_the_memory_clock_but_never_the_stored_times(tmp_path):
-    import sqlite3
     import time
+
+    from memory.backends import open_store
+
+    async def stored_times() -> list[float]:
+        store = await open_store(tmp_path / "data" / "stelis.sqlite3")
+        root = await store.find_root("Stelis", Scope.console())
+        stamps = [m.created_at async for m in store.span(root.id, None, None)] if root else []
+        await store.close()
+        return stamps
 
     started = time.time()
     done = run_console(tmp_path, "before the idle\n/idle 7200\nafter the idle\n", "console")
     assert done.returncode == 0, done.stderr
     assert "Short-term memory v1 written" in done.stdout  # the idle deadline passed for the scheduler
-    with sqlite3.connect(tmp_path / "data" / "stelis.sqlite3") as db:
-        stamps = [row[0] for row in db.execute("SELECT created_at FROM messages")]
+    stamps = asyncio.run(stored_times())
     assert stamps and all(started - 5 <= t <= time.time() + 5 for t in stamps)  # real times, not +2 hours
 
 

@@ -7,11 +7,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory import dates, threads
+from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
 from memory.context import Rendering, _starts_turn
 from memory.records import Message, Scope
 from memory.settings import StelisSettings
-from memory.store import open_store
 from memory.threads import Run
 from memory.tokens import cached_tokens
 from memory.transcript import message_text

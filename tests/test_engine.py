@@ -7,10 +7,10 @@ import pytest
 from bot.engine import Engine, ReplyFailed
 from bot.providers.anthropic_llm import AnthropicLLM
 from bot.providers.offline import OFFLINE_TAG, OfflineLLM
+from memory.backends import open_store
 from memory.identifiers import identifiers
 from memory.llm import LLMError
 from memory.records import Scope
-from memory.store import open_store
 from tests.fake_anthropic import validate_request
 
 REPO = Path(__file__).resolve().parent.parent

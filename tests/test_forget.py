@@ -4,7 +4,6 @@ rolling summaries, the search index or snapshots; opted-out people are not remem
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import pytest
 
@@ -29,18 +28,9 @@ async def world(make_config):
     await engine.close()
 
 
-def traces(config, text: str) -> list[str]:
+async def traces(engine, config, text: str) -> list[str]:
     """Every place in the database (and the snapshots on disk) that still holds the text."""
-    found = []
-    with sqlite3.connect(config.database_path) as db:
-        for table, column in (("messages", "content"), ("memory_records", "content"),
-                              ("threads", "chronicle_summary"), ("threads", "window_summary"),
-                              ("threads", "window_bridge"), ("messages", "metadata")):
-            rows = db.execute(f"SELECT COUNT(*) FROM {table} WHERE instr({column}, ?) > 0", (text,)).fetchone()[0]
-            if rows:
-                found.append(f"{table}.{column}")
-        if db.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ?", (f'"{text}"',)).fetchone()[0]:
-            found.append("messages_fts")
+    found = await engine.store.traces(text)
     snapshots = config.data_dir / "snapshots"
     found += [p.name for p in snapshots.glob("*.json") if text in p.read_text()] if snapshots.exists() else []
     return found
@@ -66,13 +56,13 @@ async def remember_everywhere(engine, clock):
 async def test_forget_me_erases_every_trace_and_keeps_everyone_else(world):
     engine, clock, config = world
     await remember_everywhere(engine, clock)
-    before = traces(config, SECRET)
+    before = await traces(engine, config, SECRET)
     assert {"messages.content", "memory_records.content", "threads.chronicle_summary", "threads.window_summary",
             "threads.window_bridge", "messages_fts"} <= set(before) and any(p.endswith(".json") for p in before)
 
     done = await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert done.messages == 2 and done.versions >= 1 and done.chronicles == 1
-    assert traces(config, SECRET) == []
+    assert await traces(engine, config, SECRET) == []
     assert await engine.recall(GENERAL, "passport ZX4471Q") == []
     latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
     assert "Kyoto" in latest.content  # Ben's part of the conversation is still remembered
@@ -84,7 +74,7 @@ async def test_forgetting_in_one_server_leaves_another_alone(world):
     await engine.hear(elsewhere, f"{SECRET} in another server", author_name="ana", author_id=ANA)
     await remember_everywhere(engine, clock)
     await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
-    assert "messages.content" in traces(config, SECRET)  # the other server's message and memory stay
+    assert "messages.content" in await traces(engine, config, SECRET)  # the other server's message and memory stay
     theirs = await engine.store.latest_record(engine.persona, "channel", 700, "short_term")
     assert SECRET in theirs.content
     for scope_id, kind in ((GENERAL.channel_id, "channel"), (GENERAL.guild_id, "workspace")):
@@ -101,7 +91,7 @@ async def test_a_message_deleted_in_discord_leaves_its_summaries(world):
         if not engine.forgetting.rewrites:
             break
         await asyncio.sleep(0.02)
-    left = traces(config, "expires in May")
+    left = await traces(engine, config, "expires in May")
     assert left == []
 
 
@@ -109,6 +99,6 @@ async def test_someone_who_opted_out_is_not_remembered_at_all(world):
     engine, _, config = world
     await engine.opt_out(ANA)
     assert await engine.hear(GENERAL, f"my {SECRET}", author_name="ana", author_id=ANA) is None
-    assert traces(config, SECRET) == []
+    assert await traces(engine, config, SECRET) == []
     await engine.opt_out(ANA, out=False)
     assert await engine.hear(GENERAL, "back again", author_name="ana", author_id=ANA) is not None

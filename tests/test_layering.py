@@ -1,28 +1,144 @@
-"""DESIGN.md section 2: memory/ knows nothing of Discord, of bot/ or of a concrete LLM."""
+"""DESIGN.md section 2 and the house rules: who may import and touch what.
+
+memory/ knows nothing of Discord, bot/ or a concrete LLM; front ends (cogs, the console, the
+command line) reach the engine only through its facade; SQL and database connections live only in
+a store backend; and no module imports itself back through another.
+"""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN = {"discord", "bot", "cogs", "anthropic", "openai"}
+PACKAGES = ("bot", "cogs", "memory", "bench")
+FORBIDDEN_IN_MEMORY = {"discord", "bot", "cogs", "anthropic", "openai"}
+FRONT_ENDS = [*(ROOT / "cogs").glob("*.py"), ROOT / "bot" / "console.py", ROOT / "bot" / "__main__.py",
+              ROOT / "bot" / "discord_bot.py"]
+# What a front end may not reach through the engine: the store, the assembler, the model, the worker.
+ENGINE_INSIDES = {"store", "assembler", "llm", "memory", "settings", "conversations", "admin", "forgetting",
+                  "snapshots", "stelis", "branches", "scheduler"}
+SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX)|PRAGMA)\b",
+                 re.S)
+DATABASE_MODULES = {"sqlite3", "aiosqlite", "asyncpg"}
 
 
-def imported_roots(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    roots = set()
-    for node in ast.walk(tree):
+def sources(*folders: str) -> list[Path]:
+    return [p for folder in folders for p in (ROOT / folder).rglob("*.py")]
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports (absolute names, wherever the import statement sits)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            roots |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
-    return roots
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
 
 
 def test_memory_imports_no_front_end_and_no_concrete_llm():
-    offenders = {
-        str(path.relative_to(ROOT)): sorted(imported_roots(path) & FORBIDDEN)
-        for path in (ROOT / "memory").glob("*.py")
-        if imported_roots(path) & FORBIDDEN
-    }
+    offenders = {rel(path): sorted({n.split(".")[0] for n in imported(path)} & FORBIDDEN_IN_MEMORY)
+                 for path in sources("memory") if {n.split(".")[0] for n in imported(path)} & FORBIDDEN_IN_MEMORY}
     assert offenders == {}
-    assert len(list((ROOT / "memory").glob("*.py"))) > 10  # the scan really looked at the package
+    assert len(sources("memory")) > 10  # the scan really looked at the package
+
+
+def test_no_module_imports_itself_back():
+    modules = {module_name(p): p for p in sources(*PACKAGES)}
+    graph = {name: {m for m in imported(path) if m in modules and m != name} for name, path in modules.items()}
+    cycles = []
+
+    def visit(name: str, trail: list[str], done: set[str]) -> None:
+        for nxt in sorted(graph[name]):
+            if nxt in trail:
+                cycles.append(" -> ".join([*trail[trail.index(nxt):], nxt]))
+            elif nxt not in done:
+                visit(nxt, [*trail, nxt], done)
+        done.add(name)
+
+    done: set[str] = set()
+    for name in sorted(graph):
+        if name not in done:
+            visit(name, [name], done)
+    assert cycles == []
+    assert "bot.engine" in graph and "bot.services.conversation" in graph["bot.engine"]
+
+
+def test_front_ends_reach_only_the_engine_facade():
+    offenders = []
+    for path in FRONT_ENDS:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _is_engine(node.value) and (
+                    node.attr in ENGINE_INSIDES or node.attr.startswith("_")):
+                offenders.append(f"{rel(path)}:{node.lineno} engine.{node.attr}")
+        for name in imported(path):
+            if name.endswith("Error") or name == "memory.store":  # error types are the facade's too
+                continue
+            if name.startswith(("memory.store.", "memory.sqlite", "memory.backends", "memory.context.Assembler",
+                                "bot.services")) or name.split(".")[0] in DATABASE_MODULES:
+                offenders.append(f"{rel(path)} imports {name}")
+    assert offenders == []
+    assert len(FRONT_ENDS) >= 7
+
+
+def _is_engine(node: ast.expr) -> bool:
+    """`engine` or `self.engine`, however the front end holds it."""
+    return (isinstance(node, ast.Name) and node.id == "engine") or (
+        isinstance(node, ast.Attribute) and node.attr == "engine")
+
+
+def test_sql_and_connections_live_only_in_a_store_backend():
+    backend = ROOT / "memory" / "sqlite"
+    offenders = []
+    for path in sources(*PACKAGES, "tests"):
+        if backend in path.parents or path.name.startswith("test_sqlite_") or path.name == "test_layering.py":
+            continue  # the backend, and the tests of that backend alone
+        if path == ROOT / "memory" / "backends.py":
+            continue  # where a backend is chosen
+        for name in imported(path):
+            allowed = path.parent.name == "bench" and name.startswith("memory.sqlite.baseline")
+            if (name.split(".")[0] in DATABASE_MODULES or name.startswith("memory.sqlite")) and not allowed:
+                offenders.append(f"{rel(path)} imports {name}")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
+                offenders.append(f"{rel(path)}:{node.lineno} {node.value[:50]!r}")
+    assert offenders == []
+
+
+def test_the_sql_check_sees_sql():
+    assert SQL.search("SELECT * FROM messages WHERE seq = ?")
+    assert SQL.search("INSERT INTO threads (id) VALUES (?)")
+    assert not SQL.search("Select a channel from the list")  # prose is not SQL
+
+
+def test_each_setting_default_is_declared_once():
+    """No field or parameter named like a setting repeats that setting's default outside memory/settings.py."""
+    from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
+
+    defaults = {name: field.default for model in (ContextSettings, MemoryWorkSettings, ShortTermSettings,
+                                                  StelisSettings) for name, field in model.model_fields.items()}
+    declared = re.compile(rf"\b({'|'.join(sorted(defaults))})\s*:\s*[^=\n]+?=\s*([-\w.\"']+)")
+    offenders = []
+    for path in sources("bot", "cogs", "memory"):
+        if path == ROOT / "memory" / "settings.py":
+            continue
+        for m in declared.finditer(path.read_text()):
+            try:
+                value = ast.literal_eval(m.group(2))
+            except (ValueError, SyntaxError):
+                continue  # a name, not a literal: it comes from somewhere else
+            if value == defaults[m.group(1)]:
+                offenders.append(f"{rel(path)}: {m.group(0)}")
+    assert offenders == []

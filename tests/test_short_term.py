@@ -7,9 +7,9 @@ import pytest
 from bot.clock import Clock
 from bot.engine import Engine, MemoryAdminError
 from bot.providers.offline import OfflineLLM
+from memory.backends import open_store
 from memory.llm import LLMError, LLMResult
 from memory.records import Scope
-from memory.store import open_store
 
 IDLE = 7_200
 THRESHOLD = 5
@@ -374,7 +374,7 @@ async def test_close_cancels_a_running_update_cleanly(make_config):
     engine.shutdown_grace = 0.1
     await engine.close()
     assert running.cancelled()
-    from memory.store import open_store
+    from memory.backends import open_store
 
     store = await open_store(config.database_path)  # reopened: nothing half-written, the work still pending
     root = await store.root_thread("Stelis", GENERAL, 0.8)

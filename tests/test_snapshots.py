@@ -9,9 +9,9 @@ import pytest
 from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
 from memory import snapshots, threads
+from memory.backends import open_store
 from memory.records import Scope
 from memory.settings import StelisSettings
-from memory.store import open_store
 from memory.threads import Run
 from tests.context_helpers import answer, assembler, body, say, stable_prefix, tool_burst
 

@@ -4,9 +4,10 @@ import sqlite3
 import pytest
 
 import memory.sqlite.store as store_module
+from memory.backends import open_store
 from memory.records import NewMessage, Scope
 from memory.settings import Triggers
-from memory.store import Store, StoreError, open_store
+from memory.store import Store, StoreError
 from memory.tokens import count_tokens
 
 TABLES = {"threads", "messages", "memory_records", "branches", "settings"}

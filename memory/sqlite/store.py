@@ -507,6 +507,21 @@ class SqliteStore:
             purged.setdefault(row[0], set()).add(row[1])
         return purged
 
+    async def traces(self, text: str) -> list[str]:
+        """Every place the database still holds a text (table.column, or an index): a forget-me audit."""
+        found = []
+        for table, column in (("messages", "content"), ("messages", "metadata"), ("memory_records", "content"),
+                              ("threads", "chronicle_summary"), ("threads", "window_summary"),
+                              ("threads", "window_bridge"), ("memory_pins", "fact")):
+            row = await self._one(f"SELECT COUNT(*) FROM {table} WHERE instr({column}, ?) > 0", (text,))
+            if row is not None and row[0]:
+                found.append(f"{table}.{column}")
+        for table in _FTS_TABLES:
+            row = await self._one(f"SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?", (phrase(text),))
+            if row is not None and row[0]:
+                found.append(table)
+        return found
+
     async def delete_records(self, ids: list[int]) -> None:
         """Remove memory versions for good (their text and index entries)."""
         if ids:
