@@ -28,6 +28,7 @@ test: dev
 
 lint: dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: dev
 	$(PY) -m bench all

@@ -232,7 +232,8 @@ def masked_dump(config: Config) -> dict[str, Any]:
             return str(value)
         return value
 
-    return walk(config.model_dump(mode="python"))
+    dumped: dict[str, Any] = walk(config.model_dump(mode="python"))
+    return dumped
 
 
 MAX_CONFIG_BYTES = 256 * 1024  # a config is a page of settings; anything near this is a mistake or an attack
@@ -250,7 +251,7 @@ class _StrictLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
             raise yaml.constructor.ConstructorError(None, None, "aliases (*name) are not allowed in the config",
                                                     event.start_mark)
         return super().compose_node(parent, index)
@@ -258,7 +259,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice",
                                                         key_node.start_mark)

@@ -13,6 +13,7 @@ from memory.anchors import thread_ref
 from memory.context import ContextError
 from memory.llm import LLMError
 from memory.records import Scope
+from memory.short_term import Outcome
 from memory.store import StoreError
 from memory.threads import Run, StelisError
 from memory.window import LockedBufferTooLarge
@@ -59,7 +60,11 @@ async def read_line(stream: TextIO) -> str | None:
             line = stream.readline()
         except (OSError, ValueError):  # closed while waiting
             line = ""
-        loop.call_soon_threadsafe(lambda: done.done() or done.set_result(line))
+        def deliver() -> None:
+            if not done.done():
+                done.set_result(line)
+
+        loop.call_soon_threadsafe(deliver)
 
     threading.Thread(target=read, name="console-stdin", daemon=True).start()
     return (await done) or None
@@ -241,7 +246,7 @@ class Console:
         if not outcomes:
             self._say("(no memory update was due)")
 
-    def _outcome(self, outcome) -> None:
+    def _outcome(self, outcome: Outcome) -> None:
         if outcome.error:
             self._say(f"(!) memory update failed: {outcome.error} It will be retried.")
         elif outcome.short_term:

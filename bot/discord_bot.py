@@ -43,7 +43,7 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
     """A Bot, or an AutoShardedBot when config says so; setup_hook opens the engine (store) unless given one."""
     base = commands.AutoShardedBot if config.discord.sharded else commands.Bot
 
-    class StelisBot(base):  # type: ignore[valid-type, misc]
+    class StelisBot(base):  # type: ignore[valid-type, misc]  # a base chosen at run time
         def __init__(self) -> None:
             chosen = intents()
             chosen.members = members_intent  # the tests' fake gateway needs the member cache
@@ -54,12 +54,11 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
 
         async def setup_hook(self) -> None:
             started_here = self.engine is None
-            if started_here:
-                self.engine = await Engine.open(self.config)
+            engine = self.engine = self.engine or await Engine.open(self.config)
             for extension in EXTENSIONS:
                 if extension not in self.extensions:
                     await self.load_extension(extension)
-            await self.engine.start_memory()
+            await engine.start_memory()
             if started_here:  # the real bot (tests pass their own engine): start-up objects live as long as it
                 gc.freeze()  # ... so full collections need not walk them again (they were the p95)
 
@@ -71,9 +70,9 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
 
     bot = StelisBot()
 
-    @bot.command(name="sync", hidden=True)
+    @bot.command(name="sync", hidden=True)  # type: ignore[untyped-decorator]  # discord.py's checks are untyped
     @commands.is_owner()
-    async def sync(ctx: commands.Context, where: str = "guild") -> None:
+    async def sync(ctx: commands.Context[commands.Bot], where: str = "guild") -> None:
         """Owner only: !sync guild | global | clear. Never run on start."""
         if where == "global":
             synced = await ctx.bot.tree.sync()
@@ -91,12 +90,17 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
     return bot
 
 
+def _stop(bot: commands.Bot, sig: signal.Signals) -> None:
+    log.info("received %s", sig.name)
+    asyncio.create_task(bot.close())  # noqa: RUF006 - the bot's close runs to the end of the loop
+
+
 async def run_discord(config: Config) -> int:
     """Run until Discord closes the connection or SIGTERM/SIGINT asks for a graceful stop."""
     bot = make_bot(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda s=sig: (log.info("received %s", s.name), asyncio.create_task(bot.close())))
+        loop.add_signal_handler(sig, _stop, bot, sig)
     token = config.discord.token.get_secret_value() if config.discord.token else ""
     try:
         async with bot:

@@ -35,7 +35,7 @@ from memory.short_term import Outcome
 from memory.store import Store, StoreError
 from memory.threads import Run
 
-__all__ = ["Engine", "MemoryAdminError", "MemoryView", "ReplyFailed", "ThreadDetail", "TreeRow"]
+__all__ = ["Engine", "MemoryAdminError", "MemoryView", "ReplyFailed", "ThreadDetail", "TreeRow", "Where"]
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ class MemoryWorker:
         self.clock = clock
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._slots = asyncio.Semaphore(concurrency)
-        self._running: set[asyncio.Task] = set()
+        self._running: set[asyncio.Task[object]] = set()
 
     async def drain(self, grace: float = 10.0) -> None:
         """At shutdown: let running updates finish for a moment, then cancel them.

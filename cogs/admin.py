@@ -7,19 +7,20 @@ guild's command permissions say (default_permissions is only a hint admins can c
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
 from bot.config import OVERRIDABLE, ConfigError, masked_dump, shown_value
-from bot.engine import MemoryAdminError
+from bot.engine import Engine, MemoryAdminError, Where
 from bot.report import branch_line, context_bars, history_line, memory_lines, recall_lines, tree_lines
 from bot.splitting import split_message
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
-from memory.records import Scope
+from memory.forget import Rewritten
+from memory.records import BranchKind, BranchStatus, Scope
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class Admin(commands.Cog):
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine = bot.engine  # type: ignore[attr-defined]
+        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
 
     # helpers
 
@@ -251,7 +252,8 @@ class Admin(commands.Cog):
     async def branches_list(self, interaction: discord.Interaction, status: str | None = None,
                             kind: str | None = None) -> None:
         scope, _ = await self.where(interaction)
-        found = await self.engine.branches_of(scope, status, kind)  # type: ignore[arg-type]  # the choices above
+        # the choices above allow only these values
+        found = await self.engine.branches_of(scope, cast(BranchStatus | None, status), cast(BranchKind | None, kind))
         await self.answer(interaction, "\n".join(branch_line(b) for b in found) or "No branches here yet.")
 
     @branches.command(name="show", description="A branch and its sessions")
@@ -320,7 +322,7 @@ class Admin(commands.Cog):
         if not await self.allowed(interaction):
             return
         try:
-            parsed = await self.engine.set_setting(scope, self._scope_id(interaction, scope), key, value)
+            parsed = await self.engine.set_setting(cast(Where, scope), self._scope_id(interaction, scope), key, value)
         except ConfigError as exc:
             await self.answer(interaction, f"Not set: {'; '.join(exc.problems)}")
             return
@@ -337,7 +339,7 @@ class Admin(commands.Cog):
     async def config_reset(self, interaction: discord.Interaction, scope: str, key: str) -> None:
         if not await self.allowed(interaction):
             return
-        removed = await self.engine.reset_setting(scope, self._scope_id(interaction, scope), key)
+        removed = await self.engine.reset_setting(cast(Where, scope), self._scope_id(interaction, scope), key)
         await self.answer(interaction, f"Override of {key} removed." if removed else f"{key} had no override here.")
 
     config_reset.autocomplete("key")(_keys)
@@ -367,17 +369,18 @@ class Admin(commands.Cog):
         return (interaction.guild_id or 0) if scope == "guild" else self._channel_id(interaction)
 
 
-def _lookup(data: dict, dotted: str) -> Any:
+def _lookup(data: dict[str, Any], dotted: str) -> Any:
+    node: Any = data
     for part in dotted.split("."):
-        data = data[part]
-    return data
+        node = node[part]
+    return node
 
 
 async def setup(bot: commands.Bot) -> None:
     await bot.add_cog(Admin(bot))
 
 
-def forget_report(done, whose: str) -> str:
+def forget_report(done: Rewritten, whose: str) -> str:
     """What a forget request erased and rewrote, in one line."""
     if not done.messages:
         return f"There were no messages {whose} to forget here."

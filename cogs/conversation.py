@@ -10,7 +10,7 @@ import discord
 from discord.ext import commands
 
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
-from bot.engine import ReplyFailed
+from bot.engine import Engine, ReplyFailed
 from bot.splitting import split_message
 from cogs.places import Place, locate
 from memory.store import StoreError
@@ -24,7 +24,7 @@ BACKFILL_LIMIT = 200
 class Conversation(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine = bot.engine  # type: ignore[attr-defined]
+        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
         self._channel_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)  # replies, in order
         # Creates, edits and deletes of one channel applied in arrival order (an edit never outruns its message).
         self._ingest_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -104,7 +104,7 @@ class Conversation(commands.Cog):
         """After a (re)connect: remember what was said while away (history after the last seen id)."""
         count = 0
         for root in await self.engine.channel_roots():
-            channel = self.bot.get_channel(root.channel_id)
+            channel = self.bot.get_channel(root.channel_id) if root.channel_id is not None else None
             if not isinstance(channel, discord.abc.Messageable) or isinstance(channel, discord.DMChannel):
                 continue
             after = await self.engine.last_seen(root.id)
@@ -151,7 +151,7 @@ class Conversation(commands.Cog):
         if policy == "chat" or mentioned:
             return True
         if thread_id is not None and isinstance(message.channel, discord.Thread):
-            return message.channel.owner_id == me.id or await self.engine.has_spoken(thread_id)
+            return (me is not None and message.channel.owner_id == me.id) or await self.engine.has_spoken(thread_id)
         return False
 
     async def _answer(self, message: discord.Message, target: int) -> None:

@@ -12,6 +12,7 @@ import logging
 import discord
 from discord.ext import commands
 
+from bot.engine import Engine
 from cogs.places import own_scope
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def described(channel: object) -> discord.abc.GuildChannel | discord.Thread | No
 class Visibility(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine = bot.engine  # type: ignore[attr-defined]
+        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
         self._known: dict[int, tuple[str, bool]] = {}  # what memory was last told, so a message costs no write
 
     async def describe(self, channel: discord.abc.GuildChannel | discord.Thread) -> None:
@@ -71,7 +72,9 @@ class Visibility(commands.Cog):
     @commands.Cog.listener()
     async def on_ready(self) -> None:
         for root in await self.engine.channel_roots():
-            channel = self.bot.get_channel(root.channel_id) if root.guild_id is not None else None
+            if root.guild_id is None or root.channel_id is None:
+                continue
+            channel = self.bot.get_channel(root.channel_id)
             if isinstance(channel, discord.abc.GuildChannel):
                 await self.describe(channel)
 

@@ -18,6 +18,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from memory import anchors, dates, recall
 from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_room
@@ -101,9 +102,9 @@ class Assembly:
 class Prepared:
     """A cut or trim summarised ahead of time, valid while the window it was planned on is unchanged."""
 
-    base: tuple  # the window's state and every stored text, as it was planned on (Assembler._base)
+    base: tuple[Any, ...]  # the window's state and every stored text, as it was planned on (Assembler._base)
     cut: tuple[int, int]  # (head, start) as planned: items keep their places while the window holds still
-    state: dict
+    state: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -213,9 +214,10 @@ class Assembler:
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
         # thread -> ((start, gap, store rewrites), the stored messages, their items, the rendering that sized them)
-        self._windows: OrderedDict[int, tuple[tuple, list[Message], list[Item], Rendering]] = OrderedDict()
-        self._renderings: OrderedDict[int, tuple[tuple, Rendering]] = OrderedDict()  # likewise, each message's text
-        self._layers: OrderedDict[int, tuple[tuple, Layers]] = OrderedDict()  # likewise, the memory layers
+        self._windows: OrderedDict[int, tuple[tuple[Any, ...], list[Message], list[Item], Rendering]] = OrderedDict()
+        # likewise, each message's text; and the memory layers
+        self._renderings: OrderedDict[int, tuple[tuple[Any, ...], Rendering]] = OrderedDict()
+        self._layers: OrderedDict[int, tuple[tuple[Any, ...], Layers]] = OrderedDict()
 
     async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False,
                        incoming: NewMessage | None = None, persist: bool = True) -> Assembly:
@@ -335,7 +337,7 @@ class Assembler:
         return _Planned(layers, capacity, ratios, own_budget, seen, window, items, whole, head, marked, cached, room,
                         summary, bridge)
 
-    def _base(self, thread: Thread) -> tuple:
+    def _base(self, thread: Thread) -> tuple[Any, ...]:
         """What a prepared cut depends on: the window's start, the summary's end, its gap, where the cache
         holds a prefix, every stored text."""
         return (thread.window_start_seq, thread.window_summary_to, thread.window_gap_to, thread.window_trims,
@@ -539,7 +541,7 @@ class Assembler:
         _keep(self._renderings, thread.id, found)
         return found[1]
 
-    async def _fold_state(self, thread: Thread, p: _Planned, cut: tuple[int, int]) -> dict:
+    async def _fold_state(self, thread: Thread, p: _Planned, cut: tuple[int, int]) -> dict[str, Any]:
         """Summarise what leaves the window at a cut or trim (`cut`: head, start): its new state."""
         head, start = cut
         if head:
@@ -579,7 +581,7 @@ class Assembler:
             state["window_gap_from"] = p.window[lock].seq if start < lock < len(p.window) else None
         return state
 
-    async def _trim_state(self, thread: Thread, p: _Planned, head: int, start: int) -> dict:
+    async def _trim_state(self, thread: Thread, p: _Planned, head: int, start: int) -> dict[str, Any]:
         """Summarise the run a trim drops (after the head, before `start`) into the bridge, with the one before."""
         lines = [Line.of(f"[earlier summary]\n{thread.window_bridge}")] if thread.window_bridge else []
         bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
@@ -601,7 +603,7 @@ class Assembler:
                     window_bridge_first_at=first_at, window_bridge_last_at=p.window[start - 1].created_at,
                     window_trims=thread.window_trims + 1)
 
-    async def _fold(self, thread: Thread, state: dict, preview: bool) -> Thread:
+    async def _fold(self, thread: Thread, state: dict[str, Any], preview: bool) -> Thread:
         """Move the window's start (unless previewing); `state` holds the summary that stands in for what left."""
         if state.get("window_gap_to") is not None:
             log.info("window trim in thread %d: gap %s-%s", thread.id, state["window_gap_from"], state["window_gap_to"])
@@ -655,14 +657,14 @@ class Assembler:
                 last = [m async for m in self.store.newest_first(parent.id, after_seq=thread.anchor_seq, page=3)][:3]
                 parent_news = {"label": parent.label or "the main conversation", "count": count,
                                "lines": anchors.exchange_lines(last[::-1])}
-        args = dict(now=dates.now_text(self.clock()), thread=thread, ref=anchors.thread_ref(thread.id))
+        args: dict[str, Any] = dict(now=dates.now_text(self.clock()), thread=thread, ref=anchors.thread_ref(thread.id))
         text = render("tail.md.j2", **args, live=live, parent_news=parent_news)
         if cached_tokens(text) > budget:  # the live details go first, then the news
             text = render("tail.md.j2", **args, live=[], parent_news=None)
         return text
 
 
-def _keep(cache: OrderedDict, thread_id: int, entry: object) -> None:
+def _keep(cache: OrderedDict[int, Any], thread_id: int, entry: Any) -> None:
     """Keep an entry for a thread, as its most recent use; the least recently used beyond WINDOWS_KEPT go."""
     cache[thread_id] = entry
     cache.move_to_end(thread_id)

@@ -161,7 +161,7 @@ def resolve_relative(text: str, said_at: float) -> str:
         start, end = found.span()
         if text[end:].startswith((" (", "（")):
             continue
-        index = int(found.lastgroup[1:])  # type: ignore[index]
+        index = int(found.lastgroup[1:])  # type: ignore[index]  # every alternative of the pattern is named
         pattern, resolve = _RULES[index]
         match = pattern.match(text, start)
         if match is None:  # pragma: no cover - the rule matched here as part of the alternation

@@ -56,7 +56,7 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
     own = [p.record for p in chosen if p.record is not None and p.section[1] == OWN
            and p.record.type == "short_term" and p.record.last_seq is not None]
     return Layers(text, cached_tokens(text), frozenset(p.record.id for p in chosen if p.record),
-                  max((r.last_seq for r in own), default=None))  # type: ignore[arg-type, type-var]
+                  max((r.last_seq for r in own if r.last_seq is not None), default=None))
 
 
 async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int,
@@ -122,7 +122,7 @@ def fit(pieces: list[_Piece], budget: int | None) -> list[_Piece]:
 def shorten(text: str, tokens: int) -> str:
     """Whole lines from both ends that fit in `tokens`, with a note of what was left out."""
     lines = text.splitlines()
-    head, tail = [lines[0]], []
+    head, tail = [lines[0]], list[str]()
     used = cached_tokens(lines[0]) + 24
     for i in range(1, len(lines)):
         line = lines[i // 2 + 1] if i % 2 else lines[-(i // 2)]

@@ -237,7 +237,8 @@ async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collecti
                    message_terms: list[str]) -> list[Hit]:
     """Hits of the full-text indexes: messages (for the rarest words), chronicles and memory versions."""
     notes = store.recall_notes(list(terms), seen.persona, seen.scope_keys, seen.records, CANDIDATES // 4)
-    rows, found = [], []
+    rows: list[MessageMatch] = []
+    found: list[NoteMatch] = []
     if message_terms:  # both queued at once: the database runs them back to back
         rows, found = await asyncio.gather(store.recall_messages(
             message_terms, seen.persona, seen.scope_keys, CANDIDATES), notes)
@@ -284,7 +285,7 @@ def _message_hit(row: MessageMatch, seen: Visibility) -> Hit:
 
 
 def _chronicle_hit(row: NoteMatch, seen: Visibility) -> Hit:
-    where = seen.titles.get(row.scope_key, "elsewhere")
+    where = seen.titles.get(row.scope_key or "", "elsewhere")
     return Hit("chronicle", row.id, row.text, row.at, f"chronicle of Stelis thread \"{row.label}\"",
                where, 0.0)
 
@@ -292,7 +293,8 @@ def _chronicle_hit(row: NoteMatch, seen: Visibility) -> Hit:
 def _record_hits(row: NoteMatch, terms: Collection[str]) -> list[Hit]:
     """The lines of a memory version that match, each on its own: a whole version is long and mixed."""
     kind = "short-term" if row.type == "short_term" else "long-term"
-    where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}[row.scope]
+    where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}.get(row.scope or "",
+                                                                                                  "elsewhere")
     hits = []
     for n, line in enumerate(row.text.splitlines()):
         if any(t in line.lower() for t in terms):

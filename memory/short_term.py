@@ -62,8 +62,8 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         )
         log.info("short-term memory v%d for thread %d covers messages %d-%d", record.version, ch.thread_id,
                  record.first_seq, record.last_seq)
-        long_term = await _long_term(store, llm, await store.memory_channel(ch.thread_id), settings, now) \
-            if scope == "channel" else None
+        saved = await store.memory_channel(ch.thread_id)
+        long_term = await _long_term(store, llm, saved, settings, now) if scope == "channel" and saved else None
         return Outcome(ch.thread_id, record, long_term)
     except LLMError as exc:
         delay = await store.memory_failed(ch.thread_id, now, settings.work.retry_seconds)

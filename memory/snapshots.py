@@ -81,7 +81,8 @@ def write(path: Path, snapshot: dict[str, Any]) -> None:
 
 def read(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
     except OSError as exc:
         raise SnapshotError(f"cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:

@@ -95,7 +95,7 @@ class Store(Protocol):
         """A child thread and its anchor message in the parent, in one transaction."""
         ...
 
-    async def close_thread(self, ended: Thread, anchor_metadata: dict | None, anchor_tokens: int) -> Thread:
+    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
         """Save an ended thread's status and chronicle and fix its anchor's final form, atomically."""
         ...
 
@@ -324,13 +324,14 @@ class Store(Protocol):
         """The texts of the newest live messages, newest first."""
         ...
 
-    async def match_counts(self, table: str, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
-        """About how many messages exist (the newest sequence), and how many rows of an index each term
+    async def match_counts(self, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
+        """About how many messages exist (the newest sequence), and how many indexed messages each term
         matches, counting no further than `cap`; one round trip."""
         ...
 
-    async def recall_messages(self, query: str, persona: str, scope_keys: tuple[str, ...],
+    async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
+        """Messages matching any of the terms in these conversations, best first."""
         ...
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
@@ -338,9 +339,10 @@ class Store(Protocol):
         """Messages containing a text too short for trigrams, among the newest `window` only."""
         ...
 
-    async def recall_notes(self, query: str, persona: str, scope_keys: tuple[str, ...],
+    async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
-        """Chronicles and short-term memory versions matching a query, best first within each (one round trip)."""
+        """Chronicles and short-term memory versions matching any of the terms, best first within each
+        (one round trip)."""
         ...
 
     async def newest_record_id(self) -> int:

@@ -11,7 +11,7 @@ from uuid import uuid4
 from memory import anchors
 from memory.errors import Failure
 from memory.llm import LLM, LLMError
-from memory.records import Thread
+from memory.records import Thread, ThreadStatus
 from memory.settings import StelisSettings
 from memory.store import Store
 from memory.summarise import Line, summarise
@@ -150,7 +150,7 @@ async def chronicle_swept(store: Store, llm: LLM, swept: list[Thread], settings:
             await reclose(store, await store.thread(thread.id), text)
 
 
-async def _close(store: Store, thread: Thread, status: str, chronicle: str | None) -> Thread:
+async def _close(store: Store, thread: Thread, status: ThreadStatus, chronicle: str | None) -> Thread:
     """One write: the thread's status and chronicle, and its anchor's final full form."""
     ended = replace(thread, status=status, chronicle_summary=chronicle, completed_at=store.clock())
     count = await store.count_messages(thread.id)

@@ -8,9 +8,9 @@ from memory.anchors import is_anchor, render_anchor
 from memory.dates import day_line, resolve_relative, same_day
 from memory.observation import reduce_message, reduce_observation
 from memory.records import Message, Thread
+from memory.settings import ContextSettings
 from memory.store import Store
 from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
-from memory.window import ContextSettings
 
 DEFAULT_POLICY = ContextSettings()
 

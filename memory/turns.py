@@ -77,5 +77,5 @@ def _following_results(messages: Sequence[Message], i: int) -> set[str]:
     for j in range(i + 1, len(messages)):  # not a slice: that would copy the rest of the window per reply
         if messages[j].role != "tool":
             break
-        ids.add(messages[j].metadata.get("tool_use_id"))
+        ids.add(str(messages[j].metadata.get("tool_use_id")))
     return ids

@@ -28,7 +28,7 @@ def words(text: str) -> list[str]:
 
 def content_words(text: str) -> frozenset[str]:
     """Words that carry meaning: no stopwords; numbers always; CJK runs as pairs of characters."""
-    found = set()
+    found: set[str] = set()
     for word in words(text):
         if CJK.search(word):
             found.update(word[i:i + 2] for i in range(max(1, len(word) - 1)))

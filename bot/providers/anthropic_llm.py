@@ -112,5 +112,5 @@ def _as_llm_error(exc: anthropic.APIError, config: AnthropicConfig) -> LLMError:
 
 def _error_message(exc: anthropic.APIStatusError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
-    return str(error.get("message") or exc.message)
+    error = body.get("error")
+    return str((error.get("message") if isinstance(error, dict) else None) or exc.message)

@@ -91,7 +91,7 @@ def parse(material: str) -> list[Sentence]:
 def _distinct(sentences: list[Sentence]) -> list[Sentence]:
     """The first of sentences said the same way by the same speaker (a merge repeats its sources)."""
     seen: set[tuple[str | None, str]] = set()
-    out = []
+    out: list[Sentence] = []
     for s in sentences:
         key = (s.speaker, " ".join(s.text.lower().split()))
         if key not in seen:

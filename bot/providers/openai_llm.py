@@ -37,7 +37,8 @@ class OpenAILLM:
         started = time.monotonic()
         try:
             response = await self.client.chat.completions.create(
-                model=model, max_tokens=request.max_tokens, messages=to_chat_messages(request)
+                model=model, max_tokens=request.max_tokens,
+                messages=to_chat_messages(request),  # type: ignore[arg-type]  # plain dicts of the SDK's TypedDicts
             )
         except self._openai.APIError as exc:
             status = getattr(exc, "status_code", None)

@@ -66,7 +66,7 @@ class MemoryAdmin:
             raise MemoryAdminError("the edited memory cannot be empty")
         view = await self.view(scope)
         kind, scope_id = view.channel.scope
-        base = await self._version(view, from_version) if from_version else (view.short_term or [None])[-1]
+        base = await self._version(view, from_version) if from_version else next(reversed(view.short_term), None)
         return await self._store.add_record(
             self._persona, kind, scope_id, "short_term", content.strip(), base.first_seq if base else None,
             base.last_seq if base else None, {"edited_from": base.version if base else None},

@@ -122,7 +122,7 @@ class SqliteStore:
     async def schema_version(self) -> int:
         async with self._db.execute("PRAGMA user_version") as cur:
             row = await cur.fetchone()
-        return int(row[0])
+        return int(row[0]) if row else 0
 
     async def migrate(self) -> int:
         """Apply pending migrations in order, each in its own transaction; return how many ran."""
@@ -181,6 +181,7 @@ class SqliteStore:
                      scope.discord_thread_id, self.clock()),
                 )
             row = await self._one(lookup, (persona, scope.key))
+        assert row is not None  # inserted, or found inserted by another writer
         return _thread(row)
 
     async def thread(self, thread_id: int) -> Thread:
@@ -232,6 +233,7 @@ class SqliteStore:
                  parent.scope_key, parent.guild_id, parent.channel_id, discord_thread_id, run_id, now),
             )
             child_id = cur.lastrowid
+            assert child_id is not None
             metadata = {**anchor.metadata, "stelis_thread_id": child_id, "created_at": now}
             cur = await db.execute(
                 "INSERT INTO messages (thread_id, role, content, metadata, token_count, created_at)"
@@ -241,9 +243,10 @@ class SqliteStore:
             await db.execute("UPDATE threads SET anchor_seq = ? WHERE id = ?", (cur.lastrowid, child_id))
         self._stored(anchor.content)
         anchor_row = await self._one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
+        assert anchor_row is not None
         return await self.thread(child_id), _message(anchor_row)
 
-    async def close_thread(self, ended: Thread, anchor_metadata: dict | None, anchor_tokens: int) -> Thread:
+    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
         """Save an ended thread's status and chronicle and fix its anchor's final form, atomically."""
         async with self._transaction() as db:
             await db.execute(
@@ -448,11 +451,10 @@ class SqliteStore:
         return [_message(r) for r in reversed(rows)]
 
     async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
-        row = await self._one(
+        return int(await self._value(
             "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND deleted_at IS NULL",
             (thread_id, after_seq),
-        )
-        return int(row[0])
+        ))
 
     async def message_by_seq(self, seq: int) -> Message | None:
         row = await self._one("SELECT * FROM messages WHERE seq = ?", (seq,))
@@ -486,6 +488,7 @@ class SqliteStore:
                     external_id: int | None = None) -> dict[int, set[int]]:
         """Erase messages for good (an author's in these threads, or one message): text, name and index
         entry go; the row stays as a gap so sequence numbers are never reused. Returns thread -> seqs."""
+        params: tuple[int, ...]
         if external_id is not None:
             where, params = "external_id = ?", (external_id,)
         elif author_id is not None and thread_ids:
@@ -605,9 +608,9 @@ class SqliteStore:
 
     async def last_external_id(self, thread_id: int) -> int | None:
         """The newest Discord message id remembered in a thread: where a backfill after a reconnect starts."""
-        row = await self._one("SELECT MAX(external_id) FROM messages WHERE thread_id = ?"
-                                   " AND external_id IS NOT NULL", (thread_id,))  # the partial index answers
-        return row[0]
+        found = await self._value("SELECT MAX(external_id) FROM messages WHERE thread_id = ?"
+                                  " AND external_id IS NOT NULL", (thread_id,))  # the partial index answers
+        return None if found is None else int(found)
 
     # memory records
 
@@ -735,8 +738,8 @@ class SqliteStore:
             rows = await db.execute_fetchall(
                 "UPDATE memory_channels SET failures = failures + 1 WHERE thread_id = ? RETURNING failures",
                 (thread_id,))
-            failures = next(iter(rows))[0] if rows else 1
-            delay = min(MAX_BACKOFF, base_delay * 2 ** (failures - 1))
+            failures = int(next(iter(rows))[0]) if rows else 1
+            delay = float(min(MAX_BACKOFF, base_delay * 2 ** (failures - 1)))
             await db.execute("UPDATE memory_channels SET due_at = ? WHERE thread_id = ?", (now + delay, thread_id))
         return delay
 
@@ -834,10 +837,12 @@ class SqliteStore:
                          for _ in terms)
         params = [p for term in terms for p in (phrase(term), cap)]
         row = await self._one(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}", tuple(params))
+        assert row is not None  # a SELECT of scalars returns one row
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
+        """Messages matching any of the terms in these conversations, best first."""
         marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
             "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
@@ -862,7 +867,8 @@ class SqliteStore:
 
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
-        """Chronicles and short-term memory versions matching a query, best first within each (one round trip).
+        """Chronicles and short-term memory versions matching any of the terms, best first within each
+        (one round trip).
 
         Long-term versions repeat the short-term ones they merged, so those are left out.
         """
@@ -884,8 +890,7 @@ class SqliteStore:
         return [NoteMatch(*row) for row in rows]
 
     async def newest_record_id(self) -> int:
-        row = await self._one("SELECT COALESCE(MAX(id), 0) FROM memory_records", ())
-        return int(row[0])
+        return int(await self._value("SELECT COALESCE(MAX(id), 0) FROM memory_records", ()))
 
     # settings
 
@@ -918,6 +923,12 @@ class SqliteStore:
         rows = await self._db.execute_fetchall(sql, params)  # one hop to the database thread, not three
         return next(iter(rows), None)
 
+    async def _value(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """The first column of a query that always returns one row (an aggregate)."""
+        row = await self._one(sql, params)
+        assert row is not None, sql
+        return row[0]
+
     async def _all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
         return list(await self._db.execute_fetchall(sql, params))
 
@@ -945,7 +956,7 @@ async def _index_pending(db: aiosqlite.Connection) -> int:
     await db.execute("INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages"
                      " WHERE seq > ? AND seq <= ? AND deleted_at IS NULL AND content != ''", (upto, newest))
     await db.execute("UPDATE fts_progress SET upto = ? WHERE name = 'messages'", (newest,))
-    return newest - upto
+    return int(newest - upto)
 
 def migration_files() -> list[Path]:
     """The numbered migration scripts, in order; a gap in the numbering is a packaging error."""
