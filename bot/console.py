@@ -7,16 +7,27 @@ import threading
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from bot.engine import Engine, MemoryAdminError, ReplyFailed
-from bot.report import context_bars, history_line, memory_lines, recall_lines, tree_lines
+from bot.config import ConfigError, shown_value
+from bot.engine import Engine, ReplyFailed
+from bot.report import (
+    config_lines,
+    context_bars,
+    history_line,
+    memory_lines,
+    outcome_lines,
+    pause_text,
+    pin_text,
+    recall_lines,
+    rollback_text,
+    tree_lines,
+    written_text,
+)
 from memory.anchors import thread_ref
-from memory.context import ContextError
-from memory.llm import LLMError
+from memory.errors import Failure
 from memory.records import Scope
 from memory.short_term import Outcome
 from memory.store import StoreError
-from memory.threads import Run, StelisError
-from memory.window import LockedBufferTooLarge
+from memory.threads import Run
 
 HELP = """Commands:
   /thread new <label>   start a Stelis working thread under the current one
@@ -33,6 +44,8 @@ HELP = """Commands:
   /memory rollback <v>  make version v current again (as a new version)
   /memory regenerate    write a new version now
   /memory pause|resume  stop or restart automatic updates here
+  /config               the settings in effect here, and their overrides
+  /config set <k> <v>   override a setting for this conversation (/config reset <k> to remove it)
   /idle <seconds>       let time pass (a demo clock) and run the memory updates that fall due
   /retry                ask for a reply again (after a failure)
   /help                 this list
@@ -143,10 +156,14 @@ class Console:
                 await self._memory(rest)
             elif name == "/idle":
                 await self._idle(rest)
+            elif name == "/config":
+                await self._config(rest)
             else:
                 self._say(f"Unknown command {name}. Type /help for the list.")
-        except (StelisError, LLMError, ContextError, LockedBufferTooLarge, MemoryAdminError) as exc:
-            self._say(f"(!) {getattr(exc, 'notice', None) or exc}")
+        except StoreError:
+            raise  # the database itself: the session cannot go on as if nothing happened
+        except Failure as exc:
+            self._say(f"(!) {exc.notice}")
         return True
 
     async def _thread(self, rest: str) -> None:
@@ -209,25 +226,44 @@ class Console:
                 self._say(history_line(record))
         elif action in ("pin", "unpin"):
             done = await engine.memory_pin(self.scope, arg, pinned=action == "pin")
-            self._say(f"{'Pinned' if action == 'pin' else 'Unpinned'}: {arg}" if done else "(nothing changed)")
+            self._say(pin_text(arg, action == "pin", done))
         elif action == "edit":
-            record = await engine.memory_edit(self.scope, arg)
-            self._say(f"Short-term memory v{record.version} written.")
+            self._say(written_text(await engine.memory_edit(self.scope, arg)))
         elif action == "rollback":
             if not (arg.isascii() and arg.isdecimal()):  # "²" is a digit to str.isdigit
                 self._say("Usage: /memory rollback <version number>")
                 return
-            record = await engine.memory_rollback(self.scope, int(arg))
-            self._say(f"Version {arg} is current again, as v{record.version}.")
+            self._say(rollback_text(int(arg), await engine.memory_rollback(self.scope, int(arg))))
         elif action == "regenerate":
             self._say("Writing a new short-term memory...")
             self._outcome(await engine.memory_regenerate(self.scope))
         elif action in ("pause", "resume"):
             await engine.memory_pause(self.scope, action == "pause")
-            self._say(f"Automatic memory updates {'paused' if action == 'pause' else 'resumed'} here.")
+            self._say(pause_text(action == "pause", "here"))
         else:
             self._say("Usage: /memory [show | history | pin <fact> | unpin <fact> | edit <text> | rollback <v> | "
                       "regenerate | pause | resume]")
+
+    async def _config(self, rest: str) -> None:
+        """The console is one conversation: its overrides are its channel's (channel 0, never a Discord one)."""
+        action, _, arg = rest.partition(" ")
+        key, _, value = arg.strip().partition(" ")
+        channel = self.scope.channel_id or 0
+        if action in ("", "show"):
+            for line in config_lines(await self.engine.settings_shown(self.scope.guild_id, channel), "here"):
+                self._say(line)
+        elif action == "set" and key and value.strip():
+            try:
+                stored = await self.engine.set_setting("channel", channel, key, value.strip())
+            except ConfigError as exc:
+                self._say(f"Not set: {'; '.join(exc.problems)}")
+                return
+            self._say(f"Set {key} = {shown_value(stored)} here.")
+        elif action == "reset" and key:
+            removed = await self.engine.reset_setting("channel", channel, key)
+            self._say(f"Override of {key} removed." if removed else f"{key} had no override here.")
+        else:
+            self._say("Usage: /config [show | set <key> <value> | reset <key>]")
 
     async def _idle(self, rest: str) -> None:
         try:
@@ -247,15 +283,8 @@ class Console:
             self._say("(no memory update was due)")
 
     def _outcome(self, outcome: Outcome) -> None:
-        if outcome.error:
-            self._say(f"(!) memory update failed: {outcome.error} It will be retried.")
-        elif outcome.short_term:
-            r = outcome.short_term
-            self._say(f"Short-term memory v{r.version} written (messages {r.first_seq}-{r.last_seq}):\n{r.content}")
-            if outcome.long_term:
-                self._say(f"Long-term memory updated (v{outcome.long_term.version}).")
-        else:
-            self._say("(nothing new to remember)")
+        for line in outcome_lines(outcome, detail=True):
+            self._say(line)
 
     async def _retry(self) -> None:
         run = await self.start()

@@ -24,7 +24,7 @@ from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
 from bot.services.settings import Settings, Where
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
-from bot.services.views import BranchDetail, MemoryView, ThreadDetail, TreeRow
+from bot.services.views import BranchDetail, MemoryView, SettingsView, ThreadDetail, TreeRow
 from memory import forget, recall, threads
 from memory.backends import open_store
 from memory.budget import Budget
@@ -164,8 +164,8 @@ class Engine:
     async def settings_for(self, guild_id: int | None, channel_id: int | None) -> Config:
         return await self.settings.effective(guild_id, channel_id)
 
-    async def overrides(self, where: Where, scope_id: int) -> dict[str, Any]:
-        return await self.settings.overrides(where, scope_id)
+    async def settings_shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
+        return await self.settings.shown(guild_id, channel_id)
 
     async def set_setting(self, where: Where, scope_id: int, key: str, value: object) -> object:
         return await self.settings.set(where, scope_id, key, value)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from bot.services.views import MemoryView, TreeRow
+from bot.config import OVERRIDABLE, masked_dump
+from bot.services.views import MemoryView, SettingsView, TreeRow
 from memory.anchors import thread_ref
 from memory.dates import day_line
 from memory.layers import covered_days
 from memory.recall import Hit
 from memory.records import Branch, MemoryRecord
+from memory.short_term import Outcome
 
 DAY_HEADER = re.compile(r"^\[[^\]]*\d{4}\]$")  # a summary's "[8 May 2023]" lines
 
@@ -76,3 +79,51 @@ def recall_lines(query: str, hits: list[Hit]) -> list[str]:
 
 def branch_line(branch: Branch) -> str:
     return f"{branch.id} [{branch.branch_type}, {branch.status}] {branch.label}"
+
+
+# What a memory admin action did, in the words both front ends use.
+
+def pin_text(fact: str, pinned: bool, changed: bool) -> str:
+    return f"{'Pinned' if pinned else 'Unpinned'}: {fact}" if changed else "Nothing changed."
+
+
+def written_text(record: MemoryRecord) -> str:
+    return f"Short-term memory v{record.version} written."
+
+
+def rollback_text(version: int, record: MemoryRecord) -> str:
+    return f"Version {version} is current again, as v{record.version}."
+
+
+def pause_text(paused: bool, where: str) -> str:
+    return f"Automatic memory updates {'paused' if paused else 'resumed'} {where}."
+
+
+def outcome_lines(outcome: Outcome, *, detail: bool = False) -> list[str]:
+    """A memory update's result; `detail` adds the new version's text and range (the console)."""
+    if outcome.error:
+        return [f"Memory update failed: {outcome.error} It will be retried."]
+    if outcome.short_term is None:
+        return ["Nothing new to remember."]
+    r = outcome.short_term
+    lines = [f"Short-term memory v{r.version} written (messages {r.first_seq}-{r.last_seq}):\n{r.content}" if detail
+             else written_text(r)]
+    if outcome.long_term:
+        lines.append(f"Long-term memory updated (v{outcome.long_term.version}).")
+    return lines
+
+
+def config_lines(shown: SettingsView, here: str) -> list[str]:
+    """The overridable settings in effect, then each override and where it was set (`here`: "channel")."""
+    dumped = masked_dump(shown.effective)
+    lines = [f"{key} = {_lookup(dumped, key)!r}" for key in OVERRIDABLE]
+    overrides = [f"  server {k} = {v!r}" for k, v in shown.server.items()]
+    overrides += [f"  {here} {k} = {v!r}" for k, v in shown.channel.items()]
+    return [*lines, "Overrides:", *(overrides or ["  (none)"])]
+
+
+def _lookup(data: dict[str, Any], dotted: str) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        node = node[part]
+    return node

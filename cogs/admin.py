@@ -13,9 +13,22 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.config import OVERRIDABLE, ConfigError, masked_dump, shown_value
+from bot.config import OVERRIDABLE, ConfigError, shown_value
 from bot.engine import Engine, MemoryAdminError, Where
-from bot.report import branch_line, context_bars, history_line, memory_lines, recall_lines, tree_lines
+from bot.report import (
+    branch_line,
+    config_lines,
+    context_bars,
+    history_line,
+    memory_lines,
+    outcome_lines,
+    pause_text,
+    pin_text,
+    recall_lines,
+    rollback_text,
+    tree_lines,
+    written_text,
+)
 from bot.splitting import split_message
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
@@ -195,19 +208,16 @@ class Admin(commands.Cog):
         try:
             if action in ("pin", "unpin"):
                 changed = await engine.memory_pin(scope, arg, pinned=action == "pin")
-                text = f"{'Pinned' if action == 'pin' else 'Unpinned'}: {arg}" if changed else "Nothing changed."
+                text = pin_text(arg, action == "pin", changed)
             elif action == "edit":
-                text = f"Short-term memory v{(await engine.memory_edit(scope, arg)).version} written."
+                text = written_text(await engine.memory_edit(scope, arg))
             elif action == "rollback":
-                text = f"Version {arg} is current again, as v{(await engine.memory_rollback(scope, arg)).version}."
+                text = rollback_text(arg, await engine.memory_rollback(scope, arg))
             elif action == "regenerate":
-                outcome = await engine.memory_regenerate(scope)
-                text = (f"Memory update failed: {outcome.error} It will be retried." if outcome.error else
-                        f"Short-term memory v{outcome.short_term.version} written." if outcome.short_term else
-                        "Nothing new to remember.")
+                text = "\n".join(outcome_lines(await engine.memory_regenerate(scope)))
             else:
                 await engine.memory_pause(scope, action == "pause")
-                text = f"Automatic memory updates {'paused' if action == 'pause' else 'resumed'} in this channel."
+                text = pause_text(action == "pause", "in this channel")
         except MemoryAdminError as exc:
             text = str(exc)
         await self.answer(interaction, text)
@@ -305,15 +315,8 @@ class Admin(commands.Cog):
 
     @config.command(name="show", description="Settings in effect in this channel, and the overrides")
     async def config_show(self, interaction: discord.Interaction) -> None:
-        guild_id, channel_id = interaction.guild_id or 0, self._channel_id(interaction)
-        effective = await self.engine.settings_for(guild_id, channel_id)
-        server = await self.engine.overrides("guild", guild_id)
-        here = await self.engine.overrides("channel", channel_id)
-        overrides = {**{f"server {k}": v for k, v in server.items()}, **{f"channel {k}": v for k, v in here.items()}}
-        dumped = masked_dump(effective)
-        lines = [f"{key} = {_lookup(dumped, key)!r}" for key in OVERRIDABLE]
-        lines += ["Overrides:"] + ([f"  {k} = {v!r}" for k, v in overrides.items()] or ["  (none)"])
-        await self.answer(interaction, "\n".join(lines))
+        shown = await self.engine.settings_shown(interaction.guild_id or 0, self._channel_id(interaction))
+        await self.answer(interaction, "\n".join(config_lines(shown, "channel")))
 
     @config.command(name="set", description="Override a setting for this server or this channel")
     @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),
@@ -367,13 +370,6 @@ class Admin(commands.Cog):
 
     def _scope_id(self, interaction: discord.Interaction, scope: str) -> int:
         return (interaction.guild_id or 0) if scope == "guild" else self._channel_id(interaction)
-
-
-def _lookup(data: dict[str, Any], dotted: str) -> Any:
-    node: Any = data
-    for part in dotted.split("."):
-        node = node[part]
-    return node
 
 
 async def setup(bot: commands.Bot) -> None:

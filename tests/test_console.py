@@ -287,3 +287,37 @@ async def test_a_line_the_database_refuses_is_reported_and_the_session_goes_on(m
     thread = await engine.thread_for(Scope.console())
     assert [m.content for m in await engine.store.tail(thread.id, 10) if m.role == "user"] == ["second try"]
     await engine.close()
+
+
+async def test_config_show_set_and_reset_work_in_the_console_as_in_discord(make_config):
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    script = "\n".join([
+        "/config", "/config set short_term_history.message_threshold 12", "/config",
+        "/config set short_term_history.message_threshold 1", "/config set llm.context_tokens 4096",
+        "/config reset short_term_history.message_threshold", "/config reset short_term_history.message_threshold",
+        "/config bogus",
+    ]) + "\n"
+    out = io.StringIO()
+    await Console(engine, io.StringIO(script), out, "mahe").run_loop()
+    text = out.getvalue()
+    assert "short_term_history.message_threshold = 50" in text and "  (none)" in text  # defaults, no override
+    assert "Set short_term_history.message_threshold = 12 here." in text
+    assert "  here short_term_history.message_threshold = 12" in text
+    assert "Not set: short_term_history.message_threshold = '1'" in text and "(allowed: 2 <= value <= 10000)" in text
+    assert "Not set: llm.context_tokens: cannot be set here" in text  # not overridable: config.yaml's alone
+    assert "Override of short_term_history.message_threshold removed." in text
+    assert "short_term_history.message_threshold had no override here." in text
+    assert "Usage: /config [show | set <key> <value> | reset <key>]" in text
+    root = await engine.thread_for(Scope.console())
+    assert (await engine.settings_for(root.guild_id, root.channel_id)).short_term_history.message_threshold == 50
+    await engine.close()
+
+
+async def test_the_engine_refuses_keys_that_are_not_overridable_whoever_asks(make_config):
+    from bot.config import ConfigError
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    with pytest.raises(ConfigError, match=r"llm\.anthropic\.api_key: cannot be set here"):
+        await engine.set_setting("guild", 1, "llm.anthropic.api_key", "sk-stolen")
+    assert (await engine.settings_shown(1, 2)).server == {}  # nothing stored
+    await engine.close()

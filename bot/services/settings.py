@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from bot.config import OVERRIDABLE, Config, ConfigError, apply_overrides, dotted_value
+from bot.services.views import SettingsView
 from memory.context import Conversation, Persona
 from memory.records import MemoryChannel, Thread
 from memory.settings import MemorySettings, Triggers
@@ -31,8 +32,11 @@ class Settings:
             self._cache[key] = apply_overrides(self.config, overrides) if overrides else self.config
         return self._cache[key]
 
-    async def overrides(self, where: Where, scope_id: int) -> dict[str, Any]:
-        return await self._store.settings(where, scope_id)
+    async def shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
+        """What /config show lists: the effective settings and each level's overrides."""
+        server = await self._store.settings("guild", guild_id) if guild_id is not None else {}
+        return SettingsView(await self.effective(guild_id, channel_id), server,
+                            await self._store.settings("channel", channel_id))
 
     async def set(self, where: Where, scope_id: int, key: str, value: object) -> object:
         """Store an override after validating it; raises ConfigError naming what is wrong.

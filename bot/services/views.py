@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from bot.config import Config
 from memory.records import Branch, MemoryChannel, MemoryRecord, Message, Thread
 
 
@@ -38,3 +40,12 @@ class BranchDetail:
 
     branch: Branch
     sessions: list[Thread]
+
+
+@dataclass(frozen=True)
+class SettingsView:
+    """The settings in effect in a conversation and the overrides that made them (/config show)."""
+
+    effective: Config
+    server: dict[str, Any]  # the server's overrides
+    channel: dict[str, Any]  # the channel's (or the console's, or a DM's)
