@@ -33,7 +33,7 @@ from bot.engine import Engine
 from bot.providers.anthropic_llm import AnthropicLLM
 from memory.backends import open_store
 from memory.budget import Budget
-from memory.context import Assembler, Persona
+from memory.context import Assembler, Persona, Shape
 from memory.records import NewMessage, Scope
 from memory.settings import ContextSettings, StelisSettings
 from memory.templates import render
@@ -199,7 +199,7 @@ class _assembler:
 
         async def turn(step: Step) -> None:
             await self.store.append_many(root.id, step.said)
-            assembly = await assembler.assemble(root.id, naive=self.naive)
+            assembly = await assembler.assemble(root.id, shape=Shape(naive=self.naive))
             result = await self.llm.complete(assembly.request)
             await self.store.append(root.id, NewMessage("assistant", result.text))
 

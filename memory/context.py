@@ -23,7 +23,7 @@ from typing import Any
 from memory import anchors, dates, recall
 from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_room
 from memory.layers import Layers, memory_layers
-from memory.llm import LLM, Block, LLMRequest, Tier
+from memory.llm import LLM, Block, LLMRequest, Tier, Tool
 from memory.records import Message, NewMessage, Thread
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 from memory.store import WINDOW_GAP, Store
@@ -46,7 +46,7 @@ from memory.window import (
     window_size,
 )
 
-__all__ = ["Assembler", "Assembly", "Budget", "ContextError", "Conversation", "Persona"]
+__all__ = ["REPLY", "Assembler", "Assembly", "Budget", "ContextError", "Conversation", "Persona", "Shape"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,23 @@ PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after 
 class Persona:
     name: str
     card: str
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a request carries around a conversation's history: the normal reply is one shape, a playbook's
+    context profiles (issue: playbooks) and the benchmarks' baselines are others; all use the same code."""
+
+    tier: Tier = "standard"
+    with_recall: bool = True  # recall in the tail (when the assembler's recall is on)
+    # Tools the model may call: the first bytes of the prompt, so a profile keeps the same list in the
+    # same order to share the cache. With none, stored tool turns are sent as text.
+    tools: tuple[Tool, ...] = ()
+    instruction: str | None = None  # a task for the model after the cached history (a playbook node's action)
+    naive: bool = False  # a benchmark's plain slide: the newest messages that fit, no summary, no recall
+
+
+REPLY = Shape()
 
 
 @dataclass(frozen=True)
@@ -219,14 +236,14 @@ class Assembler:
         self._renderings: OrderedDict[int, tuple[tuple[Any, ...], Rendering]] = OrderedDict()
         self._layers: OrderedDict[int, tuple[tuple[Any, ...], Layers]] = OrderedDict()
 
-    async def assemble(self, thread_id: int, *, tier: Tier = "standard", naive: bool = False,
-                       incoming: NewMessage | None = None, persist: bool = True) -> Assembly:
+    async def assemble(self, thread_id: int, *, shape: Shape = REPLY, incoming: NewMessage | None = None,
+                       persist: bool = True) -> Assembly:
         """The next request for a thread; may cut its window first (with a summary prepared ahead, or one call).
 
         With `incoming`, the request that (unstored) message would produce; with `persist=False`, a
         preview: a cut is planned and summarised but not saved, and the cache's clock is left alone.
         """
-        preview = not persist
+        preview, naive = not persist, shape.naive
         thread = await self.store.thread(thread_id)
         chain = await lineage(self.store, thread)
         persona, system_text, budget = await self._system(chain)
@@ -259,7 +276,7 @@ class Assembler:
             protected = await self._protected(chain[1], thread, protected_size(parent_window, thread.window_ratio),
                                               p.seen)
         assembly = await self._request(thread, chain, persona, system_text, budget, p.layers, protected, window,
-                                       p.seen, p.budget, cut is not None, tier, naive)
+                                       p.seen, p.budget, cut is not None, shape)
         assembly.fold_soon = fold_soon and self._prepared_for(thread) is None
         return assembly
 
@@ -362,17 +379,17 @@ class Assembler:
 
     async def _request(self, thread: Thread, chain: list[Thread], persona: Persona, system_text: str,
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
-                       seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool) -> Assembly:
+                       seen: Rendering, own_budget: int, cut: bool, shape: Shape) -> Assembly:
         """Lay out the request: system, layers, parent region, summary, history, then the tail."""
         trigger = window[-1] if window and window[-1].role == "user" else None
         searching = None
-        if trigger is not None and self.recall_enabled and not naive:
+        if trigger is not None and self.recall_enabled and shape.with_recall and not shape.naive:
             # Recall's look-ups run in the database's thread while the history is rendered here.
             searching = asyncio.ensure_future(self._recall(chain[-1], trigger, window[:-1], protected + window, layers))
             await asyncio.sleep(0)  # let it send its first query
         try:
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
-                                       own_budget, cut, tier, naive, searching)
+                                       own_budget, cut, shape, searching)
         finally:
             if searching is not None and not searching.done():
                 searching.cancel()
@@ -381,14 +398,14 @@ class Assembler:
 
     async def _lay_out(self, thread: Thread, chain: list[Thread], persona: Persona, system_text: str,
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
-                       seen: Rendering, own_budget: int, cut: bool, tier: Tier, naive: bool,
+                       seen: Rendering, own_budget: int, cut: bool, shape: Shape,
                        searching: asyncio.Future[list[recall.Hit]] | None) -> Assembly:
         """The request itself, recall's hits (being looked up meanwhile) placed last.
 
         The new message closes the cached history, so the next turn reads it from the cache; only
         the tail (time, recall) after it is paid in full each turn.
         """
-        drawn = list(window)
+        drawn, naive = list(window), shape.naive
         head = seen.pieces(protected)
         summary = thread.window_summary if not naive else None
         if summary:
@@ -419,6 +436,8 @@ class Assembler:
             "summary": sum(cached_tokens(t) for t in (summary, bridge) if t),
             "history": seen.tokens(own_head) + seen.tokens(recent, joined),
         }
+        if shape.instruction:
+            parts["instruction"] = cached_tokens(shape.instruction)
         left = budget.input - sum(parts.values())  # what the window leaves: the tail's first, then recall's
         tail_text = await self._tail(thread, chain, protected + window,
                                      max(MIN_TAIL, min(budget.tail + budget.recall, left - budget.recall_floor)))
@@ -431,11 +450,13 @@ class Assembler:
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))
                 parts["recall"] = cached_tokens(recall_text)
+        if shape.instruction:  # after everything cached: the history's prefix is the normal reply's
+            tail.append(Piece("user", Block(shape.instruction)))
         system = [Block(system_text, cache="1h")]
         if layers.text:
             system.append(Block(layers.text, cache="1h"))
         request = LLMRequest(system=tuple(system), turns=tuple(to_turns(pieces + tail)),
-                             max_tokens=self.budget.output, tier=tier, persona=persona.name)
+                             max_tokens=self.budget.output, tier=shape.tier, persona=persona.name, tools=shape.tools)
         parts["output"] = self.budget.output
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)

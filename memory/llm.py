@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from memory.errors import Failure
@@ -36,8 +37,31 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class Tool:
+    """A tool the model may call: its name, what it does, and the JSON schema of its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    cache: CacheTTL | None = None  # a breakpoint after the tool list (tools are the first bytes of a prompt)
+
+
+# "auto": the model decides; "any": it must call one; "none": it may not; any other value names the tool to call.
+ToolChoice = str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call in a model's answer; its result goes back as a tool_result block with the same id."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class LLMRequest:
-    """A provider-neutral request shaped like the Messages API (system blocks, then turns)."""
+    """A provider-neutral request shaped like the Messages API (tools, system blocks, then turns)."""
 
     system: tuple[Block, ...]
     turns: tuple[Turn, ...]
@@ -46,6 +70,15 @@ class LLMRequest:
     purpose: Purpose = "reply"
     # Who speaks, for the offline model's plain-spoken replies and for logs.
     persona: str = ""
+    tools: tuple[Tool, ...] = ()
+    tool_choice: ToolChoice | None = None  # None: the provider's default ("auto" when tools are given)
+
+    def replayable(self) -> LLMRequest:
+        """The request as a provider can send it: a history's tool blocks become text when no tools are
+        defined (the Messages API rejects tool blocks in a request without tools)."""
+        if self.tools or not any(b.kind != "text" for t in self.turns for b in t.blocks):
+            return self
+        return replace(self, turns=tuple(Turn(t.role, tuple(_as_text(b) for b in t.blocks)) for t in self.turns))
 
 
 @dataclass(frozen=True)
@@ -61,7 +94,19 @@ class LLMResult:
     text: str
     usage: Usage = field(default_factory=Usage)
     model: str = ""
-    stop_reason: str | None = None
+    stop_reason: str | None = None  # "tool_use" when the model waits for tool results
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+def _as_text(block: Block) -> Block:
+    """A tool block rendered as plain text, keeping its cache breakpoint."""
+    if block.kind == "tool_use":
+        text = f"[tool call {block.tool_name} {json.dumps(block.tool_input or {}, ensure_ascii=False)}]"
+    elif block.kind == "tool_result":
+        text = f"[tool result]\n{block.text}" if block.text else "[tool result: empty]"
+    else:
+        return block
+    return Block(text, cache=block.cache)
 
 
 class LLMError(Failure):

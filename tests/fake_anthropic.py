@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,7 +55,8 @@ class FakeAnthropic:
 
     min_cacheable_tokens: int = 1024
     clock: Callable[[], float] = time.monotonic
-    responder: Callable[[dict[str, Any]], str] | None = None
+    # A reply's text, or its content blocks (text and tool_use dicts) to answer with tool calls.
+    responder: Callable[[dict[str, Any]], str | list[dict[str, Any]]] | None = None
     retry_after_ms: int = 1  # keeps the SDK's back-off short in tests
     calls: list[CallRecord] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
@@ -120,13 +122,15 @@ class FakeAnthropic:
             self.calls.append(CallRecord(body, {}, 400))
             return _error(400, str(exc))
         usage = self.account(body)
-        text = self.responder(body) if self.responder else default_reply(body)
-        usage["output_tokens"] = count_tokens(text)
+        answer = self.responder(body) if self.responder else default_reply(body)
+        content = [{"type": "text", "text": answer}] if isinstance(answer, str) else answer
+        usage["output_tokens"] = sum(count_tokens(b.get("text") or json.dumps(b.get("input", {}))) for b in content)
         self.calls.append(CallRecord(body, usage, 200))
+        calls_tools = any(b["type"] == "tool_use" for b in content)
         message = {
             "id": f"msg_fake_{len(self.calls)}", "type": "message", "role": "assistant",
-            "model": body["model"], "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn", "stop_sequence": None, "usage": usage,
+            "model": body["model"], "content": content,
+            "stop_reason": "tool_use" if calls_tools else "end_turn", "stop_sequence": None, "usage": usage,
         }
         if body.get("stream"):
             return await _stream(request, message, fault, self._released)
@@ -196,6 +200,10 @@ def validate_request(body: dict[str, Any]) -> None:
     if not isinstance(messages, list) or not messages:
         raise RequestRejected("messages: at least one message is required")
     _validate_system(body.get("system"))
+    _validate_tools(body.get("tools"), body.get("tool_choice"))
+    if not body.get("tools") and any(b.get("type") in ("tool_use", "tool_result")
+                                     for m in messages for b in _content(m)):
+        raise RequestRejected("Requests which include `tool_use` or `tool_result` blocks must define tools.")
     previous_tool_uses: set[str] = set()
     for i, message in enumerate(messages):
         role = message.get("role")
@@ -236,6 +244,36 @@ def validate_request(body: dict[str, Any]) -> None:
     if previous_tool_uses:
         raise RequestRejected("messages: the last assistant message has `tool_use` blocks with no results")
     _validate_breakpoints(body)
+
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _validate_tools(tools: Any, choice: Any) -> None:
+    if tools is None:
+        if choice is not None:
+            raise RequestRejected("tool_choice may only be specified while providing tools.")
+        return
+    if not isinstance(tools, list):
+        raise RequestRejected("tools: Input should be a valid list")
+    names = set()
+    for j, tool in enumerate(tools):
+        if set(tool) - {"name", "description", "input_schema", "cache_control"}:
+            raise RequestRejected(f"tools.{j}: Extra inputs are not permitted")
+        if not isinstance(tool.get("name"), str) or not TOOL_NAME.match(tool["name"]):
+            raise RequestRejected(f"tools.{j}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise RequestRejected(f"tools.{j}.input_schema: an object schema is required")
+        if tool["name"] in names:
+            raise RequestRejected(f"tools: Tool names must be unique ({tool['name']})")
+        names.add(tool["name"])
+    if choice is not None:
+        kind = choice.get("type") if isinstance(choice, dict) else None
+        if kind not in ("auto", "any", "tool", "none"):
+            raise RequestRejected("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
+        if kind == "tool" and choice.get("name") not in names:
+            raise RequestRejected(f"tool_choice.name: no tool named {choice.get('name')!r}")
 
 
 def _validate_system(system: Any) -> None:
@@ -349,20 +387,13 @@ async def _stream(request: web.Request, message: dict[str, Any], fault: Fault,
     response = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
     await response.prepare(request)
     usage = message["usage"]
-    text = message["content"][0]["text"]
     start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
-    events: list[tuple[str, dict[str, Any]]] = [
-        ("message_start", {"type": "message_start", "message": start}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
-    ]
-    for i in range(0, len(text), 16):
-        events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                               "delta": {"type": "text_delta", "text": text[i:i + 16]}}))
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        events += _block_events(index, block)
     events += [
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
                            "usage": {"output_tokens": usage["output_tokens"]}}),
         ("message_stop", {"type": "message_stop"}),
     ]
@@ -378,3 +409,19 @@ async def _stream(request: web.Request, message: dict[str, Any], fault: Fault,
         await response.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
     await response.write_eof()
     return response
+
+
+def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A content block as the API streams it: start, deltas of 16 characters, stop."""
+    if block["type"] == "tool_use":
+        opening = {**block, "input": {}}
+        whole, kind, key = json.dumps(block["input"]), "input_json_delta", "partial_json"
+    else:
+        opening, whole, kind, key = {"type": "text", "text": ""}, block["text"], "text_delta", "text"
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening})]
+    for i in range(0, len(whole), 16):
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                               "delta": {"type": kind, key: whole[i:i + 16]}}))
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return events

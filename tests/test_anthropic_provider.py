@@ -1,10 +1,11 @@
 import logging
+from dataclasses import replace
 
 import pytest
 
 from bot.config import AnthropicConfig, ModelTiers
 from bot.providers.anthropic_llm import AnthropicLLM, to_params
-from memory.llm import Block, LLMError, LLMRequest, Turn
+from memory.llm import Block, LLMError, LLMRequest, Tool, ToolCall, Turn
 
 CARD = "You are Stelis, a careful persona. " * 120  # long enough to be cacheable
 
@@ -96,9 +97,12 @@ def test_tool_blocks_and_breakpoints_map_to_the_messages_api():
             Turn("assistant", (Block(kind="tool_use", tool_id="t1", tool_name="ls", tool_input={"p": "/"}),)),
             Turn("user", (Block("a\nb", kind="tool_result", tool_id="t1", cache="5m"),)),
         ),
-        max_tokens=10,
+        max_tokens=10, tools=(LS,), tool_choice="ls",
     )
     params = to_params(req, "m")
+    assert params["tools"] == [{"name": "ls", "description": "list a folder", "input_schema": LS.input_schema,
+                                "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    assert params["tool_choice"] == {"type": "tool", "name": "ls"}
     assert params["system"] == [{"type": "text", "text": "card", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
     assert params["messages"][1]["content"][0] == {"type": "tool_use", "id": "t1", "name": "ls", "input": {"p": "/"}}
     assert params["messages"][2]["content"][0]["tool_use_id"] == "t1"
@@ -129,4 +133,51 @@ async def test_a_stream_that_stalls_midway_times_out_into_a_clear_error(fake_ant
     fake_anthropic.stall_next()
     with pytest.raises(LLMError, match="broke off"):
         await llm.complete(request("hello"))
+    await llm.aclose()
+
+
+LS = Tool("ls", "list a folder", {"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]},
+          cache="1h")
+
+
+def test_a_history_with_tool_turns_is_sent_as_text_when_the_request_defines_no_tools():
+    req = LLMRequest(system=(), max_tokens=10, turns=(
+        Turn.text("user", "list files"),
+        Turn("assistant", (Block(kind="tool_use", tool_id="t1", tool_name="ls", tool_input={"p": "/"}),)),
+        Turn("user", (Block("a\nb", kind="tool_result", tool_id="t1", cache="5m"), Block("and now?"))),
+    ))
+    params = to_params(req, "m")
+    assert "tools" not in params
+    assert params["messages"][1]["content"] == [{"type": "text", "text": '[tool call ls {"p": "/"}]'}]
+    assert params["messages"][2]["content"][0] == {"type": "text", "text": "[tool result]\na\nb",
+                                                   "cache_control": {"type": "ephemeral", "ttl": "5m"}}
+    with_tools = to_params(replace(req, tools=(LS,)), "m")  # with tools the blocks stay tool blocks
+    assert with_tools["messages"][1]["content"][0]["type"] == "tool_use"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_tool_calls_come_back_from_the_server_streamed_or_not(fake_anthropic, stream):
+    fake_anthropic.responder = lambda body: [
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"p": "/home/mahe", "depth": 2}},
+    ]
+    llm = provider(fake_anthropic, stream=stream)
+    pieces: list[str] = []
+    result = await llm.complete(replace(request("what is in my folder?"), tools=(LS,), tool_choice="auto"),
+                                on_text=pieces.append)
+    assert result.stop_reason == "tool_use"
+    assert result.tool_calls == (ToolCall("toolu_1", "ls", {"p": "/home/mahe", "depth": 2}),)
+    assert result.text == "Let me look." and "".join(pieces) == "Let me look."
+    sent = fake_anthropic.calls[-1].body
+    assert sent["tools"][0]["name"] == "ls" and sent["tool_choice"] == {"type": "auto"}
+    await llm.aclose()
+
+
+async def test_the_tool_definitions_are_the_first_bytes_the_cache_holds(fake_anthropic):
+    fake_anthropic.min_cacheable_tokens = 1
+    llm = provider(fake_anthropic)
+    ask = replace(request("hello"), tools=(LS,))
+    await llm.complete(ask)
+    second = await llm.complete(replace(ask, turns=(Turn.text("user", "something else entirely"),)))
+    assert second.usage.cache_read_input_tokens > 0  # the tool list, cached at its breakpoint, is read again
     await llm.aclose()

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from memory import dates, threads
 from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
-from memory.context import Rendering, _starts_turn
+from memory.context import Rendering, Shape, _starts_turn
+from memory.llm import Tool
 from memory.records import Message, Scope
 from memory.settings import StelisSettings
 from memory.threads import Run
@@ -373,3 +374,68 @@ def test_a_window_rendered_turn_by_turn_matches_one_rendered_whole():
         assert kept.pieces(previewed) == Rendering({1}, ContextSettings(), 1_000).pieces(previewed)
         after = history[0]
         assert kept.pieces(window[1:], after) == Rendering({1}, ContextSettings(), 1_000).pieces(window[1:], after)
+
+
+RUN_TOOL = Tool("run", "runs a command", {"type": "object", "properties": {"n": {"type": "integer"}}})
+
+
+async def test_an_instruction_shape_repeats_the_replys_cached_prefix_and_asks_after_it(store, fake_anthropic):
+    from bot.config import AnthropicConfig, ModelTiers
+    from bot.providers.anthropic_llm import AnthropicLLM
+
+    fake_anthropic.min_cacheable_tokens = 50
+    r = await root(store)
+    for i in range(6):
+        await say(store, r.id, f"message {i} about the calculator_v2 release and its many moving parts")
+        await answer(store, r.id, f"answer {i}: noted, the release train keeps its schedule")
+    await say(store, r.id, "so when do we ship?")
+    asm = assembler(store, context_tokens=20_000)
+    reply = await asm.assemble(r.id, persist=False)
+    task = await asm.assemble(r.id, shape=Shape(instruction="Decide: does this need a task branch? yes or no."),
+                              persist=False)
+    assert stable_prefix(task) == stable_prefix(reply)  # byte for byte, up to the last breakpoint
+    assert task.request.turns[-1].blocks[-1].text == "Decide: does this need a task branch? yes or no."
+    assert task.parts["instruction"] > 0 and "instruction" not in reply.parts
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    await llm.complete(reply.request)
+    asked = await llm.complete(task.request)
+    await llm.aclose()
+    assert asked.usage.cache_read_input_tokens >= sum(t for _, t, _ in blocks(reply)[:len(stable_prefix(reply))])
+
+
+async def test_stored_tool_turns_are_tool_blocks_with_tools_and_text_without(store, fake_anthropic):
+    from bot.config import AnthropicConfig, ModelTiers
+    from bot.providers.anthropic_llm import AnthropicLLM
+
+    r = await root(store)
+    await say(store, r.id, "run it twice")
+    await tool_burst(store, r.id, 2, 3, "t")
+    await say(store, r.id, "and?")
+    asm = assembler(store, context_tokens=20_000)
+    plain = await asm.assemble(r.id, persist=False)
+    tooled = await asm.assemble(r.id, shape=Shape(tools=(RUN_TOOL,), with_recall=False), persist=False)
+    assert [t.name for t in tooled.request.tools] == ["run"]
+    kinds = {b.kind for t in tooled.request.turns for b in t.blocks}
+    assert {"tool_use", "tool_result"} <= kinds  # the stored exchange, as the model made it
+    sent = body(plain)["messages"]
+    assert all(b["type"] == "text" for m in sent for b in m["content"])  # no tools: the API would refuse them
+    assert any("[tool call run" in b["text"] for m in sent for b in m["content"])
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    for assembly in (plain, tooled):  # the fake server applies the API's rules to both
+        assert (await llm.complete(assembly.request)).text.startswith("fake reply to:")
+    await llm.aclose()
+    assert [c.status for c in fake_anthropic.calls] == [200, 200]
+
+
+async def test_a_shape_without_recall_leaves_recall_out(store):
+    r = await root(store)
+    await say(store, r.id, "the deploy of calculator_v2 is on Friday")
+    await answer(store, r.id, "noted")
+    for i in range(30):
+        await say(store, r.id, f"filler {i}")
+        await answer(store, r.id, "ok")
+    await say(store, r.id, "when is the calculator_v2 deploy?")
+    asm = assembler(store, context_tokens=2_048)
+    assert "Friday" in all_text(await asm.assemble(r.id))  # the window was cut: only recall brings it
+    without = await asm.assemble(r.id, shape=Shape(with_recall=False))
+    assert "Friday" not in all_text(without) and "recall" not in without.parts

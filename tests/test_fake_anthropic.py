@@ -35,16 +35,24 @@ def tool_result(i):
     return {"type": "tool_result", "tool_use_id": i, "content": "ok"}
 
 
+RUN = [{"name": "run", "description": "runs it", "input_schema": {"type": "object", "properties": {}}}]
+
+
 @pytest.mark.parametrize(("request_body", "message"), [
     (body(assistant(text("hi"))), 'first message must use the "user" role'),
     (body(user(text("a")), user(text("b"))), "roles must alternate"),
     (body(user(text(""))), "must be non-empty"),
     (body(user(text("  \n"))), "non-whitespace text"),
-    (body(user(text("q")), assistant(tool_use("t1")), user(text("no result"))), "without `tool_result`"),
-    (body(user(tool_result("zz"))), "unexpected `tool_use_id`"),
-    (body(user(text("q")), assistant(tool_use("t1")), user(text("x"), tool_result("t1"))),
+    (body(user(text("q")), assistant(tool_use("t1")), user(text("no result")), tools=RUN), "without `tool_result`"),
+    (body(user(tool_result("zz")), tools=RUN), "unexpected `tool_use_id`"),
+    (body(user(text("q")), assistant(tool_use("t1")), user(text("x"), tool_result("t1")), tools=RUN),
      "must come first"),
-    (body(user(text("q")), assistant(tool_use("t1"))), "no results"),
+    (body(user(text("q")), assistant(tool_use("t1")), tools=RUN), "no results"),
+    (body(user(text("q")), assistant(tool_use("t1")), user(tool_result("t1"))), "must define tools"),
+    (body(user(text("q")), tool_choice={"type": "auto"}), "tool_choice may only be specified while providing tools"),
+    (body(user(text("q")), tools=[{**RUN[0], "name": "no spaces allowed"}]), "tools.0.name"),
+    (body(user(text("q")), tools=[{**RUN[0], "parameters": {}}]), "Extra inputs are not permitted"),
+    (body(user(text("q")), tools=RUN, tool_choice={"type": "tool", "name": "fly"}), "no tool named 'fly'"),
     (body(user(*[text(f"b{i}", "5m") for i in range(5)])), "maximum of 4 blocks with cache_control"),
     (body(user(text("a", "5m"), text("b", "1h"))), "ttl='1h'"),
     (body(user(text("a")), system=[text("")]), "system.0: text content blocks must be non-empty"),
@@ -59,7 +67,7 @@ def test_a_valid_tool_exchange_passes():
     validate_request(body(
         user(text("q")), assistant(text("let me look"), tool_use("t1"), tool_use("t2")),
         user(tool_result("t2"), tool_result("t1"), text("thanks")), assistant(text("done")),
-        user(text("ok")), system=[text("card", "1h")],
+        user(text("ok")), system=[text("card", "1h")], tools=RUN, tool_choice={"type": "any"},
     ))
 
 

@@ -1,8 +1,8 @@
 from aiohttp import web
 
 from bot.config import ModelTiers, OpenAIConfig
-from bot.providers.openai_llm import OpenAILLM, to_chat_messages
-from memory.llm import Block, LLMRequest, Turn
+from bot.providers.openai_llm import OpenAILLM, to_chat_params
+from memory.llm import Block, LLMRequest, Tool, Turn
 
 
 def test_request_maps_to_chat_messages_with_tool_calls():
@@ -14,9 +14,13 @@ def test_request_maps_to_chat_messages_with_tool_calls():
                                                        tool_input={"path": "/"}))),
             Turn("user", (Block("a.txt", kind="tool_result", tool_id="c1"), Block("and?"))),
         ),
-        max_tokens=10,
+        max_tokens=10, tools=(Tool("ls", "list a folder", {"type": "object", "properties": {}}),), tool_choice="any",
     )
-    assert to_chat_messages(req) == [
+    params = to_chat_params(req)
+    assert params["tools"] == [{"type": "function", "function": {"name": "ls", "description": "list a folder",
+                                                                 "parameters": {"type": "object", "properties": {}}}}]
+    assert params["tool_choice"] == "required"
+    assert params["messages"] == [
         {"role": "system", "content": "card\n\nmemory"},
         {"role": "user", "content": "list files"},
         {"role": "assistant", "content": "looking", "tool_calls": [

@@ -10,7 +10,7 @@ import httpx2  # the SDK's HTTP client: errors in the middle of a stream reach u
 
 from bot.config import AnthropicConfig, ModelTiers
 from bot.providers.usage_log import log_call
-from memory.llm import Block, LLMError, LLMRequest, LLMResult, TextSink, Usage
+from memory.llm import Block, LLMError, LLMRequest, LLMResult, TextSink, Tool, ToolCall, Usage
 
 
 class AnthropicLLM:
@@ -52,16 +52,19 @@ class AnthropicLLM:
         )
         log_call(self.name, message.model, request, usage, time.monotonic() - started)
         text = "".join(b.text for b in message.content if b.type == "text")
+        calls = tuple(ToolCall(b.id, b.name, dict(b.input)) for b in message.content if b.type == "tool_use")
         if not self.config.stream and on_text and text:
             on_text(text)
-        return LLMResult(text=text, usage=usage, model=message.model, stop_reason=message.stop_reason)
+        return LLMResult(text=text, usage=usage, model=message.model, stop_reason=message.stop_reason,
+                         tool_calls=calls)
 
     async def aclose(self) -> None:
         await self.client.close()
 
 
 def to_params(request: LLMRequest, model: str) -> dict[str, Any]:
-    """The keyword arguments of messages.create for a request."""
+    """The keyword arguments of messages.create for a request (tools first: they open the cache prefix)."""
+    request = request.replayable()
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -71,7 +74,19 @@ def to_params(request: LLMRequest, model: str) -> dict[str, Any]:
     }
     if request.system:
         params["system"] = [_block(b) for b in request.system]
+    if request.tools:
+        params["tools"] = [_tool(t) for t in request.tools]
+    if request.tool_choice is not None:
+        params["tool_choice"] = ({"type": request.tool_choice} if request.tool_choice in ("auto", "any", "none")
+                                 else {"type": "tool", "name": request.tool_choice})
     return params
+
+
+def _tool(tool: Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+    if tool.cache:
+        out["cache_control"] = {"type": "ephemeral", "ttl": tool.cache}
+    return out
 
 
 def _block(block: Block) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.config import ModelTiers, OpenAIConfig
 from bot.providers.usage_log import log_call
-from memory.llm import LLMError, LLMRequest, LLMResult, TextSink, Turn, Usage
+from memory.llm import LLMError, LLMRequest, LLMResult, TextSink, ToolCall, Turn, Usage
 
 
 class OpenAILLM:
@@ -38,14 +38,17 @@ class OpenAILLM:
         try:
             response = await self.client.chat.completions.create(
                 model=model, max_tokens=request.max_tokens,
-                messages=to_chat_messages(request),  # type: ignore[arg-type]  # plain dicts of the SDK's TypedDicts
+                **to_chat_params(request),
             )
         except self._openai.APIError as exc:
             status = getattr(exc, "status_code", None)
             raise LLMError(f"The model server failed ({status or 'no answer'}): {exc}",
                            retryable=status is None or status >= 500 or status == 429,
                            status=status) from exc
-        text = response.choices[0].message.content or ""
+        answer = response.choices[0].message
+        text = answer.content or ""
+        calls = tuple(ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
+                      for c in answer.tool_calls or () if getattr(c, "function", None) is not None)
         details = getattr(response.usage, "prompt_tokens_details", None)
         cached = getattr(details, "cached_tokens", 0) or 0
         usage = Usage(
@@ -57,14 +60,36 @@ class OpenAILLM:
         if on_text and text:
             on_text(text)
         return LLMResult(text=text, usage=usage, model=response.model or model,
-                         stop_reason=response.choices[0].finish_reason)
+                         stop_reason=response.choices[0].finish_reason, tool_calls=calls)
 
     async def aclose(self) -> None:
         await self.client.close()
 
 
+def to_chat_params(request: LLMRequest) -> dict[str, Any]:
+    """messages, and tools and tool_choice when the request has tools, in OpenAI's function shape."""
+    params: dict[str, Any] = {"messages": to_chat_messages(request)}
+    if request.tools:
+        params["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                             "parameters": t.input_schema}} for t in request.tools]
+    if request.tool_choice is not None:
+        params["tool_choice"] = ({"auto": "auto", "any": "required", "none": "none"}.get(request.tool_choice)
+                                 or {"type": "function", "function": {"name": request.tool_choice}})
+    return params
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    """A tool call's arguments; a model that wrote no valid JSON object gets its text back under "raw"."""
+    try:
+        parsed = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"raw": raw}
+    return parsed if isinstance(parsed, dict) else {"raw": raw}
+
+
 def to_chat_messages(request: LLMRequest) -> list[dict[str, Any]]:
     """Chat-completions messages: one system message, tool calls and results in OpenAI's shape."""
+    request = request.replayable()
     messages: list[dict[str, Any]] = []
     system = "\n\n".join(b.text for b in request.system if b.text)
     if system:
