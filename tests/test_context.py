@@ -431,8 +431,8 @@ async def test_a_shape_without_recall_leaves_recall_out(store):
     r = await root(store)
     await say(store, r.id, "the deploy of calculator_v2 is on Friday")
     await answer(store, r.id, "noted")
-    for i in range(30):
-        await say(store, r.id, f"filler {i}")
+    for i in range(60):  # enough that the deploy message leaves the window
+        await say(store, r.id, f"filler {i} about the weather and lunch plans and other small talk of the day")
         await answer(store, r.id, "ok")
     await say(store, r.id, "when is the calculator_v2 deploy?")
     asm = assembler(store, context_tokens=2_048)
