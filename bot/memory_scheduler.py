@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,8 @@ from memory.short_term import Outcome
 from memory.store import Store
 
 log = logging.getLogger(__name__)
+
+CLAIM_LEASE_SECONDS = 900.0  # a memory update longer than this (a stuck model call) may be taken over
 
 SettingsFor = Callable[[MemoryChannel | None], Awaitable[MemorySettings]]  # None: the base settings
 
@@ -34,6 +38,7 @@ class MemoryWorker:
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[object]] = set()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"  # who holds a claim
 
     async def drain(self, grace: float = 10.0) -> None:
         """At shutdown: let running updates finish for a moment, then cancel them.
@@ -63,12 +68,19 @@ class MemoryWorker:
         return outcomes
 
     async def run_channel(self, thread_id: int, force: bool = False) -> Outcome:
-        """Update one channel if it is (still) due, or now when forced; a failure never escapes."""
+        """Update one channel if it is (still) due, or now when forced; a failure never escapes.
+
+        The store hands the update to one worker at a time (a lease), so workers sharing a database
+        never write the same version twice; in this process a lock keeps the order.
+        """
         async with self._locks[thread_id]:
             ch = await self.store.memory_channel(thread_id)
             now = self.clock()
             if ch is None or (not force and (ch.paused or ch.due_at is None or ch.due_at > now)):
                 return Outcome(thread_id)
+            key = f"memory:{thread_id}"
+            if not await self.store.claim(key, self.owner, CLAIM_LEASE_SECONDS):
+                return Outcome(thread_id)  # another worker has it
             try:
                 async with self._slots:
                     return await short_term.update(self.store, self.llm, ch, await self.settings_for(ch), now, force)
@@ -76,6 +88,8 @@ class MemoryWorker:
                 log.exception("memory update of thread %d crashed", thread_id)
                 await self.store.memory_failed(thread_id, now, (await self.settings_for(ch)).work.retry_seconds)
                 return Outcome(thread_id, error=f"internal error: {exc}")
+            finally:
+                await self.store.release(key, self.owner)
 
     async def _workspace(self, persona: str, guild_id: int) -> None:
         try:

@@ -484,3 +484,17 @@ async def test_memory_layers_hold_still_between_cuts_but_a_pin_or_an_erasure_sho
 
     await engine.forget_person(77, guild_id=10)
     assert "ISSUE-7" in pinned and "ISSUE-7" not in await layers()
+
+
+async def test_a_channel_another_worker_holds_is_left_to_it(world):
+    engine, _, _ = world
+    await say(engine, GENERAL, "I am Mahe, building calculator_v2")
+    thread_id = (await engine.thread_for(GENERAL)).id
+    assert await engine.store.claim(f"memory:{thread_id}", "another-process", 600)
+    skipped = await engine.memory.run_channel(thread_id, force=True)
+    assert skipped.short_term is None and skipped.error is None
+    assert await versions(engine, GENERAL) == []
+    await engine.store.release(f"memory:{thread_id}", "another-process")
+    done = await engine.memory.run_channel(thread_id, force=True)
+    assert done.short_term is not None and len(await versions(engine, GENERAL)) == 1
+    assert await engine.store.claim(f"memory:{thread_id}", "another-process", 600)  # released after the update

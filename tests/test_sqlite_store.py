@@ -317,3 +317,19 @@ async def test_the_background_indexer_keeps_recalls_index_in_few_segments(make_c
     assert await segments() <= 3
     assert (await engine.store.match_counts(["quokka"], 100))[1] == {"quokka": 30}
     await engine.close()
+
+
+async def test_a_claim_is_held_by_one_owner_until_released_or_its_lease_runs_out(tmp_path):
+    now = [1_000.0]
+    store = await open_store(tmp_path / "db.sqlite3", clock=lambda: now[0])
+    assert await store.claim("memory:7", "a", 60)
+    assert not await store.claim("memory:7", "b", 60)  # held
+    assert await store.claim("memory:7", "a", 60)  # the holder may renew
+    assert await store.claim("memory:8", "b", 60)  # another piece of work is free
+    await store.release("memory:7", "b")  # not b's to release
+    assert not await store.claim("memory:7", "b", 60)
+    now[0] += 61  # the lease ran out: a stuck holder loses it
+    assert await store.claim("memory:7", "b", 60)
+    await store.release("memory:7", "b")
+    assert await store.claim("memory:7", "a", 60)
+    await store.close()
