@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from memory.llm import Block, CacheTTL, Turn
-from memory.records import Message
+from memory.llm import Block, CacheTTL, LLMResult, ToolCall, Turn
+from memory.records import Message, NewMessage
 
 CONTINUATION = "[The conversation continues from before this point.]"
 
@@ -79,3 +79,14 @@ def _following_results(messages: Sequence[Message], i: int) -> set[str]:
             break
         ids.add(str(messages[j].metadata.get("tool_use_id")))
     return ids
+
+
+def tool_call_message(result: LLMResult, author_name: str | None = None) -> NewMessage:
+    """A model's answer that calls tools, stored as the assistant message the renderer above reads back."""
+    calls = [{"id": c.id, "name": c.name, "input": c.input} for c in result.tool_calls]
+    return NewMessage("assistant", result.text, author_name=author_name, metadata={"tool_use": calls})
+
+
+def tool_result_message(call: ToolCall, output: str) -> NewMessage:
+    """One tool's result, stored right after the call it answers."""
+    return NewMessage("tool", output, metadata={"tool_use_id": call.id, "tool_name": call.name})

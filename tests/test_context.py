@@ -440,3 +440,22 @@ async def test_a_shape_without_recall_leaves_recall_out(store):
     assert with_recall.recalled and "recall" in with_recall.parts
     without = await asm.assemble(r.id, shape=Shape(with_recall=False))
     assert without.recalled == [] and "recall" not in without.parts
+
+
+async def test_a_tool_exchange_stored_from_a_result_comes_back_as_the_same_tool_blocks(store):
+    from memory.llm import LLMResult, ToolCall
+    from memory.turns import tool_call_message, tool_result_message
+
+    r = await root(store)
+    await say(store, r.id, "how many files?")
+    calls = (ToolCall("toolu_a", "run", {"n": 1}), ToolCall("toolu_b", "run", {"n": 2}))
+    await store.append(r.id, tool_call_message(LLMResult("Counting.", tool_calls=calls), "Stelis"))
+    for call, output in zip(calls, ("12 files", "3 folders"), strict=True):
+        await store.append(r.id, tool_result_message(call, output))
+    await say(store, r.id, "thanks")
+    a = await assembler(store, context_tokens=20_000).assemble(r.id, shape=Shape(tools=(RUN_TOOL,)))
+    blocks_ = [b for t in a.request.turns for b in t.blocks]
+    uses = [(b.tool_id, b.tool_name, b.tool_input) for b in blocks_ if b.kind == "tool_use"]
+    results = [(b.tool_id, b.text) for b in blocks_ if b.kind == "tool_result"]
+    assert uses == [("toolu_a", "run", {"n": 1}), ("toolu_b", "run", {"n": 2})]
+    assert results == [("toolu_a", "12 files"), ("toolu_b", "3 folders")]
