@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.config import OVERRIDABLE, masked_dump
+from bot.config import OVERRIDABLE, masked_dump, shown_value
 from bot.services.views import MemoryView, SettingsView, TreeRow
 from memory.anchors import thread_ref
 from memory.dates import day_line
@@ -127,3 +127,19 @@ def _lookup(data: dict[str, Any], dotted: str) -> Any:
     for part in dotted.split("."):
         node = node[part]
     return node
+
+
+def context_heading(thread_id: int, window_budget: int) -> str:
+    return f"Next request for {thread_ref(thread_id)} (window budget {window_budget} tokens):"
+
+
+def not_set_text(problems: list[str]) -> str:
+    return f"Not set: {'; '.join(problems)}"
+
+
+def set_text(key: str, stored: object, where: str) -> str:
+    return f"Set {key} = {shown_value(stored)} {where}."
+
+
+def reset_text(key: str, removed: bool) -> str:
+    return f"Override of {key} removed." if removed else f"{key} had no override here."

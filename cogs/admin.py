@@ -13,19 +13,23 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.config import OVERRIDABLE, ConfigError, shown_value
+from bot.config import OVERRIDABLE, ConfigError
 from bot.engine import Engine, MemoryAdminError, Where
 from bot.report import (
     branch_line,
     config_lines,
     context_bars,
+    context_heading,
     history_line,
     memory_lines,
+    not_set_text,
     outcome_lines,
     pause_text,
     pin_text,
     recall_lines,
+    reset_text,
     rollback_text,
+    set_text,
     tree_lines,
     written_text,
 )
@@ -296,7 +300,7 @@ class Admin(commands.Cog):
         assembly = await self.engine.context(thread_id)
         total = self.engine.config.llm.context_tokens
         await self.answer(interaction, "\n".join([
-            f"Next request for {thread_ref(thread_id)} (window budget {assembly.window_budget} tokens):", "```",
+            context_heading(thread_id, assembly.window_budget), "```",
             *context_bars(assembly.parts, total), "```"]))
 
     # /recall
@@ -327,10 +331,10 @@ class Admin(commands.Cog):
         try:
             parsed = await self.engine.set_setting(cast(Where, scope), self._scope_id(interaction, scope), key, value)
         except ConfigError as exc:
-            await self.answer(interaction, f"Not set: {'; '.join(exc.problems)}")
+            await self.answer(interaction, not_set_text(exc.problems))
             return
         where = "server" if scope == "guild" else "channel"
-        await self.answer(interaction, f"Set {key} = {shown_value(parsed)} for this {where}.")
+        await self.answer(interaction, set_text(key, parsed, f"for this {where}"))
 
     @config_set.autocomplete("key")
     async def _keys(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -343,7 +347,7 @@ class Admin(commands.Cog):
         if not await self.allowed(interaction):
             return
         removed = await self.engine.reset_setting(cast(Where, scope), self._scope_id(interaction, scope), key)
-        await self.answer(interaction, f"Override of {key} removed." if removed else f"{key} had no override here.")
+        await self.answer(interaction, reset_text(key, removed))
 
     config_reset.autocomplete("key")(_keys)
 
@@ -360,7 +364,7 @@ class Admin(commands.Cog):
         try:
             await self.engine.set_setting("guild", interaction.guild_id or 0, "persona.card", card)
         except ConfigError as exc:
-            await self.answer(interaction, f"Not set: {exc}")
+            await self.answer(interaction, not_set_text(exc.problems))
             return
         await self.answer(interaction, "Persona card updated for this server.")
 
