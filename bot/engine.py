@@ -101,6 +101,8 @@ class Engine:
             # No model call before the bot is up: swept threads get their chronicles in the background.
             swept = await threads.sweep(store, None, config.stelis, live_runs=set(keep_runs))
             await engine.forgetting.load()
+            if dropped := await store.clear_claims():  # a crash left them: nobody else holds this database
+                log.info("%d memory update(s) a stopped process had claimed are free again", dropped)
             if repaired := await store.recount_pending(clock()):
                 log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
         except BaseException:

@@ -320,6 +320,10 @@ class Store(Protocol):
     async def release(self, key: str, owner: str) -> None:
         ...
 
+    async def clear_claims(self) -> int:
+        """Drop every claim (at a start that holds the database alone: their holders are gone); how many."""
+        ...
+
     async def newest_texts(self, limit: int) -> list[str]:
         """The texts of the newest live messages, newest first."""
         ...

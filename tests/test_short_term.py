@@ -498,3 +498,16 @@ async def test_a_channel_another_worker_holds_is_left_to_it(world):
     done = await engine.memory.run_channel(thread_id, force=True)
     assert done.short_term is not None and len(await versions(engine, GENERAL)) == 1
     assert await engine.store.claim(f"memory:{thread_id}", "another-process", 600)  # released after the update
+
+
+async def test_a_claim_left_by_a_crash_does_not_hold_the_conversation_back_after_a_restart(make_config):
+    clock = Clock()
+    config = memory_config(make_config)
+    engine = await Engine.open(config, Scripted(), clock)
+    await say(engine, GENERAL, "I am Mahe, building calculator_v2")
+    thread_id = (await engine.thread_for(GENERAL)).id
+    assert await engine.store.claim(f"memory:{thread_id}", "a-process-that-crashed", 900)
+    await engine.close()
+    engine = await Engine.open(config, Scripted(), clock)  # the bot alone holds the database again
+    assert (await engine.memory.run_channel(thread_id, force=True)).short_term is not None
+    await engine.close()

@@ -822,6 +822,12 @@ class SqliteStore:
         async with self._transaction() as db:
             await db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner))
 
+    async def clear_claims(self) -> int:
+        """Drop every claim (at a start that holds the database alone: their holders are gone); how many."""
+        async with self._transaction() as db:
+            cur = await db.execute("DELETE FROM claims")
+            return cur.rowcount
+
     # recall: full-text look-ups, always filtered to what one conversation may see
 
     async def newest_texts(self, limit: int) -> list[str]:
