@@ -1,4 +1,4 @@
-"""`python -m bot [run|console|check-config]`."""
+"""`python -m bot [run|console|check-config|config-template|snapshot]`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="Discord when DISCORD_TOKEN is set, else the console (default)")
     sub.add_parser("console", help="chat with the persona in this terminal")
     sub.add_parser("check-config", help="print the effective config (secrets masked); non-zero if invalid")
+    sub.add_parser("config-template", help="print config.yaml as the settings models define it (every key, "
+                   "its description, range and default)")
     snap = sub.add_parser("snapshot", help="export or import a thread's context snapshot (JSON)")
     snap_sub = snap.add_subparsers(dest="action", required=True)
     export = snap_sub.add_parser("export", help="write a thread's snapshot")
@@ -34,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     restore = snap_sub.add_parser("import", help="restore snapshots into an empty database")
     restore.add_argument("files", type=Path, nargs="+")
     args = parser.parse_args(argv)
+    if args.command == "config-template":  # needs no config: it writes one
+        from bot.config_file import render
+
+        print(render(), end="")
+        return 0
 
     try:
         loaded = load_config(args.config)

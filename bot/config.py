@@ -36,32 +36,47 @@ class _Model(BaseModel):
 
 
 class DiscordConfig(_Model):
-    token: SecretStr | None = None
-    command_prefix: str = Field("!", min_length=1, max_length=5)
-    sharded: bool = False
-    reply_policy: Literal["off", "listen", "mention", "chat"] = "mention"
-    personas: list[int] = Field(default_factory=list)  # bot user ids of other persona bots to listen to
+    token: SecretStr | None = Field(None, description=(
+        "Bot token. Leave empty here and set DISCORD_TOKEN instead; with no token `make run` opens the console "
+        "chat."))
+    command_prefix: str = Field("!", min_length=1, max_length=5,
+                                description="Prefix for owner text commands such as !sync.")
+    sharded: bool = Field(False, description="Use AutoShardedBot (only for very large bots).")
+    reply_policy: Literal["off", "listen", "mention", "chat"] = Field("mention", description=(
+        "Where the persona speaks: off (ignore the channel), listen (remember, never answer), mention (answer "
+        "mentions and replies to the bot), chat (answer everything)."))
+    personas: list[int] = Field(default_factory=list, description=(
+        "User ids of other persona bots whose messages are remembered and answered like people's."))
 
 
 class _Endpoint(_Model):
-    api_key: SecretStr | None = None
-    base_url: str | None = None
-    timeout_seconds: float = Field(60.0, gt=0, le=600)
-    max_retries: int = Field(3, ge=0, le=10)
+    api_key: SecretStr | None = Field(None, description="The key, if the endpoint needs one; prefer the variable.")
+    base_url: str | None = Field(None, description="Another server that speaks this API; null for the default.")
+    timeout_seconds: float = Field(60.0, gt=0, le=600, description="Seconds before one request is abandoned.")
+    max_retries: int = Field(3, ge=0, le=10, description="Retries with exponential back-off on 429, 5xx and 529.")
 
 
 class AnthropicConfig(_Endpoint):
-    stream: bool = True
+    """Anthropic's Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)."""
+
+    stream: bool = Field(True, description=(
+        "Stream replies (needed for long outputs; the console shows text as it arrives)."))
 
 
 class OpenAIConfig(_Endpoint):
-    pass
+    """Any OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 for Ollama (OPENAI_API_KEY, OPENAI_BASE_URL)."""
 
 
 class LLMConfig(_Model):
-    provider: Literal["auto", "anthropic", "openai", "offline"] = "auto"
-    context_tokens: int = Field(200_000, ge=2_048, le=2_000_000)
-    max_output_tokens: int = Field(1_024, ge=16, le=64_000)
+    provider: Literal["auto", "anthropic", "openai", "offline"] = Field("auto", description=(
+        "auto: Anthropic when ANTHROPIC_API_KEY is set, the offline model otherwise. anthropic | openai (any "
+        "OpenAI-compatible endpoint; needs the `openai` extra) | offline."))
+    context_tokens: int = Field(200_000, ge=2_048, le=2_000_000, description=(
+        "The model's context window in tokens. Everything a request carries is planned inside it: the reply's "
+        "reserve, the persona card, memory, the conversation, recall."))
+    max_output_tokens: int = Field(1_024, ge=16, le=64_000, description=(
+        "Tokens reserved for each reply, below context_tokens; at most a quarter of context_tokens is reserved, "
+        "so a small local model keeps room for the conversation."))
     anthropic: AnthropicConfig = AnthropicConfig()
     openai: OpenAIConfig = OpenAIConfig()
 
@@ -88,28 +103,36 @@ class LLMConfig(_Model):
 
 
 class ModelTiers(_Model):
-    standard: str = Field("claude-sonnet-5-5", min_length=1)
-    light: str = Field("claude-haiku-5-5", min_length=1)
+    standard: str = Field("claude-sonnet-5-5", min_length=1, description="Model for replies and chronicles.")
+    light: str = Field("claude-haiku-5-5", min_length=1, description="Cheaper model for summaries and small jobs.")
 
 
 class PersonaConfig(_Model):
-    name: str = Field("Stelis", min_length=1, max_length=80)
-    card: str = Field("You are Stelis, a warm and curious companion.", min_length=1)
+    name: str = Field("Stelis", min_length=1, max_length=80, description=(
+        "The persona's display name; memories are kept under it."))
+    card: str = Field(
+        "You are Stelis, a warm and curious companion who lives in this Discord server.\n"
+        "You remember conversations across days and speak naturally and briefly.\n",
+        min_length=1, description="The persona card: who the persona is. Goes first in every prompt (cached).")
     models: ModelTiers = ModelTiers()
 
 
 class SnapshotConfig(_Model):
-    interval_seconds: int = Field(300, ge=0, le=86_400)
+    interval_seconds: int = Field(300, ge=0, le=86_400, description=(
+        "Seconds between context snapshots under data_dir/snapshots; 0 writes them only at shutdown."))
 
 
 class ConsoleConfig(_Model):
-    user_name: str = Field("you", min_length=1, max_length=80)
+    user_name: str = Field("you", min_length=1, max_length=80, description="Your name in the console chat.")
 
 
 class Config(_Model):
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    data_dir: Path = Path("data")
-    database: str = Field("stelis.sqlite3", min_length=1)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description=(
+        "Logging level: DEBUG, INFO, WARNING or ERROR. Secrets are never logged."))
+    data_dir: Path = Field(Path("data"), description=(
+        "Directory for the database and snapshots (relative to the working directory)."))
+    database: str = Field("stelis.sqlite3", min_length=1, description=(
+        "Database file name inside data_dir. One SQLite file (WAL) is the source of truth."))
     discord: DiscordConfig = DiscordConfig()
     llm: LLMConfig = LLMConfig()
     persona: PersonaConfig = PersonaConfig()

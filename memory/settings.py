@@ -21,28 +21,54 @@ class Settings(BaseModel):
 
 
 class StelisSettings(Settings):
-    default_window_ratio: float = Field(0.8, gt=0.0, lt=1.0, description="share of its parent's window a thread gets")
-    max_depth: int = Field(3, ge=0, le=10, description="deepest Stelis nesting allowed")
-    chunk_tokens: int = Field(6_000, ge=500, le=200_000, description="largest transcript part in one summary request")
-    chronicle_tokens: int = Field(800, ge=64, le=8_000, description="longest chronicle the model may write")
+    default_window_ratio: float = Field(0.8, gt=0.0, lt=1.0, description=(
+        "Share of the parent's window a Stelis thread gets; the seed's 0.8."))
+    max_depth: int = Field(3, ge=0, le=10, description=(
+        "Deepest Stelis nesting allowed; root is depth 0."))
+    chunk_tokens: int = Field(6_000, ge=500, le=200_000, description=(
+        "Largest transcript part in one summarisation request; longer threads are summarised in parts."))
+    chronicle_tokens: int = Field(800, ge=64, le=8_000, description=(
+        "Longest chronicle the model may write when a thread ends."))
 
 
 class ContextSettings(Settings):
     """The request's budget shares and the cache-stable window's policy (DESIGN.md section 5)."""
 
-    memory_share: float = Field(0.25, ge=0.0, le=0.5, description="memory layers, of what the system prompt leaves")
-    recall_share: float = Field(0.10, ge=0.0, le=0.4, description="recall in the tail: uncached every turn")
-    tail_share: float = Field(0.04, ge=0.01, le=0.2, description="time, live Stelis threads, news from the parent")
-    summary_share: float = Field(0.15, ge=0.02, le=0.4, description="a window's rolling summary, of that window")
-    recall: bool = Field(True, description="search older messages, chronicles and memories before each reply")
-    low_water: float = Field(0.62, gt=0.1, lt=1.0, description="a cut leaves the window at least this full")
-    high_water: float = Field(0.72, gt=0.1, lt=1.0, description="... and at most this full")
-    turns_per_cut: int = Field(12, ge=1, le=1_000, description="room a cut leaves, in turns of the usual size")
-    locked_turns: int = Field(6, ge=1, le=100, description="the immediate buffer: recent turns never cut")
-    trims: int = Field(8, ge=0, le=100, description="overflows that keep the window's head before one restarts it")
-    summary_tokens: int = Field(1_200, ge=64, le=16_000, description="the longest rolling summary")
-    observation_max_lines: int = Field(120, ge=10, le=100_000, description="tool results longer than this are reduced")
-    observation_keep_lines: int = Field(40, ge=1, le=10_000, description="lines kept at each end of a reduced result")
+    memory_share: float = Field(0.25, ge=0.0, le=0.5, description=(
+        "Memory layers (server, channel and thread memory), of what the reply's reserve and the persona card "
+        "leave; trimmed by priority when over."))
+    recall_share: float = Field(0.10, ge=0.0, le=0.4, description=(
+        "Recall of older messages, chronicles and memories in the tail. The tail is sent uncached on every turn, "
+        "so recall never takes more than this, nor more than about 400 tokens (a few hit lines) in a large "
+        "context."))
+    tail_share: float = Field(0.04, ge=0.01, le=0.2, description=(
+        "The volatile tail: the time, live Stelis threads, news from the parent."))
+    summary_share: float = Field(0.15, ge=0.02, le=0.4, description=(
+        "A window's rolling summary, as a share of that window, up to summary_tokens."))
+    recall: bool = Field(True, description=(
+        "Recall: before each reply, look the new message up in everything this conversation may see."))
+    low_water: float = Field(0.62, gt=0.1, lt=1.0, description=(
+        "When a window overflows it is cut once, leaving it as full as leaves room for turns_per_cut more turns "
+        "of the usual size, but at least low_water full ..."))
+    high_water: float = Field(0.72, gt=0.1, lt=1.0, description=(
+        "... and at most high_water full (not below low_water). What a cut keeps is sent again uncached: keeping "
+        "less makes cuts cheaper, keeping more shows more verbatim (see memory/window.py and bench "
+        "cache_efficiency)."))
+    turns_per_cut: int = Field(12, ge=1, le=1_000, description=(
+        "Turns a cut leaves room for, so cuts (and the cache misses they cost) stay rare."))
+    locked_turns: int = Field(6, ge=1, le=100, description=(
+        "The immediate buffer: the last N turns are never cut, unless they would fill more than high_water."))
+    trims: int = Field(8, ge=0, le=100, description=(
+        "Overflows that only trim the window before one cuts it. A trim keeps the window's oldest turns (its "
+        "head, still cached) and the locked turns, and summarises the run between into a bridge: only what "
+        "follows the head is sent again. A cut restarts the window and brings in the newest memory versions; 0 "
+        "makes every overflow a cut."))
+    summary_tokens: int = Field(1_200, ge=64, le=16_000, description=(
+        "Longest rolling summary written for what leaves the window."))
+    observation_max_lines: int = Field(120, ge=10, le=100_000, description=(
+        "Tool results longer than this many lines are shown as head and tail."))
+    observation_keep_lines: int = Field(40, ge=1, le=10_000, description=(
+        "Lines kept at each end of a reduced tool result; under half of observation_max_lines."))
 
     @model_validator(mode="after")
     def _consistent(self) -> ContextSettings:
@@ -67,10 +93,14 @@ class Triggers:
 
 
 class ShortTermSettings(Settings):
-    enabled: bool = Field(True, description="write short-term memory versions at all")
-    max_history_count: int = Field(5, ge=1, le=50, description="short-term versions in prompts and as context")
-    conversation_idle_seconds: int = Field(7_200, ge=60, le=30 * 86_400, description="quiet time before a version")
-    message_threshold: int = Field(50, ge=2, le=10_000, description="messages that bring a version sooner")
+    enabled: bool = Field(True, description=(
+        "Write versioned short-term memories of each conversation (seed 004)."))
+    max_history_count: int = Field(5, ge=1, le=50, description=(
+        "Short-term versions shown in prompts and given as context to the next one."))
+    conversation_idle_seconds: int = Field(7_200, ge=60, le=30 * 86_400, description=(
+        "A new version once a conversation has been quiet this long with something new ..."))
+    message_threshold: int = Field(50, ge=2, le=10_000, description=(
+        "... or as soon as this many messages arrived since the last version."))
 
     @property
     def triggers(self) -> Triggers:
@@ -80,15 +110,21 @@ class ShortTermSettings(Settings):
 class MemoryWorkSettings(Settings):
     """How memory is written: the scheduler's pace and the summaries' sizes."""
 
-    scan_interval_seconds: int = Field(60, ge=5, le=86_400, description="how often due conversations are looked for")
-    concurrency: int = Field(2, ge=1, le=32, description="memory updates (model calls) at once")
-    retry_seconds: int = Field(60, ge=1, le=86_400, description="first back-off after a failure; doubles each time")
-    short_term_tokens: int = Field(600, ge=64, le=8_000, description="longest short-term version")
-    long_term_tokens: int = Field(1_500, ge=64, le=16_000, description="longest long-term memory")
-    shared_channels: int = Field(5, ge=0, le=50, description="other channels whose memory a prompt shows")
-    # The light model, as for the window's own summaries (and Letta's); "standard" buys better prose
-    # at about three times the cost.
-    tier: Tier = Field("light", description="the model that writes memory")
+    scan_interval_seconds: int = Field(60, ge=5, le=86_400, description=(
+        "Seconds between due-scans, which recompute pending memory work from the database."))
+    concurrency: int = Field(2, ge=1, le=32, description=(
+        "Memory updates running at once (each makes LLM calls)."))
+    retry_seconds: int = Field(60, ge=1, le=86_400, description=(
+        "First retry delay after a failed update; it doubles each time, up to an hour."))
+    short_term_tokens: int = Field(600, ge=64, le=8_000, description=(
+        "Longest short-term memory the model may write."))
+    long_term_tokens: int = Field(1_500, ge=64, le=16_000, description=(
+        "Longest long-term memory the model may write."))
+    shared_channels: int = Field(5, ge=0, le=50, description=(
+        "Other shareable channels whose memory appears in a prompt, most recently active first."))
+    tier: Tier = Field("light", description=(
+        "The model that writes short-term and long-term memory: light (as for the window's own summaries, and "
+        "Letta's) or standard (better prose, about three times the cost)."))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,19 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.__main__ import main
-from bot.config import ConfigError, apply_overrides, flat_keys, load_config, masked_dump
+from bot.config import (
+    DEFAULT_CONFIG_FILE,
+    Config,
+    ConfigError,
+    apply_overrides,
+    flat_keys,
+    load_config,
+    masked_dump,
+    validate,
+)
 
 REPO_CONFIG = Path(__file__).resolve().parent.parent / "config.yaml"
 
@@ -175,3 +185,21 @@ def test_a_bad_list_item_is_shown_with_its_own_value(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("discord:\n  personas: [123, abc]\n")
     assert problems(path=path)[0].startswith("discord.personas.1 = 'abc'")
+
+
+def test_the_shipped_config_yaml_is_the_models_rendering():
+    """Defaults, ranges and descriptions live in the models alone; config.yaml is written from them."""
+    from bot.config_file import render
+
+    assert DEFAULT_CONFIG_FILE.read_text() == render(), "run: python -m bot config-template > config.yaml"
+    assert validate(yaml.safe_load(render())) == Config()  # and it reads back as the defaults
+    assert "# Deepest Stelis nesting allowed; root is depth 0. Allowed: 0-10." in render()
+
+
+def test_config_template_prints_the_file_without_reading_a_config(tmp_path, capsys):
+    from bot.__main__ import main
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("stelis: {max_depth: -1}\n")
+    assert main(["--config", str(broken), "config-template"]) == 0
+    assert capsys.readouterr().out == DEFAULT_CONFIG_FILE.read_text()
