@@ -1,0 +1,207 @@
+"""The static checker: every mistake a playbook can make that is visible before it runs.
+
+Run at load (a playbook with a problem does not load) and by `python -m bot playbooks check`.
+Each problem names the file, the node and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.playbooks.model import (
+    VARIABLE,
+    LLMNode,
+    NodeBase,
+    Playbook,
+    SetNode,
+    StelisEndNode,
+    StelisStartNode,
+    SubplayNode,
+    ToolNode,
+)
+
+BUILTIN_VARIABLES = {"last", "input"}  # the previous node's result; the run's arguments as one object
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    node: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = "".join(f" {label} {value}:" for label, value in (("node", self.node), ("field", self.field))
+                        if value)
+        return f"{self.file}:{where} {self.message}"
+
+
+def parse(text: str, file: str) -> tuple[Playbook | None, list[Problem]]:
+    """A playbook from JSON text, or the problems that keep it from being one."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, [Problem(file, None, None, f"not valid JSON: {exc}")]
+    try:
+        return Playbook.model_validate(raw), []
+    except ValidationError as exc:
+        return None, [_validation_problem(file, raw, err) for err in exc.errors()]
+
+
+def _validation_problem(file: str, raw: Any, err: Mapping[str, Any]) -> Problem:
+    loc = list(err["loc"])
+    node = None
+    if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int):
+        found = raw.get("nodes", [])[loc[1]] if isinstance(raw, dict) else None
+        node = str(found.get("id", f"#{loc[1]}")) if isinstance(found, dict) else f"#{loc[1]}"
+        loc = [part for part in loc[2:] if part not in ("llm", "tool", "set", "route", "subplay", "stelis_start",
+                                                        "stelis_end")]
+    field = ".".join(str(part) for part in loc) or None
+    message = "unknown field (not part of the format)" if err["type"] == "extra_forbidden" else err["msg"]
+    return Problem(file, node, field, message)
+
+
+def check(playbook: Playbook, file: str, *, tools: Collection[str], library: Mapping[str, Playbook],
+          start_depth: int = 0, max_depth: int = 3) -> list[Problem]:
+    """Every static problem of a parsed playbook; `library` holds the playbooks it may call."""
+    problems: list[Problem] = []
+
+    def add(node: str | None, field: str | None, message: str) -> None:
+        problems.append(Problem(file, node, field, message))
+
+    ids = [n.id for n in playbook.nodes]
+    for duplicate in sorted({i for i in ids if ids.count(i) > 1}):
+        add(duplicate, "id", "two nodes have this id")
+    known = set(ids)
+    if playbook.start_node not in known:
+        add(None, "start_node", f"no node {playbook.start_node!r}")
+    for node in playbook.nodes:
+        for target in node.successors():
+            if target not in known:
+                add(node.id, "next", f"no node {target!r}")
+    reached = _reachable(playbook, known)
+    for node in playbook.nodes:
+        if node.id not in reached and playbook.start_node in known:
+            add(node.id, None, "unreachable from start_node")
+    _check_names(playbook, tools, library, add)
+    _check_variables(playbook, library, add)
+    deepest = nesting(playbook, library)
+    if start_depth + deepest > max_depth:
+        add(None, "stelis_start", f"Stelis threads may nest {deepest} deep from depth {start_depth}, past the "
+            f"maximum depth {max_depth}")
+    return problems
+
+
+def _reachable(playbook: Playbook, known: set[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = [playbook.start_node] if playbook.start_node in known else []
+    while todo:
+        node_id = todo.pop()
+        if node_id in seen or node_id not in known:
+            continue
+        seen.add(node_id)
+        todo += playbook.node(node_id).successors()
+    return seen
+
+
+def _check_names(playbook: Playbook, tools: Collection[str], library: Mapping[str, Playbook], add: Any) -> None:
+    for node in playbook.nodes:
+        if isinstance(node, LLMNode):
+            for name in node.tools:
+                if name not in tools:
+                    add(node.id, "tools", f"unknown tool {name!r}")
+        elif isinstance(node, ToolNode) and node.tool not in tools:
+            add(node.id, "tool", f"unknown tool {node.tool!r}")
+        elif isinstance(node, SubplayNode) and node.playbook not in library:
+            add(node.id, "playbook", f"unknown playbook {node.playbook!r}")
+
+
+def _check_variables(playbook: Playbook, library: Mapping[str, Playbook], add: Any) -> None:
+    produced: dict[str, set[str] | None] = {name: None for name in playbook.inputs | BUILTIN_VARIABLES}
+    for node in playbook.nodes:
+        key = getattr(node, "output_key", None)
+        if isinstance(node, SubplayNode) and key:
+            callee = library.get(node.playbook)
+            produced[key] = (callee.outputs | {"last"}) if callee else None
+        elif key:
+            produced[key] = None  # an llm or tool result: any shape
+        if isinstance(node, SetNode):
+            produced.update(dict.fromkeys(node.values))
+    for node in playbook.nodes:
+        for field, value in _templates(node):
+            for ref in _references(value):
+                name, _, rest = ref.partition(".")
+                if name not in produced:
+                    add(node.id, field, f"variable {name!r} is never declared (input_schema, an output_key or a "
+                        "set node)")
+                elif rest and produced[name] is not None and rest.split(".")[0] not in (produced[name] or set()):
+                    add(node.id, field, f"{name!r} comes from a playbook whose output_schema does not declare "
+                        f"{rest.split('.')[0]!r}")
+    for key in sorted(playbook.outputs):
+        if key not in produced:
+            add(None, "output_schema", f"output {key!r} is never set by any node")
+
+
+def _templates(node: NodeBase) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    if node.conditional_next is not None:
+        found.append(("conditional_next.field", "{" + node.conditional_next.field + "}"))
+    if isinstance(node, LLMNode):
+        found.append(("action", node.action))
+    elif isinstance(node, ToolNode | SubplayNode):
+        found.append(("args", node.args))
+    elif isinstance(node, SetNode):
+        found.append(("values", node.values))
+    elif isinstance(node, StelisStartNode):
+        found.append(("label", node.label))
+    return found
+
+
+def _references(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return set(VARIABLE.findall(value))
+    if isinstance(value, dict):
+        return set().union(*(_references(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_references(v) for v in value)) if value else set()
+    return set()
+
+
+def nesting(playbook: Playbook, library: Mapping[str, Playbook], seen: frozenset[str] = frozenset()) -> int:
+    """How deep the Stelis threads a playbook opens may nest, on its worst path (callees included)."""
+    if playbook.name in seen:
+        return 0  # a cycle of playbooks is its own problem; do not recurse for ever
+    deepest = 0
+    stack: list[tuple[str, int, frozenset[str]]] = [(playbook.start_node, 0, frozenset())]
+    known = {n.id for n in playbook.nodes}
+    while stack:
+        node_id, open_, path = stack.pop()
+        if node_id not in known or node_id in path:
+            continue
+        node = playbook.node(node_id)
+        if isinstance(node, StelisStartNode):
+            open_ += 1
+        elif isinstance(node, StelisEndNode):
+            open_ = max(0, open_ - 1)
+        deepest = max(deepest, open_)
+        if isinstance(node, SubplayNode) and node.playbook in library:
+            below = nesting(library[node.playbook], library, seen | {playbook.name})
+            deepest = max(deepest, open_ + below + (1 if node.execution == "subagent" else 0))
+        stack += [(target, open_, path | {node_id}) for target in node.successors()]
+    return deepest
+
+
+def check_file(path: Path, *, tools: Collection[str], library: Mapping[str, Playbook],
+               max_depth: int = 3) -> tuple[Playbook | None, list[Problem]]:
+    """Parse and check one file."""
+    playbook, problems = parse(path.read_text(encoding="utf-8"), str(path))
+    if playbook is None:
+        return None, problems
+    return playbook, check(playbook, str(path), tools=tools, library={**library, playbook.name: playbook},
+                           max_depth=max_depth)
