@@ -271,7 +271,7 @@ class Assembler:
             self._last_request[thread.id] = now
 
         protected: list[Message] = []
-        if not thread.is_root:
+        if not thread.is_root and thread.kind != "subagent":  # a subagent's thread sees its own history alone
             parent_window = window_size(p.capacity, p.ratios[:-1])
             protected = await self._protected(chain[1], thread, protected_size(parent_window, thread.window_ratio),
                                               p.seen)

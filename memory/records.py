@@ -214,3 +214,40 @@ class NoteMatch:
     type: str | None
     scope: Literal["workspace", "channel", "thread"] | None
     version: int | None
+
+
+RunStatus = Literal["running", "completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    """One run of a playbook in a conversation (/playbooks runs)."""
+
+    id: int
+    playbook: str
+    persona: str
+    scope_key: str
+    run_id: str
+    status: RunStatus
+    args: dict[str, Any]
+    result: dict[str, Any] | None
+    error: str | None
+    started_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class PlaybookStep:
+    """One node of a run as it went: what it cost and what it gave."""
+
+    node: str
+    node_type: str
+    duration_ms: float
+    summary: str = ""
+    profile: str | None = None
+    tier: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    at: float = 0.0

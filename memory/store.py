@@ -21,6 +21,9 @@ from memory.records import (
     MessageMatch,
     NewMessage,
     NoteMatch,
+    PlaybookRun,
+    PlaybookStep,
+    RunStatus,
     Scope,
     Thread,
 )
@@ -90,9 +93,10 @@ class Store(Protocol):
     async def create_thread(
         self, parent: Thread, *, kind: str, label: str, window_ratio: float, chronicle_prompt: str | None,
         run_id: str | None, discord_thread_id: int | None = None, branch_id: str | None = None,
-        anchor: NewMessage,
-    ) -> tuple[Thread, Message]:
-        """A child thread and its anchor message in the parent, in one transaction."""
+        anchor: NewMessage | None,
+    ) -> tuple[Thread, Message | None]:
+        """A child thread and its anchor message in the parent, in one transaction (a subagent's
+        temporary thread has no anchor: nothing of it shows in the parent)."""
         ...
 
     async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
@@ -311,6 +315,26 @@ class Store(Protocol):
         ...
 
     async def unpin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
+        ...
+
+    # playbook runs
+
+    async def start_playbook_run(self, playbook: str, persona: str, scope_key: str, run_id: str,
+                                 args: dict[str, Any]) -> int:
+        ...
+
+    async def log_playbook_step(self, run: int, step: PlaybookStep) -> None:
+        ...
+
+    async def end_playbook_run(self, run: int, status: RunStatus, result: dict[str, Any] | None,
+                               error: str | None) -> None:
+        ...
+
+    async def playbook_runs(self, persona: str, scope_key: str, limit: int) -> list[PlaybookRun]:
+        """A conversation's newest runs, newest first."""
+        ...
+
+    async def playbook_steps(self, run: int) -> list[PlaybookStep]:
         ...
 
     async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:

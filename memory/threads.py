@@ -74,7 +74,8 @@ async def start(
         )
     child, _ = await store.create_thread(
         parent, kind=kind, label=label, window_ratio=ratio, chronicle_prompt=chronicle_prompt, run_id=run.id,
-        discord_thread_id=discord_thread_id, branch_id=branch_id, anchor=anchors.new_anchor(label),
+        discord_thread_id=discord_thread_id, branch_id=branch_id,
+        anchor=anchors.new_anchor(label) if kind == "stelis" else None,  # a subagent leaves no trace in its parent
     )
     run.stack.append(child.id)
     log.info("stelis start %s label=%r depth=%d parent=%d", anchors.thread_ref(child.id), label, child.depth,

@@ -18,6 +18,7 @@ def problems_of(raw, library=None, tools=TOOLS, **kw):
     parsed, problems = parse(json.dumps(raw), "sample.json")
     if parsed is None:
         return problems
+    kw.setdefault("max_depth", 3)
     return check(parsed, "sample.json", tools=tools, library=library or {}, **kw)
 
 
@@ -121,5 +122,5 @@ def test_stelis_nesting_that_could_pass_the_maximum_depth_is_refused_before_any_
 def test_check_file_reads_json_and_names_the_file(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("{not json")
-    _, problems = check_file(path, tools=TOOLS, library={})
+    _, problems = check_file(path, tools=TOOLS, library={}, max_depth=3)
     assert str(only(problems)).startswith(f"{path}: not valid JSON")

@@ -68,7 +68,7 @@ def _validation_problem(file: str, raw: Any, err: Mapping[str, Any]) -> Problem:
 
 
 def check(playbook: Playbook, file: str, *, tools: Collection[str], library: Mapping[str, Playbook],
-          start_depth: int = 0, max_depth: int = 3) -> list[Problem]:
+          max_depth: int, start_depth: int = 0) -> list[Problem]:
     """Every static problem of a parsed playbook; `library` holds the playbooks it may call."""
     problems: list[Problem] = []
 
@@ -198,7 +198,7 @@ def nesting(playbook: Playbook, library: Mapping[str, Playbook], seen: frozenset
 
 
 def check_file(path: Path, *, tools: Collection[str], library: Mapping[str, Playbook],
-               max_depth: int = 3) -> tuple[Playbook | None, list[Problem]]:
+               max_depth: int) -> tuple[Playbook | None, list[Problem]]:
     """Parse and check one file."""
     playbook, problems = parse(path.read_text(encoding="utf-8"), str(path))
     if playbook is None:

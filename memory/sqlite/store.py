@@ -25,6 +25,9 @@ from memory.records import (
     MessageMatch,
     NewMessage,
     NoteMatch,
+    PlaybookRun,
+    PlaybookStep,
+    RunStatus,
     Scope,
     Thread,
 )
@@ -220,9 +223,10 @@ class SqliteStore:
     async def create_thread(
         self, parent: Thread, *, kind: str, label: str, window_ratio: float, chronicle_prompt: str | None,
         run_id: str | None, discord_thread_id: int | None = None, branch_id: str | None = None,
-        anchor: NewMessage,
-    ) -> tuple[Thread, Message]:
-        """A child thread and its anchor message in the parent, in one transaction."""
+        anchor: NewMessage | None,
+    ) -> tuple[Thread, Message | None]:
+        """A child thread and its anchor message in the parent, in one transaction (a subagent's
+        temporary thread has no anchor: nothing of it shows in the parent)."""
         now = self.clock()
         async with self._transaction() as db:
             cur = await db.execute(
@@ -234,6 +238,8 @@ class SqliteStore:
             )
             child_id = cur.lastrowid
             assert child_id is not None
+            if anchor is None:
+                return await self._thread_in(db, child_id), None
             metadata = {**anchor.metadata, "stelis_thread_id": child_id, "created_at": now}
             cur = await db.execute(
                 "INSERT INTO messages (thread_id, role, content, metadata, token_count, created_at)"
@@ -245,6 +251,11 @@ class SqliteStore:
         anchor_row = await self._one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
         assert anchor_row is not None
         return await self.thread(child_id), _message(anchor_row)
+
+    async def _thread_in(self, db: aiosqlite.Connection, thread_id: int) -> Thread:
+        """A thread read inside a write transaction."""
+        rows = await db.execute_fetchall("SELECT * FROM threads WHERE id = ?", (thread_id,))
+        return _thread(next(iter(rows)))
 
     async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
         """Save an ended thread's status and chronicle and fix its anchor's final form, atomically."""
@@ -806,6 +817,46 @@ class SqliteStore:
         self.memory_changes += changed
         return changed
 
+    # playbook runs (issue: playbooks): what /playbooks runs shows
+
+    async def start_playbook_run(self, playbook: str, persona: str, scope_key: str, run_id: str,
+                                 args: dict[str, Any]) -> int:
+        async with self._transaction() as db:
+            rows = await db.execute_fetchall(
+                "INSERT INTO playbook_runs (playbook, persona, scope_key, run_id, args, started_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (playbook, persona, scope_key, run_id, json.dumps(args, ensure_ascii=False, default=str),
+                 self.clock()))
+        return int(next(iter(rows))[0])
+
+    async def log_playbook_step(self, run: int, step: PlaybookStep) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO playbook_steps (run, node, node_type, profile, tier, input_tokens, output_tokens,"
+                " cache_read, cache_write, duration_ms, summary, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run, step.node, step.node_type, step.profile, step.tier, step.input_tokens, step.output_tokens,
+                 step.cache_read, step.cache_write, step.duration_ms, step.summary, step.at or self.clock()))
+
+    async def end_playbook_run(self, run: int, status: RunStatus, result: dict[str, Any] | None,
+                               error: str | None) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE playbook_runs SET status = ?, result = ?, error = ?, ended_at = ? WHERE id = ?",
+                (status, None if result is None else json.dumps(result, ensure_ascii=False, default=str), error,
+                 self.clock(), run))
+
+    async def playbook_runs(self, persona: str, scope_key: str, limit: int) -> list[PlaybookRun]:
+        """A conversation's newest runs, newest first."""
+        rows = await self._all("SELECT * FROM playbook_runs WHERE persona = ? AND scope_key = ?"
+                               " ORDER BY id DESC LIMIT ?", (persona, scope_key, limit))
+        return [_playbook_run(r) for r in rows]
+
+    async def playbook_steps(self, run: int) -> list[PlaybookStep]:
+        rows = await self._all("SELECT node, node_type, duration_ms, summary, profile, tier, input_tokens,"
+                               " output_tokens, cache_read, cache_write, at FROM playbook_steps WHERE run = ?"
+                               " ORDER BY id", (run,))
+        return [PlaybookStep(*row) for row in rows]
+
     # claims: work one worker does at a time, held for a lease (another backend takes row locks)
 
     async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:
@@ -1010,6 +1061,13 @@ def record_from_row(row: sqlite3.Row) -> MemoryRecord:
 
 def _channel(row: sqlite3.Row) -> MemoryChannel:
     return MemoryChannel(**{k: row[k] for k in row.keys()})  # noqa: SIM118
+
+
+def _playbook_run(row: sqlite3.Row) -> PlaybookRun:
+    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
+    data["args"] = json.loads(data["args"])
+    data["result"] = json.loads(data["result"]) if data["result"] is not None else None
+    return PlaybookRun(**data)
 
 
 def _branch(row: sqlite3.Row) -> Branch:

@@ -1,0 +1,15 @@
+"""Tools the model may call: each a small module with a JSON schema and an async function.
+
+A tool is given a `ToolScope`, the conversation that calls it, and can reach nothing beyond it.
+"""
+
+from __future__ import annotations
+
+from bot.tools import memory_pin, now, recall, recall_thread
+from bot.tools.registry import ToolError, ToolScope, ToolServices, ToolSpec, definitions
+
+# In the order the model sees them: a fixed order keeps the tool list a stable cache prefix.
+REGISTRY: dict[str, ToolSpec] = {spec.name: spec for spec in (recall.SPEC, recall_thread.SPEC, memory_pin.SPEC,
+                                                              now.SPEC)}
+
+__all__ = ["REGISTRY", "ToolError", "ToolScope", "ToolServices", "ToolSpec", "definitions"]

@@ -1,0 +1,76 @@
+"""The tool registry and the scope a tool runs in."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memory.errors import Failure
+from memory.llm import Tool
+from memory.records import Scope
+
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list,
+}
+
+
+class ToolError(Failure):
+    """A tool that cannot do what was asked; the notice goes back to the model as the tool's result."""
+
+
+class ToolServices(Protocol):
+    """What tools may use of the engine, always for one conversation."""
+
+    async def recall_text(self, scope: Scope, query: str, limit: int) -> list[str]: ...
+    async def thread_text(self, scope: Scope, thread_id: int, messages: int) -> str | None: ...
+    async def pin(self, scope: Scope, fact: str) -> bool: ...
+    def now_text(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ToolScope:
+    """The conversation a tool call belongs to: tools act on it and nothing else."""
+
+    scope: Scope
+    thread_id: int
+    services: ToolServices
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    run: Callable[[ToolScope, dict[str, Any]], Awaitable[Any]]
+
+    def definition(self) -> Tool:
+        return Tool(self.name, self.description, self.input_schema)
+
+    async def call(self, where: ToolScope, args: dict[str, Any]) -> Any:
+        """Run the tool after checking its arguments against the schema; a ToolError says what was wrong."""
+        problems = argument_problems(self.input_schema, args)
+        if problems:
+            raise ToolError(f"{self.name}: {'; '.join(problems)}")
+        return await self.run(where, args)
+
+
+def argument_problems(schema: dict[str, Any], args: dict[str, Any]) -> list[str]:
+    """Missing, unknown or mistyped arguments (the subset of JSON Schema tool inputs use)."""
+    properties: dict[str, Any] = schema.get("properties") or {}
+    problems = [f"missing argument {name!r}" for name in schema.get("required", []) if name not in args]
+    for name, value in args.items():
+        spec = properties.get(name)
+        if spec is None:
+            problems.append(f"unknown argument {name!r}")
+            continue
+        expected = _JSON_TYPES.get(spec.get("type", ""))
+        if expected is not None and (not isinstance(value, expected) or (isinstance(value, bool)
+                                                                        and spec.get("type") != "boolean")):
+            problems.append(f"argument {name!r} must be {spec['type']}")
+    return problems
+
+
+def definitions(registry: dict[str, ToolSpec], names: Collection[str]) -> tuple[Tool, ...]:
+    """Tool definitions in the registry's order, whatever order the names come in (a stable cache prefix)."""
+    return tuple(spec.definition() for name, spec in registry.items() if name in names)
