@@ -122,6 +122,16 @@ class SnapshotConfig(_Model):
         "Seconds between context snapshots under data_dir/snapshots; 0 writes them only at shutdown."))
 
 
+class PlaybooksConfig(_Model):
+    """Playbooks: JSON workflows the persona runs (/playbooks)."""
+
+    folder: Path | None = Field(None, description=(
+        "A folder of the operator's own playbooks (*.json), loaded beside the built-in ones; a playbook that "
+        "fails the check does not load, and the log says why."))
+    subagent_depth: int = Field(2, ge=0, le=5, description=(
+        "How deep sub-playbooks run as subagents (each in a temporary thread) may nest."))
+
+
 class ConsoleConfig(_Model):
     user_name: str = Field("you", min_length=1, max_length=80, description="Your name in the console chat.")
 
@@ -139,6 +149,7 @@ class Config(_Model):
     stelis: StelisSettings = StelisSettings()
     context: ContextSettings = ContextSettings()
     console: ConsoleConfig = ConsoleConfig()
+    playbooks: PlaybooksConfig = PlaybooksConfig()
     snapshots: SnapshotConfig = SnapshotConfig()
     short_term_history: ShortTermSettings = ShortTermSettings()
     memory: MemoryWorkSettings = MemoryWorkSettings()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +16,22 @@ from bot.clock import Clock
 from bot.config import Config
 from bot.instance_lock import AlreadyRunning, InstanceLock
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
+from bot.playbooks.checker import Problem
+from bot.playbooks.model import Playbook
+from bot.playbooks.runtime import Progress, Runner, RunResult
+from bot.playbooks.state import PlaybookError
 from bot.providers import make_llm
 from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations, ReplyFailed
 from bot.services.forgetting import Forgetting
 from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
+from bot.services.playbooks import Playbooks, RunView
 from bot.services.settings import Settings, Where
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
+from bot.services.tooling import EngineTools
 from bot.services.views import BranchDetail, MemoryView, SettingsView, ThreadDetail, TreeRow
+from bot.tools import REGISTRY
 from memory import forget, recall, threads
 from memory.backends import open_store
 from memory.budget import Budget
@@ -35,7 +42,8 @@ from memory.short_term import Outcome
 from memory.store import Store, StoreError
 from memory.threads import Run
 
-__all__ = ["Engine", "MemoryAdminError", "MemoryView", "ReplyFailed", "ThreadDetail", "TreeRow", "Where"]
+__all__ = ["Engine", "MemoryAdminError", "MemoryView", "PlaybookError", "ReplyFailed", "RunView", "ThreadDetail",
+           "TreeRow", "Where"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,12 @@ class Engine:
                                            self.snapshots, persona)
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
+        runner = Runner(library={}, tools=REGISTRY, store=store, llm=llm, assembler=self.assembler,
+                        services=EngineTools(self.conversations, self.stelis, self.admin, store.clock),
+                        stelis=config.stelis, persona=persona, max_subagent_depth=config.playbooks.subagent_depth)
+        self.playbooks = Playbooks(store, runner, self.stelis, REGISTRY, config.playbooks.folder,
+                                   config.stelis.max_depth, persona)
+        self.playbooks.load()
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
         self._lock = InstanceLock(config.database_path)  # held only when opened exclusive
@@ -334,3 +348,19 @@ class Engine:
 
     async def branch_detail(self, scope: Scope, branch_id: str) -> BranchDetail | None:
         return await self.branches.detail(scope, branch_id)
+
+    # playbooks
+
+    def playbook_library(self) -> Mapping[str, Playbook]:
+        return self.playbooks.library
+
+    def playbook_problems(self, path: Path | None = None) -> list[Problem]:
+        """The check of one file, or what kept playbooks out of the library at load."""
+        return self.playbooks.check(path) if path is not None else list(self.playbooks.problems)
+
+    async def run_playbook(self, scope: Scope, name: str, args: dict[str, Any], *, run_id: str | None = None,
+                           progress: Progress | None = None) -> RunResult:
+        return await self.playbooks.run(scope, name, args, run_id=run_id, progress=progress)
+
+    async def playbook_runs(self, scope: Scope, limit: int = 10) -> list[RunView]:
+        return await self.playbooks.runs(scope, limit)

@@ -72,6 +72,9 @@ class LLMRequest:
     persona: str = ""
     tools: tuple[Tool, ...] = ()
     tool_choice: ToolChoice | None = None  # None: the provider's default ("auto" when tools are given)
+    # The answer must be a JSON object of this schema (the instruction says so in words; a provider
+    # without a model, the offline one, writes a valid object from it).
+    response_schema: dict[str, Any] | None = None
 
     def replayable(self) -> LLMRequest:
         """The request as a provider can send it: a history's tool blocks become text when no tools are

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
+from typing import Any
 
 from bot.providers.extractive import OFFLINE_TAG, extractive_summary
 from bot.providers.usage_log import log_call
-from memory.llm import LLMRequest, LLMResult, TextSink, Turn, Usage
+from memory.llm import LLMRequest, LLMResult, TextSink, ToolCall, Turn, Usage
 from memory.tokens import count_tokens
 
 VOLATILE_MARKS = ("[Now: ", "[Recall", "[Memory Summary]")  # context around the conversation, not messages
@@ -20,8 +23,13 @@ class OfflineLLM:
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         started = time.monotonic()
+        calls: tuple[ToolCall, ...] = ()
         if request.purpose == "summary":
             text = extractive_summary(_material(request.turns), request.max_tokens)
+        elif (call := _tool_call(request)) is not None:
+            text, calls = "", (call,)
+        elif request.response_schema is not None:
+            text = json.dumps(example(request.response_schema, _last_text(request)), ensure_ascii=False)
         else:
             text = _reply(request)
         if on_text:
@@ -32,7 +40,8 @@ class OfflineLLM:
             output_tokens=count_tokens(text),
         )
         log_call(self.name, "offline", request, usage, time.monotonic() - started)
-        return LLMResult(text=text, usage=usage, model="offline", stop_reason="end_turn")
+        return LLMResult(text=text, usage=usage, model="offline", stop_reason="tool_use" if calls else "end_turn",
+                         tool_calls=calls)
 
     async def aclose(self) -> None:
         return None
@@ -59,3 +68,47 @@ def _history_blocks(turns: tuple[Turn, ...]) -> int:
     """Messages the request carries: text blocks that are not the tail, recall or a summary."""
     return sum(1 for t in turns for b in t.blocks
                if b.kind == "text" and b.text and not b.text.startswith(VOLATILE_MARKS))
+
+
+def _last_text(request: LLMRequest) -> str:
+    """The newest user text: what a structured answer or a tool call is about."""
+    for turn in reversed(request.turns):
+        texts = [b.text for b in turn.blocks if b.kind == "text" and b.text]
+        if turn.role == "user" and texts:
+            return texts[-1]
+    return ""
+
+
+def _tool_call(request: LLMRequest) -> ToolCall | None:
+    """A deterministic call: the named tool (or the first, when one must be called or may be and none was yet);
+    once results came back, no more calls."""
+    if not request.tools or request.tool_choice == "none":
+        return None
+    last = request.turns[-1] if request.turns else None
+    if last is not None and any(b.kind == "tool_result" for b in last.blocks):
+        return None
+    tool = next((t for t in request.tools if t.name == request.tool_choice), request.tools[0])
+    about = _last_text(request)
+    key = hashlib.sha256(f"{tool.name}:{about}".encode()).hexdigest()[:12]
+    return ToolCall(f"toolu_offline_{key}", tool.name, example(tool.input_schema, about))
+
+
+def example(schema: dict[str, Any], about: str) -> Any:
+    """A value valid for a JSON schema, made deterministically from the text it is about."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object":
+        properties: dict[str, Any] = schema.get("properties") or {}
+        required = set(schema.get("required", properties))
+        return {name: example(spec, about) for name, spec in properties.items() if name in required}
+    if kind == "array":
+        return [example(schema.get("items") or {"type": "string"}, about)]
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1))
+    if kind == "boolean":
+        return True
+    words = re.findall(r"\w+", about)
+    return " ".join(words[-8:]) or "offline"

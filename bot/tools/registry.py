@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,6 +71,6 @@ def argument_problems(schema: dict[str, Any], args: dict[str, Any]) -> list[str]
     return problems
 
 
-def definitions(registry: dict[str, ToolSpec], names: Collection[str]) -> tuple[Tool, ...]:
+def definitions(registry: Mapping[str, ToolSpec], names: Collection[str]) -> tuple[Tool, ...]:
     """Tool definitions in the registry's order, whatever order the names come in (a stable cache prefix)."""
     return tuple(spec.definition() for name, spec in registry.items() if name in names)

@@ -1,0 +1,64 @@
+"""Context profiles (seed 002): what an llm node's request carries, chosen by name.
+
+`conversation`: the normal reply's request, byte for byte up to its last cache breakpoint, with the
+node's instruction after it. `router`: the light model, the persona's system prompt, the locked recent
+turns and the instruction. `worker` / `worker_light`: a neutral system prompt, no history, the state.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.playbooks.model import Profile
+from memory.anchors import exchange_lines
+from memory.context import Assembler, Persona, Shape
+from memory.llm import Block, LLMRequest, Tier, Tool, Turn
+from memory.store import Store
+from memory.templates import render
+
+NEUTRAL_SYSTEM = ("You carry out one step of a task for a persona's workflow. Do exactly what the step asks, "
+                  "from the state you are given; answer plainly, without greeting or commentary.")
+TIERS: dict[Profile, Tier] = {"conversation": "standard", "router": "light", "worker": "standard",
+                              "worker_light": "light"}
+STATE_CHARS = 6_000  # the state a worker sees, as JSON, at most
+
+
+def with_schema(instruction: str, schema: dict[str, Any] | None) -> str:
+    """The instruction, and for a structured answer the schema it must follow."""
+    if schema is None:
+        return instruction
+    return (f"{instruction}\n\nAnswer with one JSON object and nothing else, matching this JSON schema:\n"
+            f"{json.dumps(schema, ensure_ascii=False, sort_keys=True)}")
+
+
+async def request_for(profile: Profile, instruction: str, *, thread_id: int, state: dict[str, Any],
+                      assembler: Assembler, store: Store, tools: tuple[Tool, ...],
+                      response_schema: dict[str, Any] | None, max_tokens: int) -> LLMRequest:
+    """The request an llm node sends under its profile."""
+    if profile == "conversation":
+        shape = Shape(tier=TIERS[profile], tools=tools, instruction=instruction)
+        assembly = await assembler.assemble(thread_id, shape=shape)
+        request = assembly.request
+    elif profile == "router":
+        persona = await _persona(assembler, store, thread_id)
+        system = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
+        recent = await store.last_exchanges(thread_id, 2 * assembler.policy.locked_turns)
+        lines = "\n".join(exchange_lines(recent)) or "(nothing said yet)"
+        request = LLMRequest(system=(Block(system),), max_tokens=max_tokens, tier=TIERS[profile], tools=tools,
+                             turns=(Turn.text("user", f"Recent conversation:\n{lines}\n\n{instruction}"),))
+    else:
+        shown = json.dumps({k: v for k, v in state.items() if k != "input"}, ensure_ascii=False, default=str)
+        request = LLMRequest(system=(Block(NEUTRAL_SYSTEM),), max_tokens=max_tokens, tier=TIERS[profile],
+                             tools=tools, turns=(Turn.text("user", f"{instruction}\n\nState:\n{shown[:STATE_CHARS]}"),))
+    return LLMRequest(system=request.system, turns=request.turns, max_tokens=request.max_tokens, tier=request.tier,
+                      purpose=request.purpose, persona=request.persona, tools=request.tools,
+                      tool_choice=request.tool_choice, response_schema=response_schema)
+
+
+async def _persona(assembler: Assembler, store: Store, thread_id: int) -> Persona:
+    """The persona of the conversation a thread belongs to (its root's settings)."""
+    thread = await store.thread(thread_id)
+    while thread.parent_thread_id is not None:
+        thread = await store.thread(thread.parent_thread_id)
+    return (await assembler.conversation_of(thread)).persona
