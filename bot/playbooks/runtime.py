@@ -123,7 +123,7 @@ class Runner:
             started = time.perf_counter()
             try:
                 value, step = await self._step(node, ctx)
-            except PlaybookError as exc:
+            except Failure as exc:  # a tool, the model, the store, a nested run: say where it happened
                 raise PlaybookError(f"{ctx.playbook.name}, node {node.id}: {exc.notice}") from exc
             key = getattr(node, "output_key", None)
             if key:
