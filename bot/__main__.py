@@ -1,4 +1,4 @@
-"""`python -m bot [run|console|check-config|config-template|snapshot]`."""
+"""`python -m bot [run|console|check-config|config-template|playbooks|snapshot]`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("check-config", help="print the effective config (secrets masked); non-zero if invalid")
     sub.add_parser("config-template", help="print config.yaml as the settings models define it (every key, "
                    "its description, range and default)")
+    books = sub.add_parser("playbooks", help="list the playbooks, or check one file (or all) without running")
+    books_sub = books.add_subparsers(dest="action", required=True)
+    books_sub.add_parser("list", help="the playbooks that load, with what they do")
+    check = books_sub.add_parser("check", help="the static check: non-zero and every problem if any")
+    check.add_argument("file", type=Path, nargs="?", help="a playbook file (default: every loaded folder)")
     snap = sub.add_parser("snapshot", help="export or import a thread's context snapshot (JSON)")
     snap_sub = snap.add_subparsers(dest="action", required=True)
     export = snap_sub.add_parser("export", help="write a thread's snapshot")
@@ -53,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command or "run"
     if command == "check-config":
         return _check_config(loaded)
+    if command == "playbooks":
+        return _playbooks(loaded, args)
     from memory.store import StoreError
 
     try:
@@ -78,6 +85,28 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the store closed in _console's finally; everything said is saved
         print(file=sys.stderr)
         return 130
+
+
+def _playbooks(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    """The library and its check need no database: nothing runs."""
+    from bot.playbooks.checker import check_file
+    from bot.playbooks.library import BUILTIN, load, playbook_files
+    from bot.report import playbook_list_lines, problem_lines
+    from bot.tools import REGISTRY
+
+    config = loaded.config
+    library, problems = load(playbook_files([BUILTIN, config.playbooks.folder]), tools=REGISTRY,
+                             max_depth=config.stelis.max_depth)
+    if args.action == "list":
+        print("\n".join(playbook_list_lines(library)))
+        return 0
+    if args.file is not None:
+        if not args.file.is_file():
+            print(f"stelis: no playbook file {args.file}", file=sys.stderr)
+            return 2
+        _, problems = check_file(args.file, tools=REGISTRY, library=library, max_depth=config.stelis.max_depth)
+    print("\n".join(problem_lines(problems)))
+    return 1 if problems else 0
 
 
 def _check_config(loaded: LoadedConfig) -> int:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 from bot.config import ConfigError, shown_value
@@ -17,8 +19,13 @@ from bot.report import (
     outcome_lines,
     pause_text,
     pin_text,
+    playbook_lines,
+    playbook_list_lines,
+    problem_lines,
     recall_lines,
+    result_lines,
     rollback_text,
+    runs_lines,
     tree_lines,
     written_text,
 )
@@ -46,6 +53,9 @@ HELP = """Commands:
   /memory pause|resume  stop or restart automatic updates here
   /config               the settings in effect here, and their overrides
   /config set <k> <v>   override a setting for this conversation (/config reset <k> to remove it)
+  /playbooks            the playbooks this persona can run (/playbooks show <name> for one)
+  /playbooks run <name> [JSON arguments]   run one here, node by node (/playbooks runs: what ran)
+  /playbooks check [file]                  the static check of a file, or of what did not load
   /idle <seconds>       let time pass (a demo clock) and run the memory updates that fall due
   /retry                ask for a reply again (after a failure)
   /help                 this list
@@ -158,6 +168,8 @@ class Console:
                 await self._idle(rest)
             elif name == "/config":
                 await self._config(rest)
+            elif name == "/playbooks":
+                await self._playbooks(rest)
             else:
                 self._say(f"Unknown command {name}. Type /help for the list.")
         except StoreError:
@@ -264,6 +276,38 @@ class Console:
             self._say(f"Override of {key} removed." if removed else f"{key} had no override here.")
         else:
             self._say("Usage: /config [show | set <key> <value> | reset <key>]")
+
+    async def _playbooks(self, rest: str) -> None:
+        action, _, arg = rest.partition(" ")
+        name, _, raw = arg.strip().partition(" ")
+        engine = self.engine
+        if action in ("", "list"):
+            self._lines(playbook_list_lines(engine.playbook_library()))
+        elif action == "show" and name in engine.playbook_library():
+            self._lines(playbook_lines(engine.playbook_library()[name]))
+        elif action == "check":
+            self._lines(problem_lines(engine.playbook_problems(Path(arg.strip()) if arg.strip() else None)))
+        elif action == "runs":
+            self._lines(runs_lines(await engine.playbook_runs(self.scope), engine.clock()))
+        elif action == "run" and name:
+            try:
+                args = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError as exc:
+                self._say(f"Arguments are a JSON object, for example {{\"topic\": \"tea\"}} ({exc.msg}).")
+                return
+            if not isinstance(args, dict):
+                self._say("Arguments are a JSON object, for example {\"topic\": \"tea\"}.")
+                return
+            run = await self.start()
+            done = await engine.run_playbook(self.scope, name, args, run_id=run.id,
+                                             progress=lambda step: self._say(f"... {step}"))
+            self._lines(result_lines(name, done.outputs))
+        else:
+            self._say("Usage: /playbooks [list | show <name> | check [file] | run <name> [JSON arguments] | runs]")
+
+    def _lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self._say(line)
 
     async def _idle(self, rest: str) -> None:
         try:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from bot.config import OVERRIDABLE, masked_dump, shown_value
+from bot.playbooks.checker import Problem
+from bot.playbooks.model import LLMNode, Playbook
+from bot.services.playbooks import RunView
 from bot.services.views import MemoryView, SettingsView, TreeRow
 from memory.anchors import thread_ref
 from memory.dates import day_line
@@ -17,6 +22,7 @@ from memory.short_term import Outcome
 DAY_HEADER = re.compile(r"^\[[^\]]*\d{4}\]$")  # a summary's "[8 May 2023]" lines
 
 BAR_WIDTH = 40
+RESULT_CHARS = 1_500  # of a playbook's result, shown
 
 
 def tree_lines(rows: list[TreeRow], current: int | None = None) -> list[str]:
@@ -143,3 +149,44 @@ def set_text(key: str, stored: object, where: str) -> str:
 
 def reset_text(key: str, removed: bool) -> str:
     return f"Override of {key} removed." if removed else f"{key} had no override here."
+
+
+# Playbooks
+
+def playbook_list_lines(library: Mapping[str, Playbook]) -> list[str]:
+    return [f"{name}: {pb.description}" for name, pb in sorted(library.items())] or ["No playbooks loaded."]
+
+
+def playbook_lines(pb: Playbook) -> list[str]:
+    """A playbook's shape: what it takes and gives, and its nodes with where each leads."""
+    takes, gives = ", ".join(sorted(pb.inputs)) or "(nothing)", ", ".join(sorted(pb.outputs)) or "(last)"
+    lines = [f"{pb.name}: {pb.description}", f"takes: {takes}; gives: {gives}"]
+    for node in pb.nodes:
+        profile = f", {node.context_profile}" if isinstance(node, LLMNode) else ""
+        targets = " | ".join(node.successors()) or "end"
+        lines.append(f"  {node.id} ({getattr(node, 'type', '')}{profile}) -> {targets}")
+    return lines
+
+
+def problem_lines(problems: list[Problem]) -> list[str]:
+    return [str(p) for p in problems] or ["No problems: every playbook passes the check."]
+
+
+def result_lines(name: str, outputs: dict[str, Any]) -> list[str]:
+    shown = json.dumps(outputs, ensure_ascii=False, indent=1, default=str)
+    return [f"{name} finished:", shown if len(shown) <= RESULT_CHARS else shown[:RESULT_CHARS] + "…"]
+
+
+def runs_lines(views: list[RunView], now: float) -> list[str]:
+    """Recent runs, newest first, each with its steps: profile, tier, tokens, cache, time, result."""
+    lines: list[str] = []
+    for view in views:
+        run = view.run
+        took = f"{(run.ended_at or now) - run.started_at:.1f} s"
+        lines.append(f"#{run.id} {run.playbook} [{run.status}] {day_line(run.started_at)}, {took}"
+                     + (f": {run.error}" if run.error else ""))
+        for s in view.steps:
+            model = f" {s.profile}/{s.tier}, {s.input_tokens}+{s.output_tokens} tokens, cache read {s.cache_read}" \
+                    f" write {s.cache_write}" if s.profile else ""
+            lines.append(f"  {s.node} ({s.node_type}{model}) {s.duration_ms:.0f} ms: {s.summary}")
+    return lines or ["No playbook has run here yet."]

@@ -203,3 +203,19 @@ def test_config_template_prints_the_file_without_reading_a_config(tmp_path, caps
     broken.write_text("stelis: {max_depth: -1}\n")
     assert main(["--config", str(broken), "config-template"]) == 0
     assert capsys.readouterr().out == DEFAULT_CONFIG_FILE.read_text()
+
+
+def test_playbooks_check_on_the_command_line_names_each_problem_and_fails(tmp_path, capsys):
+    from bot.__main__ import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "bad", "description": "x", "start_node": "a", "nodes": ['
+                   '{"id": "a", "type": "tool", "tool": "send_email", "next": "b"},'
+                   '{"id": "b", "type": "llm", "context_profile": "worker", "action": "Use {nothing}."}]}')
+    assert main(["playbooks", "check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert f"{bad}: node a: field tool: unknown tool 'send_email'" in out
+    assert f"{bad}: node b: field action: variable 'nothing' is never declared" in out
+    assert main(["playbooks", "check"]) == 0 and "No problems" in capsys.readouterr().out  # the built-in ones
+    assert main(["playbooks", "list"]) == 0 and "research:" in capsys.readouterr().out
+    assert main(["playbooks", "check", str(tmp_path / "missing.json")]) == 2

@@ -321,3 +321,30 @@ async def test_the_engine_refuses_keys_that_are_not_overridable_whoever_asks(mak
         await engine.set_setting("guild", 1, "llm.anthropic.api_key", "sk-stolen")
     assert (await engine.settings_shown(1, 2)).server == {}  # nothing stored
     await engine.close()
+
+
+async def test_playbooks_list_show_run_and_runs_in_the_console(make_config, tmp_path):
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"name": "broken", "description": "x", "start_node": "a",'
+                      ' "nodes": [{"id": "a", "type": "llm", "action": "hi"}]}')
+    script = "\n".join([
+        "we ship calculator_v2 on Friday", "/playbooks", "/playbooks show research",
+        '/playbooks run research {"topic": "calculator_v2"}', "/playbooks run research {bad json",
+        "/playbooks run research", "/playbooks runs", f"/playbooks check {broken}", "/playbooks check",
+        "/playbooks bogus",
+    ]) + "\n"
+    out = io.StringIO()
+    await Console(engine, io.StringIO(script), out, "mahe").run_loop()
+    text = out.getvalue()
+    assert "research: Look into a topic" in text and "detail_recall:" in text
+    assert "  gather (llm, conversation) -> conclude" in text and "takes: topic; gives: findings" in text
+    assert "... research: open (stelis_start)" in text and "... research: close (stelis_end)" in text
+    assert "research finished:" in text and '"findings"' in text
+    assert "Arguments are a JSON object" in text
+    assert "(!) research: missing argument(s) topic" in text
+    assert "[completed]" in text and "  gather (llm conversation/standard" in text
+    assert f"{broken}: node a: field context_profile: Field required" in text
+    assert "No problems: every playbook passes the check." in text
+    assert "Usage: /playbooks [list" in text
+    await engine.close()
