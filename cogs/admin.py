@@ -33,7 +33,7 @@ from bot.report import (
     tree_lines,
     written_text,
 )
-from bot.splitting import split_message
+from cogs.interactions import answer, manager
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
 from memory.forget import Rewritten
@@ -70,23 +70,11 @@ class Admin(commands.Cog):
                           interaction.guild_id, interaction.channel_id or 0)
         return place.scope, place.session_id or (await self.engine.thread_for(place.scope)).id
 
-    @staticmethod
-    async def answer(interaction: discord.Interaction, text: str) -> None:
-        """Ephemeral, split to Discord's limit; a follow-up when the response was deferred."""
-        for i, chunk in enumerate(split_message(text) or ["(nothing to show)"]):
-            if i == 0 and not interaction.response.is_done():
-                await interaction.response.send_message(chunk, ephemeral=True)
-            else:
-                await interaction.followup.send(chunk, ephemeral=True)
+    answer = staticmethod(answer)
 
     async def allowed(self, interaction: discord.Interaction) -> bool:
         """The server-side Manage Server check; answers the refusal itself."""
-        permissions = getattr(interaction.user, "guild_permissions", None)
-        if permissions is not None and permissions.manage_guild:
-            return True
-        await self.answer(interaction, "This changes the persona's memory or settings: it needs the "
-                                       "Manage Server permission.")
-        return False
+        return await manager(interaction, "This changes the persona's memory or settings")
 
     # /memory
 

@@ -265,3 +265,32 @@ async def test_forget_me_and_optout_answer_ephemerally(admin):
     await cog.memory_optout.callback(cog, it)
     assert "don't keep or read" in said(it)
     assert await engine.hear(scope(), "not kept", author_name="me", author_id=me.id) is None
+
+
+@pytest.fixture
+async def books(make_config):
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    yield bot.get_cog("PlaybookCommands"), engine
+    await dpytest.empty_queue()
+    await engine.close()
+
+
+async def test_playbook_commands(books):
+    cog, _ = books
+    assert "research: Look into a topic" in said(await run(cog.list_, cog))
+    assert "  conclude (llm, conversation) -> close" in said(await run(cog.show, cog, "research"))
+    assert "There is no playbook 'nope'" in said(await run(cog.show, cog, "nope"))
+    assert "needs the Manage Server permission" in said(await run(cog.check, cog, as_admin=False))
+    assert "No problems" in said(await run(cog.check, cog))
+    assert "needs the Manage Server permission" in said(await run(cog.run, cog, "research", "{}", as_admin=False))
+    assert "Arguments are a JSON object" in said(await run(cog.run, cog, "research", "{topic"))
+    assert "did not finish: research: missing argument(s) topic" in said(await run(cog.run, cog, "research", "{}"))
+    ran = await run(cog.run, cog, "research", '{"topic": "calculator_v2"}')
+    assert ran.response.deferred == (True, True) and "research finished:" in said(ran)
+    progress = [c.kwargs["content"] for c in ran.edit_original_response.await_args_list]
+    assert progress[0].startswith("Running research...\nresearch: open (stelis_start)")
+    assert "research: close (stelis_end)" in progress[-1]
+    shown = said(await run(cog.runs, cog))
+    assert "research [completed]" in shown

@@ -1,0 +1,25 @@
+"""Answering slash commands: ephemeral, split to Discord's limit, and the Manage Server check."""
+
+from __future__ import annotations
+
+import discord
+
+from bot.splitting import split_message
+
+
+async def answer(interaction: discord.Interaction, text: str) -> None:
+    """Ephemeral, split to Discord's limit; a follow-up when the response was deferred."""
+    for i, chunk in enumerate(split_message(text) or ["(nothing to show)"]):
+        if i == 0 and not interaction.response.is_done():
+            await interaction.response.send_message(chunk, ephemeral=True)
+        else:
+            await interaction.followup.send(chunk, ephemeral=True)
+
+
+async def manager(interaction: discord.Interaction, what: str) -> bool:
+    """The server-side Manage Server check (default_permissions only hides a command); answers a refusal."""
+    permissions = getattr(interaction.user, "guild_permissions", None)
+    if permissions is not None and permissions.manage_guild:
+        return True
+    await answer(interaction, f"{what}: it needs the Manage Server permission.")
+    return False

@@ -1,0 +1,100 @@
+"""/playbooks: the workflows the persona can run (list, show, check, run, runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.engine import Engine, PlaybookError
+from bot.report import playbook_lines, playbook_list_lines, problem_lines, result_lines, runs_lines
+from cogs.interactions import answer, manager
+from cogs.places import Place, locate
+from memory.records import Scope
+
+log = logging.getLogger(__name__)
+
+MAX_CHOICES = 25
+PROGRESS_LINES = 12  # the newest steps shown while a run goes on
+
+
+class PlaybookCommands(commands.Cog):
+    playbooks = app_commands.Group(name="playbooks", description="Workflows the persona can run", guild_only=True)
+
+    def __init__(self, bot: commands.Bot):
+        self.bot = bot
+        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+
+    async def _scope(self, interaction: discord.Interaction) -> tuple[Scope, Place | None]:
+        place = await locate(self.engine, interaction.channel)
+        return (place.scope if place else Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0)), place
+
+    @playbooks.command(name="list", description="The playbooks the persona can run")
+    async def list_(self, interaction: discord.Interaction) -> None:
+        await answer(interaction, "\n".join(playbook_list_lines(self.engine.playbook_library())))
+
+    @playbooks.command(name="show", description="A playbook's inputs, outputs and nodes")
+    async def show(self, interaction: discord.Interaction, name: str) -> None:
+        found = self.engine.playbook_library().get(name)
+        await answer(interaction, "\n".join(playbook_lines(found)) if found else
+                     f"There is no playbook {name!r}; see /playbooks list.")
+
+    @show.autocomplete("name")
+    async def _names(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        return [app_commands.Choice(name=name, value=name) for name in sorted(self.engine.playbook_library())
+                if current.lower() in name][:MAX_CHOICES]
+
+    @playbooks.command(name="check", description="What kept playbooks from loading (Manage Server)")
+    async def check(self, interaction: discord.Interaction) -> None:
+        if await manager(interaction, "Checking playbooks shows the operator's files"):
+            await answer(interaction, "\n".join(problem_lines(self.engine.playbook_problems())))
+
+    @playbooks.command(name="run", description="Run a playbook here (Manage Server); progress as it goes")
+    @app_commands.describe(arguments='A JSON object, for example {"topic": "the release"}')
+    async def run(self, interaction: discord.Interaction, name: str, arguments: str = "{}") -> None:
+        if not await manager(interaction, "Running a playbook makes model calls and may write memory"):
+            return
+        try:
+            args = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            await answer(interaction, f'Arguments are a JSON object, for example {{"topic": "tea"}} ({exc.msg}).')
+            return
+        if not isinstance(args, dict):
+            await answer(interaction, 'Arguments are a JSON object, for example {"topic": "tea"}.')
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        scope, _ = await self._scope(interaction)
+        steps: list[str] = []
+        updates: set[asyncio.Task[object]] = set()  # progress edits in flight
+
+        def progress(step: str) -> None:
+            steps.append(step)
+            shown = "\n".join([f"Running {name}...", *steps[-PROGRESS_LINES:]])
+            task: asyncio.Task[object] = asyncio.create_task(interaction.edit_original_response(content=shown))
+            updates.add(task)
+            task.add_done_callback(updates.discard)
+
+        try:
+            done = await self.engine.run_playbook(scope, name, args, progress=progress)
+        except PlaybookError as exc:
+            await answer(interaction, f"{name} did not finish: {exc.notice}")
+            return
+        finally:
+            await asyncio.gather(*updates, return_exceptions=True)  # a failed progress edit loses nothing
+        await answer(interaction, "\n".join(result_lines(name, done.outputs)))
+
+    run.autocomplete("name")(_names)
+
+    @playbooks.command(name="runs", description="The latest playbook runs here, step by step")
+    async def runs(self, interaction: discord.Interaction) -> None:
+        scope, _ = await self._scope(interaction)
+        await answer(interaction, "\n".join(runs_lines(await self.engine.playbook_runs(scope), self.engine.clock())))
+
+
+
+async def setup(bot: commands.Bot) -> None:
+    await bot.add_cog(PlaybookCommands(bot))
