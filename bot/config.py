@@ -77,6 +77,10 @@ class LLMConfig(_Model):
     max_output_tokens: int = Field(1_024, ge=16, le=64_000, description=(
         "Tokens reserved for each reply, below context_tokens; at most a quarter of context_tokens is reserved, "
         "so a small local model keeps room for the conversation."))
+    reply_tools: bool = Field(True, description=(
+        "The persona may call recall and recall_thread while replying, when it needs to remember more "
+        "(Anthropic and OpenAI-compatible providers; the offline model never calls tools). Every request that "
+        "shares the conversation's cache offers the same tools."))
     anthropic: AnthropicConfig = AnthropicConfig()
     openai: OpenAIConfig = OpenAIConfig()
 

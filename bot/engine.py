@@ -29,9 +29,10 @@ from bot.services.playbooks import Playbooks, RunView
 from bot.services.settings import Settings, Where
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
+from bot.services.toolbox import ToolBox
 from bot.services.tooling import EngineTools
 from bot.services.views import BranchDetail, MemoryView, SettingsView, ThreadDetail, TreeRow
-from bot.tools import REGISTRY
+from bot.tools import CONVERSATION_TOOLS, REGISTRY, definitions
 from memory import forget, recall, threads
 from memory.backends import open_store
 from memory.budget import Budget
@@ -72,8 +73,11 @@ class Engine:
                                            self.snapshots, persona)
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
-        runner = Runner(library={}, tools=REGISTRY, store=store, llm=llm, assembler=self.assembler,
-                        services=EngineTools(self.conversations, self.stelis, self.admin, store.clock),
+        toolbox = ToolBox(REGISTRY, EngineTools(self.conversations, self.stelis, self.admin, store.clock))
+        self.conversations.toolbox = toolbox
+        if config.llm.reply_tools and getattr(llm, "supports_tools", False):
+            self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)
+        runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
                         stelis=config.stelis, persona=persona, max_subagent_depth=config.playbooks.subagent_depth)
         self.playbooks = Playbooks(store, runner, self.stelis, REGISTRY, config.playbooks.folder,
                                    config.stelis.max_depth, persona)

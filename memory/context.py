@@ -12,6 +12,7 @@ the tail is paid in full on every turn.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from bisect import bisect_left, bisect_right
@@ -77,9 +78,11 @@ class Shape:
 
     tier: Tier = "standard"
     with_recall: bool = True  # recall in the tail (when the assembler's recall is on)
-    # Tools the model may call: the first bytes of the prompt, so a profile keeps the same list in the
-    # same order to share the cache. With none, stored tool turns are sent as text.
-    tools: tuple[Tool, ...] = ()
+    # Tools the model may call: the first bytes of the prompt, so every request that shares the
+    # conversation's cache sends the same list in the same order. None: the conversation's tools (the
+    # assembler's `conversation_tools`); () none, and stored tool turns are sent as text.
+    tools: tuple[Tool, ...] | None = None
+    tool_choice: str | None = None  # narrows what may be called without touching the cached tool list
     instruction: str | None = None  # a task for the model after the cached history (a playbook node's action)
     naive: bool = False  # a benchmark's plain slide: the newest messages that fit, no summary, no recall
 
@@ -223,6 +226,7 @@ class Assembler:
         self.stelis = stelis
         self.clock = clock
         self.conversation = Conversation.of(persona, ShortTermSettings(), MemoryWorkSettings())
+        self.conversation_tools: tuple[Tool, ...] = ()  # what every reply (and conversation-profile request) offers
         self.recall_enabled = True
         self.frequencies = recall.Frequencies()
         self.visibilities = recall.Visibilities()
@@ -246,7 +250,8 @@ class Assembler:
         preview, naive = not persist, shape.naive
         thread = await self.store.thread(thread_id)
         chain = await lineage(self.store, thread)
-        persona, system_text, budget = await self._system(chain)
+        tools = self.conversation_tools if shape.tools is None else shape.tools
+        persona, system_text, budget = await self._system(chain, tools)
         now = self.clock()
         extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
 
@@ -290,7 +295,7 @@ class Assembler:
             return False
         base = self._base(thread)  # taken before reading: an erasure while the model writes voids the result
         chain = await lineage(self.store, thread)
-        _, _, budget = await self._system(chain)
+        _, _, budget = await self._system(chain, self.conversation_tools)
         p, cut, _ = await self._next_cut(thread, chain, budget, thread.memory_as_of is None, [], False, force=True)
         if cut is None:
             return False
@@ -329,11 +334,11 @@ class Assembler:
                 return trim
         return 0, start
 
-    async def _system(self, chain: list[Thread]) -> tuple[Persona, str, Plan]:
+    async def _system(self, chain: list[Thread], tools: tuple[Tool, ...]) -> tuple[Persona, str, Plan]:
         """The persona, its system prompt, and the request's budget shared out around it."""
         persona = (await self.conversation_of(chain[-1])).persona
         system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
-        return persona, system_text, plan(self.budget, cached_tokens(system_text))
+        return persona, system_text, plan(self.budget, cached_tokens(system_text) + tool_tokens(tools))
 
     async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
                     extra: list[Message], naive: bool) -> _Planned:
@@ -456,7 +461,9 @@ class Assembler:
         if layers.text:
             system.append(Block(layers.text, cache="1h"))
         request = LLMRequest(system=tuple(system), turns=tuple(to_turns(pieces + tail)),
-                             max_tokens=self.budget.output, tier=shape.tier, persona=persona.name, tools=shape.tools)
+                             max_tokens=self.budget.output, tier=shape.tier, persona=persona.name,
+                             tools=self.conversation_tools if shape.tools is None else shape.tools,
+                             tool_choice=shape.tool_choice)
         parts["output"] = self.budget.output
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
@@ -683,6 +690,12 @@ class Assembler:
         if cached_tokens(text) > budget:  # the live details go first, then the news
             text = render("tail.md.j2", **args, live=[], parent_news=None)
         return text
+
+
+def tool_tokens(tools: tuple[Tool, ...]) -> int:
+    """What tool definitions weigh in a request (they come before the system prompt)."""
+    return sum(cached_tokens(json.dumps({"name": t.name, "description": t.description, "input_schema": t.input_schema},
+                                        sort_keys=True)) for t in tools)
 
 
 def _keep(cache: OrderedDict[int, Any], thread_id: int, entry: Any) -> None:

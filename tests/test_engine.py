@@ -257,3 +257,62 @@ async def test_at_start_up_the_engine_indexes_and_counts_the_newest_words_in_the
         assert "wombat" in engine.assembler.frequencies._known  # "wombats", as a query stems it
     finally:
         await engine.close()
+
+
+async def test_a_reply_may_call_recall_first_and_the_exchange_is_stored_paired(make_config, fake_anthropic):
+    from bot.config import AnthropicConfig, ModelTiers
+    from bot.providers.anthropic_llm import AnthropicLLM
+
+    def answer(body):
+        last = body["messages"][-1]["content"]
+        if body.get("tool_choice", {}).get("type") == "none" or any(b["type"] == "tool_result" for b in last):
+            return "It ships on Friday, as you said."
+        return [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}", "name": "recall",
+                 "input": {"query": "ship date"}}]
+
+    fake_anthropic.responder = answer
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
+    scope = Scope.channel(1, 10)
+    await engine.hear(scope, "we ship calculator_v2 on Friday", author_name="mahe")
+    thread = (await engine.thread_for(scope)).id
+    reply = await engine.reply(thread)
+    assert reply.content == "It ships on Friday, as you said."
+    stored = await engine.store.tail(thread, 10)
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[1].metadata["tool_use"][0]["name"] == "recall" and "Friday" in stored[2].content
+    bodies = [c.body for c in fake_anthropic.calls]
+    assert all(c.status == 200 for c in fake_anthropic.calls) and len(bodies) == 2
+    assert [t["name"] for t in bodies[0]["tools"]] == ["recall", "recall_thread"] == \
+        [t["name"] for t in bodies[1]["tools"]]  # the same list, first in the prefix, every time
+    await engine.close()
+
+
+async def test_a_reply_that_keeps_calling_tools_is_made_to_answer(make_config, fake_anthropic):
+    from bot.config import AnthropicConfig, ModelTiers
+    from bot.providers.anthropic_llm import AnthropicLLM
+    from bot.services.conversation import MAX_TOOL_ROUNDS
+
+    def answer(body):
+        if body.get("tool_choice", {}).get("type") == "none":
+            return "Enough looking: here is my answer."
+        return [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}", "name": "recall",
+                 "input": {"query": "more"}}]
+
+    fake_anthropic.responder = answer
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
+    scope = Scope.channel(1, 10)
+    await engine.hear(scope, "tell me everything", author_name="mahe")
+    thread = (await engine.thread_for(scope)).id
+    assert (await engine.reply(thread)).content == "Enough looking: here is my answer."
+    assert len(fake_anthropic.calls) == MAX_TOOL_ROUNDS + 1
+    assert fake_anthropic.calls[-1].body["tools"] == fake_anthropic.calls[0].body["tools"]
+    await engine.close()
+
+
+async def test_the_offline_model_is_offered_no_tools(engine):
+    scope = Scope.channel(1, 10)
+    await engine.hear(scope, "hello", author_name="mahe")
+    assembly = await engine.context((await engine.thread_for(scope)).id)
+    assert assembly.request.tools == ()

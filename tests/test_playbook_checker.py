@@ -124,3 +124,10 @@ def test_check_file_reads_json_and_names_the_file(tmp_path):
     path.write_text("{not json")
     _, problems = check_file(path, tools=TOOLS, library={}, max_depth=3)
     assert str(only(problems)).startswith(f"{path}: not valid JSON")
+
+
+def test_a_conversation_node_may_not_offer_tools_beyond_the_conversations_own():
+    problem = only(problems_of(playbook([llm("ask", tools=["recall", "memory_pin"])])))
+    assert (problem.node, problem.field) == ("ask", "tools") and "'memory_pin' is not one of the conversation" in \
+        problem.message
+    assert problems_of(playbook([llm("ask", context_profile="worker", tools=["memory_pin"])])) == []

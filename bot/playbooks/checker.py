@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bot.tools import CONVERSATION_TOOLS
+
 from bot.playbooks.model import (
     VARIABLE,
     LLMNode,
@@ -116,6 +118,10 @@ def _check_names(playbook: Playbook, tools: Collection[str], library: Mapping[st
             for name in node.tools:
                 if name not in tools:
                     add(node.id, "tools", f"unknown tool {name!r}")
+                elif node.context_profile == "conversation" and name not in CONVERSATION_TOOLS:
+                    add(node.id, "tools", f"{name!r} is not one of the conversation's tools "
+                        f"({', '.join(CONVERSATION_TOOLS)}): every conversation request offers the same list, or "
+                        "the cached prefix is lost; use a worker or router profile for it")
         elif isinstance(node, ToolNode) and node.tool not in tools:
             add(node.id, "tool", f"unknown tool {node.tool!r}")
         elif isinstance(node, SubplayNode) and node.playbook not in library:

@@ -33,10 +33,10 @@ def with_schema(instruction: str, schema: dict[str, Any] | None) -> str:
 
 
 async def request_for(profile: Profile, instruction: str, *, thread_id: int, state: dict[str, Any],
-                      assembler: Assembler, store: Store, tools: tuple[Tool, ...],
+                      assembler: Assembler, store: Store, tools: tuple[Tool, ...] | None,
                       response_schema: dict[str, Any] | None, max_tokens: int) -> LLMRequest:
     """The request an llm node sends under its profile."""
-    if profile == "conversation":
+    if profile == "conversation":  # tools None: the conversation's own list, as every reply sends it
         shape = Shape(tier=TIERS[profile], tools=tools, instruction=instruction)
         assembly = await assembler.assemble(thread_id, shape=shape)
         request = assembly.request
@@ -45,12 +45,13 @@ async def request_for(profile: Profile, instruction: str, *, thread_id: int, sta
         system = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
         recent = await store.last_exchanges(thread_id, 2 * assembler.policy.locked_turns)
         lines = "\n".join(exchange_lines(recent)) or "(nothing said yet)"
-        request = LLMRequest(system=(Block(system),), max_tokens=max_tokens, tier=TIERS[profile], tools=tools,
+        request = LLMRequest(system=(Block(system),), max_tokens=max_tokens, tier=TIERS[profile], tools=tools or (),
                              turns=(Turn.text("user", f"Recent conversation:\n{lines}\n\n{instruction}"),))
     else:
         shown = json.dumps({k: v for k, v in state.items() if k != "input"}, ensure_ascii=False, default=str)
         request = LLMRequest(system=(Block(NEUTRAL_SYSTEM),), max_tokens=max_tokens, tier=TIERS[profile],
-                             tools=tools, turns=(Turn.text("user", f"{instruction}\n\nState:\n{shown[:STATE_CHARS]}"),))
+                             tools=tools or (),
+                             turns=(Turn.text("user", f"{instruction}\n\nState:\n{shown[:STATE_CHARS]}"),))
     return LLMRequest(system=request.system, turns=request.turns, max_tokens=request.max_tokens, tier=request.tier,
                       purpose=request.purpose, persona=request.persona, tools=request.tools,
                       tool_choice=request.tool_choice, response_schema=response_schema)

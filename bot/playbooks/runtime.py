@@ -30,11 +30,12 @@ from bot.playbooks.model import (
 )
 from bot.playbooks.profiles import request_for, with_schema
 from bot.playbooks.state import PlaybookError, fill, route
-from bot.tools import ToolScope, ToolSpec, definitions
+from bot.services.toolbox import ToolBox
+from bot.tools import definitions
 from memory import threads
 from memory.context import Assembler
 from memory.errors import Failure
-from memory.llm import LLM, Block, LLMRequest, LLMResult, ToolCall, Turn, Usage
+from memory.llm import LLM, Block, LLMRequest, LLMResult, Tool, ToolCall, Turn, Usage
 from memory.records import NewMessage, PlaybookStep, Scope
 from memory.settings import StelisSettings
 from memory.store import Store
@@ -67,12 +68,10 @@ class _Context:
 
 
 class Runner:
-    def __init__(self, *, library: Mapping[str, Playbook], tools: Mapping[str, ToolSpec], services: Any,
-                 store: Store, llm: LLM, assembler: Assembler, stelis: StelisSettings, persona: str,
-                 max_subagent_depth: int):
+    def __init__(self, *, library: Mapping[str, Playbook], toolbox: ToolBox, store: Store, llm: LLM,
+                 assembler: Assembler, stelis: StelisSettings, persona: str, max_subagent_depth: int):
         self.library = library
-        self.tools = tools
-        self._services = services
+        self._toolbox = toolbox
         self._store = store
         self._llm = llm
         self._assembler = assembler
@@ -146,7 +145,8 @@ class Runner:
         if isinstance(node, RouteNode):
             return ctx.state.get("last"), step
         if isinstance(node, ToolNode):
-            return await self._tool(node.tool, fill(node.args, ctx.state), ctx), step
+            call = ToolCall(f"node-{node.id}", node.tool, fill(node.args, ctx.state))
+            return await self._toolbox.run(call, ctx.scope, ctx.run.current, self._toolbox.registry), step
         if isinstance(node, LLMNode):
             return await self._llm_node(node, ctx, step)
         if isinstance(node, StelisStartNode):
@@ -162,15 +162,11 @@ class Runner:
             return await self._subplay(node, ctx), step
         raise PlaybookError(f"node type {kind!r} cannot run")
 
-    async def _tool(self, name: str, args: dict[str, Any], ctx: _Context) -> Any:
-        spec = self.tools.get(name)
-        if spec is None:
-            raise PlaybookError(f"unknown tool {name!r}")
-        return await spec.call(ToolScope(ctx.scope, ctx.run.current, self._services), args)
-
     async def _llm_node(self, node: LLMNode, ctx: _Context, step: PlaybookStep) -> tuple[Any, PlaybookStep]:
         instruction = with_schema(str(fill(node.action, ctx.state)), node.response_schema)
-        tools = definitions(self.tools, node.tools) if node.tools else ()
+        # The conversation profile offers the conversation's tools, always the same list (the cached prefix);
+        # other profiles offer the node's own.
+        tools = None if node.context_profile == "conversation" else definitions(self._toolbox.registry, node.tools)
         request = await self._request(node, ctx, instruction, tools)
         usage = Usage()
         for round_ in range(node.max_tool_rounds + 1):
@@ -192,15 +188,17 @@ class Runner:
         return value, step
 
     async def _request(self, node: LLMNode, ctx: _Context, instruction: str,
-                       tools: tuple[Any, ...]) -> LLMRequest:
+                       tools: tuple[Tool, ...] | None) -> LLMRequest:
         return await request_for(node.context_profile, instruction, thread_id=ctx.run.current, state=ctx.state,
                                  assembler=self._assembler, store=self._store, tools=tools,
                                  response_schema=node.response_schema, max_tokens=self._assembler.budget.output)
 
-    async def _tool_round(self, node: LLMNode, ctx: _Context, instruction: str, tools: tuple[Any, ...],
+    async def _tool_round(self, node: LLMNode, ctx: _Context, instruction: str, tools: tuple[Tool, ...] | None,
                           request: LLMRequest, result: LLMResult) -> LLMRequest:
         """Run the calls; the conversation keeps them as paired messages, other profiles in the request."""
-        outputs = [(call, await self._call_safely(call, ctx)) for call in result.tool_calls]
+        offered = [t.name for t in request.tools]
+        outputs = [(call, await self._toolbox.answer(call, ctx.scope, ctx.run.current, offered))
+                   for call in result.tool_calls]
         if node.context_profile == "conversation":
             await self._store.append(ctx.run.current, tool_call_message(result, self._persona))
             for call, output in outputs:
@@ -212,14 +210,6 @@ class Runner:
         answered = Turn("user", tuple(Block(out or "(empty result)", kind="tool_result", tool_id=c.id)
                                       for c, out in outputs))
         return replace(request, turns=(*request.turns, said, answered))
-
-    async def _call_safely(self, call: ToolCall, ctx: _Context) -> str:
-        """A tool's result as text for the model; its failure is told to the model, not raised."""
-        try:
-            value = await self._tool(call.name, call.input, ctx)
-        except (Failure, PlaybookError) as exc:
-            return f"error: {exc.notice}"
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
     async def _subplay(self, node: SubplayNode, ctx: _Context) -> dict[str, Any]:
         args = fill(node.args, ctx.state)

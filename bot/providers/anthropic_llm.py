@@ -15,6 +15,7 @@ from memory.llm import Block, LLMError, LLMRequest, LLMResult, TextSink, Tool, T
 
 class AnthropicLLM:
     name = "anthropic"
+    supports_tools = True
 
     def __init__(self, config: AnthropicConfig, tiers: ModelTiers):
         self.config = config

@@ -13,6 +13,7 @@ from memory.llm import LLMError, LLMRequest, LLMResult, TextSink, ToolCall, Turn
 
 class OpenAILLM:
     name = "openai"
+    supports_tools = True
 
     def __init__(self, config: OpenAIConfig, tiers: ModelTiers):
         try:

@@ -11,17 +11,21 @@ from bot.services.forgetting import Forgetting
 from bot.services.settings import Settings
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
+from bot.services.toolbox import ToolBox, scope_of
 from memory import recall
 from memory.budget import ContextError
-from memory.context import Assembler, Assembly
+from memory.context import REPLY, Assembler, Assembly, Shape
 from memory.errors import Failure
-from memory.llm import LLM, LLMError, TextSink
+from memory.llm import LLM, LLMError, LLMResult, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
 from memory.store import Store
+from memory.turns import tool_call_message, tool_result_message
 from memory.window import LockedBufferTooLarge
 
 log = logging.getLogger(__name__)
 
+MAX_TOOL_ROUNDS = 3  # tool calls a reply may make before it must answer
+FINAL = Shape(tool_choice="none")  # the last round: answer now (the tool list stays, so the cache does)
 INDEX_DELAY_SECONDS = 1.0  # what is heard is indexed for recall this long after, in one batch
 PARTICIPANTS_SEEN = 200  # recent messages whose authors a reply may ping
 
@@ -41,6 +45,7 @@ class Conversations:
         self._forgetting = forgetting
         self._snapshots = snapshots
         self._persona = persona
+        self.toolbox: ToolBox | None = None  # the tools a reply may call (set once the engine has them)
         self.scheduler: MemoryScheduler | None = None  # timers to arm once the memory scheduler runs
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
@@ -78,10 +83,7 @@ class Conversations:
         """Answer what the thread holds now; store and return the reply. Raises ReplyFailed."""
         async with self._reply_locks[thread_id]:
             try:
-                assembly = await self._assembler.assemble(thread_id)
-                if not assembly.request.turns:
-                    raise ReplyFailed("There is nothing to reply to yet.")
-                result = await self._llm.complete(assembly.request, on_text)
+                assembly, result = await self._answer(thread_id, on_text)
             except LLMError as exc:
                 log.warning("reply failed in thread %d: %s", thread_id, exc.notice)
                 raise ReplyFailed(exc.notice) from exc
@@ -95,6 +97,24 @@ class Conversations:
         if assembly.fold_soon:
             self._fold_ahead(thread_id)
         return message
+
+    async def _answer(self, thread_id: int, on_text: TextSink | None) -> tuple[Assembly, LLMResult]:
+        """The model's answer, after the tool calls it makes on the way (each stored as a paired exchange)."""
+        offered = [t.name for t in self._assembler.conversation_tools]
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            last = round_ == MAX_TOOL_ROUNDS
+            assembly = await self._assembler.assemble(thread_id, shape=FINAL if last and offered else REPLY)
+            if not assembly.request.turns:
+                raise ReplyFailed("There is nothing to reply to yet.")
+            result = await self._llm.complete(assembly.request, on_text)
+            if not result.tool_calls or self.toolbox is None or last:
+                return assembly, result
+            thread = assembly.thread
+            await self._store.append(thread_id, tool_call_message(result, self._persona))
+            for call in result.tool_calls:
+                output = await self.toolbox.answer(call, scope_of(thread), thread_id, offered)
+                await self._store.append(thread_id, tool_result_message(call, output))
+        raise AssertionError("the last round always returns")
 
     async def context(self, thread_id: int) -> Assembly:
         """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""

@@ -12,4 +12,7 @@ from bot.tools.registry import ToolError, ToolScope, ToolServices, ToolSpec, def
 REGISTRY: dict[str, ToolSpec] = {spec.name: spec for spec in (recall.SPEC, recall_thread.SPEC, memory_pin.SPEC,
                                                               now.SPEC)}
 
-__all__ = ["REGISTRY", "ToolError", "ToolScope", "ToolServices", "ToolSpec", "definitions"]
+# What every reply and conversation-profile request offers, in this order (the cached tool list).
+CONVERSATION_TOOLS = ("recall", "recall_thread")
+
+__all__ = ["CONVERSATION_TOOLS", "REGISTRY", "ToolError", "ToolScope", "ToolServices", "ToolSpec", "definitions"]
