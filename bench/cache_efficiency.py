@@ -7,6 +7,9 @@ Every strategy answers the same scripted turns (user messages, tool pairs, and t
   would in production, so memory layers change during the run);
 - `stelis_server`: the same, in a server where two public channels talk in turn between its turns
   (their memory is shown in its prompt, most recently active first: the order flips every turn);
+- `stelis_research`: the full engine where every fifth turn runs the `research` playbook instead of a
+  plain reply (a Stelis thread, conversation-profile nodes with recall, a chronicle); its share counts
+  every request that opens with the persona's system prompt, the playbook's included;
 - `stelis_window`: the assembler alone (window, rolling summary, recall; no memory versions);
 - `letta`: a Letta-style manager (bench/letta_style.py);
 - `naive`: the newest messages that fit, recomputed every turn (what the Discord peers do).
@@ -41,6 +44,7 @@ from memory.tokens import count_tokens
 from tests.fake_anthropic import FakeAnthropic
 
 TURNS = 2_000
+RESEARCH_EVERY = 5  # stelis_research: one turn in five goes through the research playbook
 BUDGETS = (8_000, 16_000, 32_000)
 OUTPUT = 1_024
 CARD = ("You are Stelis, a warm and curious companion in a Discord server. You remember conversations "
@@ -97,8 +101,8 @@ async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: s
     llm = AnthropicLLM(AnthropicConfig(api_key="bench", base_url=server.base_url, max_retries=0, stream=False),
                        TIERS)
     with tempfile.TemporaryDirectory() as tmp:
-        runner = {"stelis": _engine, "stelis_server": _server, "stelis_window": _assembler, "naive": _assembler,
-                  "letta": _letta}[strategy]
+        runner = {"stelis": _engine, "stelis_server": _server, "stelis_research": _research,
+                  "stelis_window": _assembler, "naive": _assembler, "letta": _letta}[strategy]
         async with runner(strategy, budget, llm, Path(tmp)) as turn:
             for step in steps:
                 scripted.reply = step.reply
@@ -182,6 +186,31 @@ class _server(_engine):
         return busy_turn
 
 
+class _research(_engine):
+    """The whole engine, every fifth turn answered by the research playbook (issue: playbooks)."""
+
+    async def __aenter__(self) -> Reply:
+        turn = await super().__aenter__()
+        root = await self.engine.thread_for(self.scope)
+        said = 0
+
+        async def research_turn(step: Step) -> None:
+            nonlocal said
+            said += 1
+            if said % RESEARCH_EVERY:
+                await turn(step)
+                return
+            tools, user = step.said[:-1], step.said[-1]
+            if tools:
+                await self.engine.store.append_many(root.id, tools)
+            await self.engine.hear(self.scope, user.content, author_name=user.author_name)
+            await self.engine.run_playbook(self.scope, "research", {"topic": " ".join(user.content.split()[:6])})
+            await self.engine.settle()
+            await self.engine.memory.run_due()
+
+        return research_turn
+
+
 class _assembler:
     """The assembler alone on a store: the window (or the naive slide), no memory versions."""
 
@@ -232,7 +261,7 @@ async def run() -> list[dict]:
     results = []
     for budget in BUDGETS:
         rows = [await simulate(strategy, budget)
-                for strategy in ("stelis", "stelis_server", "stelis_window", "letta", "naive")]
+                for strategy in ("stelis", "stelis_server", "stelis_research", "stelis_window", "letta", "naive")]
         base = rows[0]["cost_per_turn"]
         for row in rows:
             row["cost_vs_stelis"] = round(row["cost_per_turn"] / base, 2)

@@ -303,3 +303,25 @@ async def test_a_playbook_that_fails_the_check_does_not_load(world, caplog):
     assert "playbook not loaded" in caplog.text
     with pytest.raises(PlaybookError, match="there is no playbook 'broken'"):
         await engine.run_playbook(HERE, "broken", {})
+
+
+async def test_meta_user_is_the_normal_reply_byte_for_byte(world):
+    start, llm = world
+    engine = await start()
+    await engine.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
+    await engine.hear(HERE, "what do you think?", author_name="mahe")
+    thread = (await engine.thread_for(HERE)).id
+    direct = (await engine.context(thread)).request
+    done = await engine.run_playbook(HERE, "meta_user", {})
+    assert llm.requests[-1] == direct  # the same request as the direct path, to the last byte
+    said = await engine.last_message(thread)
+    assert said is not None and said.role == "assistant" and said.content == done.outputs["reply"]
+
+
+def test_only_a_conversation_node_may_leave_its_instruction_empty():
+    from bot.playbooks.checker import parse
+
+    raw = {"name": "x", "description": "x", "start_node": "a",
+           "nodes": [{"id": "a", "type": "llm", "context_profile": "worker", "action": ""}]}
+    _, problems = parse(json.dumps(raw), "x.json")
+    assert [p.node for p in problems] == ["a"] and "only a conversation-profile node" in problems[0].message

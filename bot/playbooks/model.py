@@ -48,13 +48,22 @@ class NodeBase(Strict):
 class LLMNode(NodeBase):
     type: Literal["llm"]
     context_profile: Profile
-    action: str = Field(min_length=1)  # the instruction, a template over the state
+    # The instruction, a template over the state. Empty only for the conversation profile: the request is
+    # then the normal reply's, byte for byte (the `meta_user` playbook).
+    action: str
     response_schema: dict[str, Any] | None = None  # structured output: the answer is this JSON object
     output_key: str | None = None
     tools: list[str] = Field(default_factory=list)
     max_tool_rounds: int = Field(3, ge=0, le=20)
     speak: bool = False  # the answer is said in the conversation (stored as the persona's message)
     memorize: bool = False  # the answer is kept in the current thread's history
+
+
+    @model_validator(mode="after")
+    def _instruction(self) -> LLMNode:
+        if not self.action.strip() and self.context_profile != "conversation":
+            raise ValueError("action: only a conversation-profile node may leave its instruction empty")
+        return self
 
 
 class ToolNode(NodeBase):
