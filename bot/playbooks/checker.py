@@ -14,8 +14,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.tools import CONVERSATION_TOOLS
-
 from bot.playbooks.model import (
     VARIABLE,
     LLMNode,
@@ -27,6 +25,7 @@ from bot.playbooks.model import (
     SubplayNode,
     ToolNode,
 )
+from bot.tools import CONVERSATION_TOOLS
 
 BUILTIN_VARIABLES = {"last", "input"}  # the previous node's result; the run's arguments as one object
 
