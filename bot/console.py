@@ -29,6 +29,7 @@ from bot.report import (
     tree_lines,
     written_text,
 )
+from bot.tools import ToolError
 from memory.anchors import thread_ref
 from memory.errors import Failure
 from memory.records import Scope
@@ -114,7 +115,15 @@ class Console:
                           "/thread end to close it)")
         return self.run
 
+    async def post(self, scope: Scope, text: str) -> None:
+        """The persona says something on its own (a tool, a playbook): printed as its line."""
+        self._say(f"{self.engine.persona}: {text}")
+
+    async def open_thread(self, scope: Scope, name: str) -> str:
+        raise ToolError("the console has no Discord threads; /thread new opens a Stelis thread here")
+
     async def run_loop(self) -> int:
+        self.engine.attach(self)
         run = await self.start()
         if self.interactive:
             await self._greet(run)

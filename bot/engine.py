@@ -32,7 +32,7 @@ from bot.services.stelis import StelisThreads
 from bot.services.toolbox import ToolBox
 from bot.services.tooling import EngineTools
 from bot.services.views import BranchDetail, MemoryView, SettingsView, ThreadDetail, TreeRow
-from bot.tools import CONVERSATION_TOOLS, REGISTRY, definitions
+from bot.tools import CONVERSATION_TOOLS, REGISTRY, FrontEnd, definitions
 from memory import forget, recall, threads
 from memory.backends import open_store
 from memory.budget import Budget
@@ -73,7 +73,8 @@ class Engine:
                                            self.snapshots, persona)
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
-        toolbox = ToolBox(REGISTRY, EngineTools(self.conversations, self.stelis, self.admin, store.clock))
+        self.tools = EngineTools(self.conversations, self.stelis, self.admin, store.clock, persona)
+        toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):
             self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)
@@ -174,6 +175,10 @@ class Engine:
     @property
     def persona(self) -> str:
         return self.config.persona.name
+
+    def attach(self, front_end: FrontEnd) -> None:
+        """The front end the persona acts through on its own (post_message, open_thread, a playbook's speak)."""
+        self.tools.front_end = front_end
 
     @property
     def model_name(self) -> str:

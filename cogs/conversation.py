@@ -12,7 +12,9 @@ from discord.ext import commands
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
 from bot.engine import Engine, ReplyFailed
 from bot.splitting import split_message
+from bot.tools import ToolError
 from cogs.places import Place, locate
+from memory.records import Scope
 from memory.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,34 @@ class Conversation(commands.Cog):
         self._ingest_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._unstored: defaultdict[int, list[discord.Message]] = defaultdict(list)  # refused by storage, in order
         self._bot_turns: defaultdict[int, int] = defaultdict(int)
+
+    async def cog_load(self) -> None:
+        self.engine.attach(self)
+
+    # the persona acting on its own (tools, playbooks): the engine's front end
+
+    async def post(self, scope: Scope, text: str) -> None:
+        channel = self._channel_of(scope)
+        for chunk in split_message(text):
+            await channel.send(chunk, allowed_mentions=SAFE_MENTIONS)
+
+    async def open_thread(self, scope: Scope, name: str) -> str:
+        channel = self._channel_of(scope)
+        if not isinstance(channel, discord.TextChannel):
+            raise ToolError("threads open under a text channel; this conversation is not one")
+        try:
+            thread = await channel.create_thread(name=name, type=discord.ChannelType.public_thread,
+                                                 auto_archive_duration=1440)
+        except discord.HTTPException as exc:
+            raise ToolError(f"Discord refused the thread ({exc.status})") from exc
+        return f"opened thread #{thread.name} ({thread.id}); its messages become a branch of this conversation"
+
+    def _channel_of(self, scope: Scope) -> discord.abc.Messageable:
+        target = scope.discord_thread_id or scope.channel_id
+        channel = self.bot.get_channel(target) if target else None
+        if not isinstance(channel, discord.abc.Messageable):
+            raise ToolError("this conversation's channel is not reachable now")
+        return channel
 
     # events
 

@@ -1,5 +1,6 @@
 import asyncio
 import io
+import json
 import os
 import subprocess
 import sys
@@ -347,4 +348,23 @@ async def test_playbooks_list_show_run_and_runs_in_the_console(make_config, tmp_
     assert f"{broken}: node a: field context_profile: Field required" in text
     assert "No problems: every playbook passes the check." in text
     assert "Usage: /playbooks [list" in text
+    await engine.close()
+
+
+async def test_a_playbook_posts_through_the_console(make_config, tmp_path):
+    folder = tmp_path / "pb"
+    folder.mkdir()
+    (folder / "greet.json").write_text(json.dumps({
+        "name": "greet", "description": "says hello on its own", "start_node": "say",
+        "nodes": [{"id": "say", "type": "llm", "context_profile": "worker", "action": "Greet the team warmly.",
+                   "tools": ["post_message"], "max_tool_rounds": 1}]}))
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}, playbooks={"folder": str(folder)}),
+                               OfflineLLM())
+    out = io.StringIO()
+    await Console(engine, io.StringIO("/playbooks run greet\n"), out, "mahe").run_loop()
+    posted = [line for line in out.getvalue().splitlines() if line.startswith("Stelis: ")]
+    assert len(posted) == 1 and posted[0].startswith("Stelis: Greet the team warmly")  # the offline call, printed
+    root = await engine.thread_for(Scope.console())
+    last = await engine.last_message(root.id)
+    assert last is not None and last.role == "assistant" and f"Stelis: {last.content}" == posted[0]  # remembered
     await engine.close()

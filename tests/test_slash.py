@@ -294,3 +294,41 @@ async def test_playbook_commands(books):
     assert "research: close (stelis_end)" in progress[-1]
     shown = said(await run(cog.runs, cog))
     assert "research [completed]" in shown
+
+
+async def test_a_playbook_speaks_and_posts_in_the_channel_through_the_cogs(books):
+    _, engine = books
+    await engine.hear(scope(), "we ship on Friday", author_name="mahe")
+    done = await engine.run_playbook(scope(), "meta_user", {})
+    posted = dpytest.get_message()
+    assert posted.content == done.outputs["reply"] and posted.channel.id == channel().id
+    root = await engine.thread_for(scope())
+    last = await engine.last_message(root.id)
+    assert last is not None and last.role == "assistant" and last.content == done.outputs["reply"]  # remembered
+
+
+async def test_the_persona_opens_a_thread_and_posts_through_its_tools(books, monkeypatch):
+    from types import SimpleNamespace
+
+    from bot.services.toolbox import scope_of
+    from memory.llm import ToolCall
+
+    _, engine = books
+    opened_here: list[tuple[int, str, object]] = []
+
+    async def create_thread(self, *, name, type, auto_archive_duration):  # dpytest has no thread creation
+        opened_here.append((self.id, name, type))
+        return SimpleNamespace(name=name, id=4242)
+
+    monkeypatch.setattr(discord.TextChannel, "create_thread", create_thread)
+    root = await engine.thread_for(scope())
+    box = engine.conversations.toolbox
+    said = await box.answer(ToolCall("t1", "post_message", {"text": "Good morning, all."}), scope_of(root),
+                            root.id, ["post_message"])
+    assert said == "posted" and dpytest.get_message().content == "Good morning, all."
+    opened = await box.answer(ToolCall("t2", "open_thread", {"name": "Release notes"}), scope_of(root), root.id,
+                              ["open_thread"])
+    assert opened.startswith("opened thread #Release notes (4242)")
+    assert opened_here == [(channel().id, "Release notes", discord.ChannelType.public_thread)]
+    refused = await box.answer(ToolCall("t3", "post_message", {"text": "x"}), scope_of(root), root.id, ["recall"])
+    assert refused == "error: no tool 'post_message' is offered here"

@@ -31,7 +31,7 @@ from bot.playbooks.model import (
 from bot.playbooks.profiles import request_for, with_schema
 from bot.playbooks.state import PlaybookError, fill, route
 from bot.services.toolbox import ToolBox
-from bot.tools import definitions
+from bot.tools import ToolError, definitions
 from memory import threads
 from memory.context import Assembler
 from memory.errors import Failure
@@ -181,11 +181,22 @@ class Runner:
                        output_tokens=usage.output_tokens, cache_read=usage.cache_read_input_tokens,
                        cache_write=usage.cache_creation_input_tokens)
         value: Any = _structured(result.text, node.response_schema) if node.response_schema else result.text
-        if node.speak or node.memorize:
-            await self._store.append(ctx.run.current, NewMessage(
-                "assistant", result.text, author_name=self._persona, metadata={"playbook": ctx.playbook.name,
-                                                                              "node": node.id}))
+        if node.speak:
+            await self._speak(ctx, node, result.text)
+        elif node.memorize:
+            await self._keep(ctx, node, result.text)
         return value, step
+
+    async def _speak(self, ctx: _Context, node: LLMNode, text: str) -> None:
+        """Said in the conversation through its front end (which remembers it), or kept where the run is."""
+        try:
+            await self._toolbox.services.post(ctx.scope, text)
+        except ToolError:  # no front end (a test, a script): the words are still the persona's
+            await self._keep(ctx, node, text)
+
+    async def _keep(self, ctx: _Context, node: LLMNode, text: str) -> None:
+        await self._store.append(ctx.run.current, NewMessage(
+            "assistant", text, author_name=self._persona, metadata={"playbook": ctx.playbook.name, "node": node.id}))
 
     async def _request(self, node: LLMNode, ctx: _Context, instruction: str,
                        tools: tuple[Tool, ...] | None) -> LLMRequest:

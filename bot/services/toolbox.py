@@ -17,14 +17,14 @@ class ToolBox:
 
     def __init__(self, registry: Mapping[str, ToolSpec], services: ToolServices):
         self.registry = registry
-        self._services = services
+        self.services = services
 
     async def run(self, call: ToolCall, scope: Scope, thread_id: int, allowed: Collection[str]) -> Any:
         """A tool's value; a ToolError when the tool is not offered here or refuses."""
         spec = self.registry.get(call.name) if call.name in allowed else None
         if spec is None:
             raise ToolError(f"no tool {call.name!r} is offered here")
-        return await spec.call(ToolScope(scope, thread_id, self._services), call.input)
+        return await spec.call(ToolScope(scope, thread_id, self.services), call.input)
 
     async def answer(self, call: ToolCall, scope: Scope, thread_id: int, allowed: Collection[str]) -> str:
         """The result the model reads back: the value as text, or what went wrong."""

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from bot.services.conversation import Conversations
 from bot.services.memory_admin import MemoryAdmin
 from bot.services.stelis import StelisThreads
+from bot.tools import FrontEnd, ToolError
 from memory import dates, recall
 from memory.anchors import exchange_lines, thread_ref
 from memory.records import Scope
@@ -16,7 +17,9 @@ RECALL_TOKENS = 800  # what one recall tool result may hold
 
 class EngineTools:
     def __init__(self, conversations: Conversations, stelis: StelisThreads, admin: MemoryAdmin,
-                 clock: Callable[[], float]):
+                 clock: Callable[[], float], persona: str):
+        self._persona = persona
+        self.front_end: FrontEnd | None = None  # set by the front end that runs the engine
         self._conversations = conversations
         self._stelis = stelis
         self._admin = admin
@@ -41,3 +44,16 @@ class EngineTools:
 
     def now_text(self) -> str:
         return dates.now_text(self._clock())
+
+    async def post(self, scope: Scope, text: str) -> str:
+        """Said through the front end, and remembered as the persona's own message."""
+        if self.front_end is None:
+            raise ToolError("there is no front end to post through here")
+        await self.front_end.post(scope, text)
+        await self._conversations.hear(scope, text, author_name=self._persona, role="assistant")
+        return "posted"
+
+    async def open_thread(self, scope: Scope, name: str) -> str:
+        if self.front_end is None:
+            raise ToolError("there is no front end to open a thread through here")
+        return await self.front_end.open_thread(scope, name)
