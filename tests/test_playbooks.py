@@ -167,12 +167,13 @@ async def test_a_conversation_node_reads_the_normal_replys_cached_prefix(make_co
 
 
 async def test_tool_calls_stay_paired_with_their_results_across_window_cuts(make_config, fake_anthropic):
+    made = iter(range(1, 1_000))
+
     def answer(body):
         last = body["messages"][-1]["content"]
         if body.get("tools") and not any(b.get("type") == "tool_result" for b in last):
-            n = len(body["messages"])
             return [{"type": "text", "text": "Let me look."},
-                    {"type": "tool_use", "id": f"toolu_{n}", "name": "recall", "input": {"query": "release"}}]
+                    {"type": "tool_use", "id": f"toolu_{next(made)}", "name": "recall", "input": {"query": "release"}}]
         return "fake answer " + "word " * 40
 
     fake_anthropic.responder = answer
@@ -194,6 +195,10 @@ async def test_tool_calls_stay_paired_with_their_results_across_window_cuts(make
     assert all(c.status == 200 for c in fake_anthropic.calls), [c.body for c in fake_anthropic.calls
                                                                  if c.status != 200][:1]
     assert sum(1 for c in fake_anthropic.calls if c.body.get("tools")) >= 12  # each run called, then answered
+    for call in fake_anthropic.calls:  # the ancestor's mistake: a run's own messages twice in one prompt
+        ids = [b["id"] for m in call.body["messages"] for b in m["content"] if b.get("type") == "tool_use"]
+        texts = [b.get("text") for m in call.body["messages"] for b in m["content"] if b.get("type") == "text"]
+        assert len(ids) == len(set(ids)) and texts.count("Let me look.") == len(ids)
     assert (await engine.context(thread)).parts["summary"] > 0  # the window was cut
     await engine.close()
 
