@@ -330,3 +330,30 @@ def test_only_a_conversation_node_may_leave_its_instruction_empty():
            "nodes": [{"id": "a", "type": "llm", "context_profile": "worker", "action": ""}]}
     _, problems = parse(json.dumps(raw), "x.json")
     assert [p.node for p in problems] == ["a"] and "only a conversation-profile node" in problems[0].message
+
+
+async def test_every_builtin_runs_end_to_end_against_the_fake_server(make_config, fake_anthropic):
+    """Structured answers come back as JSON text; every request the built-ins make is valid."""
+    def answer(body):
+        asked = body["messages"][-1]["content"][-1].get("text", "")
+        if "JSON schema" in asked:
+            return '{"needed": true}'
+        return "fake answer about " + asked[-60:]
+
+    fake_anthropic.responder = answer
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
+    assert sorted(engine.playbook_library()) == ["detail_recall", "meta_user", "research", "summarise_thread"]
+    await engine.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
+    reply = await engine.run_playbook(HERE, "meta_user", {})
+    research = await engine.run_playbook(HERE, "research", {"topic": "the calculator_v2 release"})
+    thread = (await engine.tree((await engine.thread_for(HERE)).id))[1].thread
+    assert thread.label == "research: the calculator_v2 release" and thread.status == "completed"
+    detail = await engine.run_playbook(HERE, "detail_recall", {"thread": thread.id, "question": "when?"})
+    summary = await engine.run_playbook(HERE, "summarise_thread", {"thread": thread.id})
+    assert reply.outputs["reply"].startswith("fake answer") and research.outputs["findings"]
+    assert detail.outputs["summary"].startswith("fake answer") and summary.outputs["summary"].startswith("fake")
+    assert fake_anthropic.calls and all(c.status == 200 for c in fake_anthropic.calls)
+    tiers = {c.body["model"] for c in fake_anthropic.calls}
+    assert tiers == {ModelTiers().standard, ModelTiers().light}  # router and worker_light use the light model
+    await engine.close()
