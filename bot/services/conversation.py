@@ -116,6 +116,13 @@ class Conversations:
                 await self._store.append(thread_id, tool_result_message(call, output))
         raise AssertionError("the last round always returns")
 
+    async def said(self, scope: Scope, text: str) -> Message:
+        """What the persona said on its own (a post), remembered in the conversation as its replies are."""
+        thread = await self._root(scope)
+        message, _ = await self._store.append(thread.id, NewMessage("assistant", text, author_name=self._persona))
+        self._snapshots.changed(thread.id)
+        return message
+
     async def context(self, thread_id: int) -> Assembly:
         """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""
         return await self._assembler.assemble(thread_id, persist=False)

@@ -50,7 +50,7 @@ class EngineTools:
         if self.front_end is None:
             raise ToolError("there is no front end to post through here")
         await self.front_end.post(scope, text)
-        await self._conversations.hear(scope, text, author_name=self._persona, role="assistant")
+        await self._conversations.said(scope, text)
         return "posted"
 
     async def open_thread(self, scope: Scope, name: str) -> str:
