@@ -345,7 +345,7 @@ def _leading_tool_results(content: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 def flatten(body: dict[str, Any]) -> list[tuple[str, int, str | None]]:
     """(canonical JSON, tokens, breakpoint TTL or None) per block, in cache-prefix order."""
-    blocks: list[dict[str, Any]] = list(body.get("tools") or [])
+    blocks: list[dict[str, Any]] = [{**tool, "_tool": True} for tool in body.get("tools") or []]
     system = body.get("system")
     if isinstance(system, str):
         blocks.append({"type": "text", "text": system})
@@ -359,7 +359,10 @@ def flatten(body: dict[str, Any]) -> list[tuple[str, int, str | None]]:
         control = block.get("cache_control")
         plain = {k: v for k, v in block.items() if k != "cache_control"}
         canonical = json.dumps(plain, sort_keys=True, ensure_ascii=False)
-        text = plain.get("text") or plain.get("content") or json.dumps(plain.get("input", ""))
+        if plain.pop("_tool", False):  # a tool definition weighs its name, description and schema
+            text = json.dumps(plain, sort_keys=True)
+        else:
+            text = plain.get("text") or plain.get("content") or json.dumps(plain.get("input", ""))
         tokens = count_tokens(text if isinstance(text, str) else json.dumps(text)) + 3
         out.append((canonical, tokens, (control.get("ttl", "5m") if control else None)))
     return out
