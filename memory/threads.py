@@ -11,7 +11,7 @@ from uuid import uuid4
 from memory import anchors
 from memory.errors import Failure
 from memory.llm import LLM, LLMError
-from memory.records import Thread, ThreadStatus
+from memory.records import NewMessage, Thread, ThreadStatus
 from memory.settings import StelisSettings
 from memory.store import Store
 from memory.summarise import Line, summarise
@@ -25,6 +25,7 @@ DEFAULT_CHRONICLE_PROMPT = (
     "results, and anything left open."
 )
 PARTIAL_NOTE = "(partial: the session ended before it was finished)"
+COMPLETION_NOTE = "[A Stelis thread started earlier in this conversation has ended.]"
 
 
 class StelisError(Failure):
@@ -128,10 +129,36 @@ async def finish(store: Store, llm: LLM | None, thread: Thread, settings: Stelis
         await asyncio.shield(_close(store, thread, "aborted", None))
         raise
     closed = await _close(store, thread, final_status, text)
+    await _announce(store, closed)
     log.info("stelis %s %s", final_status, anchors.thread_ref(thread.id))
     if failure is not None and status == "completed":
         raise failure
     return closed
+
+
+async def _announce(store: Store, ended: Thread) -> None:
+    """The seed's completion message in the parent, when the parent no longer shows the anchor's final form.
+
+    The anchor may have left the parent's window (folded into its rolling summary or a trim's bridge
+    "in progress"), or a memory version may already have summarised it in progress: either way the
+    chronicle would survive only on the thread. The message is new in the parent, so the window shows
+    it and the next memory version summarises it.
+    """
+    if ended.parent_thread_id is None or ended.anchor_seq is None:
+        return  # a root, or a subagent's temporary thread (it leaves no trace in its parent)
+    parent = await store.thread(ended.parent_thread_id)
+    seq = ended.anchor_seq
+    cut = parent.window_start_seq is not None and seq < parent.window_start_seq
+    gapped = parent.window_gap_from is not None and parent.window_gap_to is not None and \
+        parent.window_gap_from <= seq < parent.window_gap_to
+    bookkeeping = await store.memory_channel(parent.id)
+    summarised = bookkeeping is not None and bookkeeping.covered_seq is not None and seq <= bookkeeping.covered_seq
+    if not (cut or gapped or summarised):
+        return  # the anchor is in view: its final form says it all
+    anchor = await store.message_by_seq(seq)
+    final = str(anchor.metadata.get("final", "")) if anchor is not None else ""
+    await store.append(parent.id, NewMessage("system", f"{COMPLETION_NOTE}\n{final}".strip(), metadata={
+        "type": "stelis_completion", "stelis_thread_id": ended.id}))
 
 
 async def reclose(store: Store, thread: Thread, chronicle: str | None) -> Thread:

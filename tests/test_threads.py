@@ -231,3 +231,51 @@ async def test_cancelling_an_end_leaves_the_thread_aborted(store):
         await task
     assert (await store.thread(child.id)).status == "aborted"
     assert run.current == root.id
+
+
+async def _session_with_work(store, label="trip plan"):
+    root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    await store.append(root.id, NewMessage("user", "let's plan the trip", author_name="mahe"))
+    run = Run(root.id)
+    child = await threads.start(store, run, label, SETTINGS)
+    await store.append(child.id, NewMessage("user", "book the Kyoto hotel for May 3", author_name="mahe"))
+    return root, run, child
+
+
+def _completions(messages):
+    return [m for m in messages if m.metadata.get("type") == "stelis_completion"]
+
+
+async def test_a_thread_ending_in_view_of_its_anchor_adds_nothing_to_the_parent(store):
+    root, run, _ = await _session_with_work(store)
+    await threads.end(store, Recording(), run, SETTINGS)
+    assert _completions(await store.tail(root.id, 10)) == []
+
+
+async def test_a_thread_whose_anchor_left_the_parents_window_announces_its_chronicle(store):
+    root, run, child = await _session_with_work(store)
+    for i in range(3):
+        await store.append(root.id, NewMessage("user", f"meanwhile {i}", author_name="kai"))
+    last = (await store.tail(root.id, 1))[-1]
+    await store.set_window(root.id, window_start_seq=last.seq, window_summary="they planned a trip")  # a cut
+    ended = await threads.end(store, Recording(), run, SETTINGS)
+    [note] = _completions(await store.tail(root.id, 10))
+    assert note.role == "system" and note.metadata["stelis_thread_id"] == child.id
+    assert ended.chronicle_summary in note.content and "has ended" in note.content
+    assert note.seq > last.seq  # in the window, after what it shows
+
+
+async def test_a_thread_a_memory_version_saw_in_progress_announces_its_end(store):
+    from memory.settings import Triggers
+
+    root, run, _ = await _session_with_work(store)
+    channel = await store.ensure_memory_channel(root)
+    await store.append_counted(root, NewMessage("user", "ok", author_name="mahe"), Triggers(7_200, 50))
+    covered = (await store.tail(root.id, 1))[-1].seq
+    await store.save_short_term(channel, "they planned a trip; a thread is in progress", 1, covered, 1,
+                                store.clock(), Triggers(7_200, 50), {})
+    await threads.end(store, Recording(), run, SETTINGS)
+    [note] = _completions(await store.tail(root.id, 10))
+    assert note.seq > covered  # after the version: the next one summarises it
+    messages = [m async for m in store.span(root.id, covered + 1, None)]
+    assert note in messages
