@@ -235,9 +235,6 @@ class Engine:
     async def last_seen(self, thread_id: int) -> int | None:
         return await self.conversations.last_seen(thread_id)
 
-    async def has_spoken(self, thread_id: int) -> bool:
-        return await self.conversations.has_spoken(thread_id)
-
     async def channel_roots(self) -> list[Thread]:
         return await self.conversations.channel_roots()
 
@@ -341,6 +338,9 @@ class Engine:
 
     async def branch_current_session(self, discord_thread_id: int) -> Thread | None:
         return await self.branches.current_session(discord_thread_id)
+
+    async def spoke_in_discord_thread(self, discord_thread_id: int) -> bool:
+        return await self.branches.spoken_in(discord_thread_id)
 
     async def branch_archived(self, discord_thread_id: int) -> Thread | None:
         return await self.branches.archive(discord_thread_id)

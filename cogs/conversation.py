@@ -181,7 +181,8 @@ class Conversation(commands.Cog):
         if policy == "chat" or mentioned:
             return True
         if thread_id is not None and isinstance(message.channel, discord.Thread):
-            return (me is not None and message.channel.owner_id == me.id) or await self.engine.has_spoken(thread_id)
+            return ((me is not None and message.channel.owner_id == me.id)
+                    or await self.engine.spoke_in_discord_thread(message.channel.id))  # any of its sessions
         return False
 
     async def _answer(self, message: discord.Message, target: int) -> None:

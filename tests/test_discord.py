@@ -211,6 +211,7 @@ async def test_thread_lifecycle(world):
     update_thread(9001, parent, "Novel", member().id, archived=False)
     post("back again", in_channel=thread)
     await settle()
+    assert dpytest.get_message().content == "hello from the persona"  # it spoke here before: no mention needed
     resumed = await engine.store.thread((await engine.store.branch("discord-9001")).current_thread_id)
     assert resumed.id != session.id and resumed.status == "active"
     first = (await engine.store.tail(resumed.id, 10))[0]

@@ -52,6 +52,16 @@ class DiscordThreadBranches:
         branch = await self._store.branch(branch_id_for(discord_thread_id))
         return await self._current(branch) if branch is not None else None
 
+    async def spoken_in(self, discord_thread_id: int) -> bool:
+        """Has the persona spoken in this Discord thread, in any of its sessions (a resumed one included)?"""
+        branch = await self._store.branch(branch_id_for(discord_thread_id))
+        if branch is None:
+            return False
+        for session in reversed(await self._store.branch_threads(branch.id)):
+            if await self._store.has_spoken(session.id):
+                return True
+        return False
+
     async def archive(self, discord_thread_id: int) -> Thread | None:
         """End the active session with a chronicle; the branch waits, suspended."""
         return await self._close(discord_thread_id, "completed", "suspended")

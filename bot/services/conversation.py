@@ -150,9 +150,6 @@ class Conversations:
         """The newest remembered Discord message id in a thread (backfill starts after it)."""
         return await self._store.last_external_id(thread_id)
 
-    async def has_spoken(self, thread_id: int) -> bool:
-        return await self._store.has_spoken(thread_id)
-
     async def channel_roots(self) -> list[Thread]:
         """Every channel conversation this persona has (for backfill and visibility after a reconnect)."""
         return await self._store.root_threads(self._persona)
