@@ -339,6 +339,9 @@ class Engine:
     async def branch_current_session(self, discord_thread_id: int) -> Thread | None:
         return await self.branches.current_session(discord_thread_id)
 
+    async def discord_threads_seen(self) -> list[tuple[int, int | None]]:
+        return await self.branches.discord_threads_seen()
+
     async def spoke_in_discord_thread(self, discord_thread_id: int) -> bool:
         return await self.branches.spoken_in(discord_thread_id)
 

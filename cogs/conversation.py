@@ -131,25 +131,33 @@ class Conversation(commands.Cog):
             await self._answer(message, stored.thread_id)
 
     async def backfill(self) -> int:
-        """After a (re)connect: remember what was said while away (history after the last seen id)."""
+        """After a (re)connect: remember what was said while away (history after the last seen id), in the
+        channels and in the Discord threads whose branch is still open."""
+        places = [(root.channel_id, await self.engine.last_seen(root.id))
+                  for root in await self.engine.channel_roots() if root.channel_id is not None]
+        places += await self.engine.discord_threads_seen()
         count = 0
-        for root in await self.engine.channel_roots():
-            channel = self.bot.get_channel(root.channel_id) if root.channel_id is not None else None
-            if not isinstance(channel, discord.abc.Messageable) or isinstance(channel, discord.DMChannel):
-                continue
-            after = await self.engine.last_seen(root.id)
-            try:
-                missed = [m async for m in channel.history(limit=BACKFILL_LIMIT,
-                                                           after=discord.Object(after) if after else None)]
-            except discord.HTTPException as exc:
-                log.warning("backfill of channel %s failed: %s", root.channel_id, exc)
-                continue
-            for message in sorted(missed, key=lambda m: m.id):  # the API's order differs from dpytest's
-                if after is None or message.id > after:
-                    await self.handle(message, answer=False)
-                    count += 1
+        for channel_id, after in places:
+            count += await self._backfill(channel_id, after)
         if count:
             log.info("backfill: remembered %d message(s) missed while away", count)
+        return count
+
+    async def _backfill(self, channel_id: int, after: int | None) -> int:
+        channel = self.bot.get_channel(channel_id)
+        if not isinstance(channel, discord.abc.Messageable) or isinstance(channel, discord.DMChannel):
+            return 0
+        try:
+            missed = [m async for m in channel.history(limit=BACKFILL_LIMIT,
+                                                       after=discord.Object(after) if after else None)]
+        except discord.HTTPException as exc:
+            log.warning("backfill of channel %s failed: %s", channel_id, exc)
+            return 0
+        count = 0
+        for message in sorted(missed, key=lambda m: m.id):  # the API's order differs from dpytest's
+            if after is None or message.id > after:
+                await self.handle(message, answer=False)
+                count += 1
         return count
 
     def _from_someone(self, message: discord.Message) -> bool:

@@ -344,3 +344,25 @@ async def test_a_message_storage_refused_is_kept_and_stored_in_order_later(world
     post("second, after space was freed")
     await settle()
     assert (await remembered(engine))[-2:] == ["first, while the disk is full", "second, after space was freed"]
+
+
+async def test_backfill_after_a_reconnect_covers_threads_too(world):
+    bot, engine, _ = world
+    parent = channel()
+    post("in the channel")  # dpytest's history of a channel nobody wrote in is an error, not empty
+    thread = create_thread(9300, parent, "Planning", owner_id=member().id)
+    await settle()
+    post("in the thread before the outage", in_channel=thread)
+    await settle()
+    await bot.remove_cog("Conversation")  # away: nothing is heard
+    post("in the thread while away", in_channel=thread)
+    await settle()
+    from cogs.conversation import Conversation
+
+    cog = Conversation(bot)
+    await bot.add_cog(cog)
+    assert await cog.backfill() == 1
+    session = (await engine.store.branch("discord-9300")).current_thread_id
+    said = [m.content for m in await engine.store.tail(session, 10) if m.role == "user"]
+    assert said == ["in the thread before the outage", "in the thread while away"]
+    assert dpytest.verify().message().nothing()

@@ -62,6 +62,18 @@ class DiscordThreadBranches:
                 return True
         return False
 
+    async def discord_threads_seen(self) -> list[tuple[int, int | None]]:
+        """(Discord thread id, newest remembered message id) of every thread whose branch is still open:
+        where a backfill after a reconnect starts, across all of a thread's sessions."""
+        seen: list[tuple[int, int | None]] = []
+        for root in await self._store.root_threads(self._persona):
+            for branch in await self._store.branches(self._persona, root.scope_key):
+                if branch.discord_thread_id is None or branch.status == "completed":
+                    continue
+                ids = [await self._store.last_external_id(s.id) for s in await self._store.branch_threads(branch.id)]
+                seen.append((branch.discord_thread_id, max((i for i in ids if i is not None), default=None)))
+        return seen
+
     async def archive(self, discord_thread_id: int) -> Thread | None:
         """End the active session with a chronicle; the branch waits, suspended."""
         return await self._close(discord_thread_id, "completed", "suspended")
