@@ -239,6 +239,7 @@ class Assembler:
         # likewise, each message's text; and the memory layers
         self._renderings: OrderedDict[int, tuple[tuple[Any, ...], Rendering]] = OrderedDict()
         self._layers: OrderedDict[int, tuple[tuple[Any, ...], Layers]] = OrderedDict()
+        self._branches: dict[tuple[Any, ...], list[dict[str, str]]] = {}  # the working memory, as last read
 
     async def assemble(self, thread_id: int, *, shape: Shape = REPLY, incoming: NewMessage | None = None,
                        persist: bool = True) -> Assembly:
@@ -686,10 +687,28 @@ class Assembler:
                 parent_news = {"label": parent.label or "the main conversation", "count": count,
                                "lines": anchors.exchange_lines(last[::-1])}
         args: dict[str, Any] = dict(now=dates.now_text(self.clock()), thread=thread, ref=anchors.thread_ref(thread.id))
-        text = render("tail.md.j2", **args, live=live, parent_news=parent_news)
-        if cached_tokens(text) > budget:  # the live details go first, then the news
-            text = render("tail.md.j2", **args, live=[], parent_news=None)
+        branches = await self._working_memory(chain[-1])
+        text = render("tail.md.j2", **args, live=live, parent_news=parent_news, branches=branches)
+        if cached_tokens(text) > budget:  # the live details go first, then the news, then the branches
+            text = render("tail.md.j2", **args, live=[], parent_news=None, branches=branches)
+            if cached_tokens(text) > budget:
+                text = render("tail.md.j2", **args, live=[], parent_news=None, branches=[])
         return text
+
+    async def _working_memory(self, root: Thread) -> list[dict[str, str]]:
+        """The persona's open branches in this server, latest first (seed 001's working memory); read again
+        only when a branch changed."""
+        if not self.policy.working_memory:
+            return []
+        key = (root.guild_id, root.scope_key, self.store.branch_changes)
+        found = self._branches.get(key)
+        if found is None:
+            rows = await self.store.recent_branches(root.persona, root.guild_id, root.scope_key,
+                                                    self.policy.working_memory)
+            found = [{"label": b.label, "kind": b.branch_type, "status": b.status, "state": b.brief_state or "",
+                      "when": dates.day_line(b.active_at)} for b in rows]
+            self._branches = {key: found}  # one server's at a time: small, and rebuilt when anything changes
+        return found
 
 
 def tool_tokens(tools: tuple[Tool, ...]) -> int:

@@ -185,6 +185,12 @@ class Branch:
     created_at: float
     suspended_at: float | None
     completed_at: float | None
+    brief_state: str | None = None  # where it stands, in a line (the working memory shows it)
+    last_activity_at: float | None = None
+
+    @property
+    def active_at(self) -> float:
+        return self.last_activity_at or self.created_at
 
 
 @dataclass(frozen=True)

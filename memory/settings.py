@@ -67,6 +67,9 @@ class ContextSettings(Settings):
         "Longest rolling summary written for what leaves the window."))
     observation_max_lines: int = Field(120, ge=10, le=100_000, description=(
         "Tool results longer than this many lines are shown as head and tail."))
+    working_memory: int = Field(7, ge=0, le=30, description=(
+        "Branches of the persona's activity shown in each request's tail (label, kind, status, where it stands), "
+        "latest first; 0 shows none."))
     observation_keep_lines: int = Field(40, ge=1, le=10_000, description=(
         "Lines kept at each end of a reduced tool result; under half of observation_max_lines."))
 

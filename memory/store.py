@@ -53,6 +53,7 @@ class Store(Protocol):
     rewrites: int  # a stored message changed (an edit, an erasure, an anchor's final form)
     memory_changes: int  # a memory version was removed or a pin changed
     conversations: int  # a conversation may have joined its server (recall's visibility)
+    branch_changes: int  # a branch was created or changed (the working memory)
 
     async def close(self) -> None:
         ...
@@ -226,7 +227,15 @@ class Store(Protocol):
         ...
 
     async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
-                            current_thread_id: int | None = None, label: str | None = None) -> None:
+                            current_thread_id: int | None = None, label: str | None = None,
+                            brief_state: str | None = None) -> None:
+        """Change what is given; any change is activity (the working memory orders branches by it)."""
+        ...
+
+    async def recent_branches(self, persona: str, guild_id: int | None, scope_key: str,
+                              limit: int) -> list[Branch]:
+        """The persona's open branches in a server (or, outside one, in this conversation), latest activity
+        first: what its working memory shows."""
         ...
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:

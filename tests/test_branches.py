@@ -56,3 +56,42 @@ async def test_edits_and_deletes_change_the_next_context(engine):
     text = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
     assert "Mochi" in text and "Tama" not in text and "1234" not in text
     assert await engine.last_seen(root.id) == 13
+
+
+async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, monkeypatch):
+    from bot.providers.offline import OfflineLLM
+    from memory.records import Scope
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    general, other_server = Scope.channel(1, 10), Scope.channel(2, 20)
+    await engine.hear(general, "hello", author_name="mahe")
+    await engine.branch_session(general, 7001, "Novel: chapter 3")
+    await engine.branch_session(other_server, 7002, "Elsewhere")
+    await engine.store.update_branch("discord-7001", brief_state="writing the arrival at the tower")
+    root = (await engine.thread_for(general)).id
+
+    def tail(assembly):
+        return assembly.request.turns[-1].blocks[-1].text
+
+    shown = tail(await engine.context(root))
+    assert "[Current situation: what you have going on here, latest first]" in shown
+    assert "- Novel: chapter 3 (task, active, last active" in shown and "writing the arrival at the tower" in shown
+    assert "Elsewhere" not in shown  # another server's branches stay there
+    reads = []
+    real = engine.store.recent_branches
+
+    async def counted(*args):
+        reads.append(args)
+        return await real(*args)
+
+    monkeypatch.setattr(engine.store, "recent_branches", counted)
+    await engine.context(root)
+    assert reads == []  # nothing changed: no read
+    await engine.branch_archived(7001)
+    assert "(task, suspended," in tail(await engine.context(root)) and len(reads) == 1
+    await engine.close()
+
+    quiet = await Engine.open(make_config(snapshots={"interval_seconds": 0}, context={"working_memory": 0}),
+                              OfflineLLM())
+    assert "Current situation" not in tail(await quiet.context((await quiet.thread_for(general)).id))
+    await quiet.close()

@@ -89,6 +89,7 @@ class SqliteStore:
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
         self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
         self.memory_changes = 0  # bumped when a memory version is removed or a pin changes (caches key on it)
+        self.branch_changes = 0  # bumped when a branch is created or changes (the working memory keys on it)
         self.conversations = 0  # bumped when a conversation may have joined its server (recall's visibility keys on it)
         self._conversations: set[int] = set()
         # Texts stored since recall's index was last brought up to date (None: unknown, index first).
@@ -570,6 +571,7 @@ class SqliteStore:
                 (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id,
                  self.clock()),
             )
+        self.branch_changes += 1
         found = await self.branch(branch_id)
         assert found is not None
         return found
@@ -588,16 +590,29 @@ class SqliteStore:
         return [_branch(r) for r in rows]
 
     async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
-                            current_thread_id: int | None = None, label: str | None = None) -> None:
+                            current_thread_id: int | None = None, label: str | None = None,
+                            brief_state: str | None = None) -> None:
+        """Change what is given; any change is activity (the working memory orders branches by it)."""
         now = self.clock()
         async with self._transaction() as db:
             await db.execute(
                 "UPDATE branches SET status = COALESCE(?, status), current_thread_id = COALESCE(?, current_thread_id),"
-                " label = COALESCE(?, label),"
+                " label = COALESCE(?, label), brief_state = COALESCE(?, brief_state), last_activity_at = ?,"
                 " suspended_at = CASE WHEN ? = 'suspended' THEN ? ELSE suspended_at END,"
                 " completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END WHERE id = ?",
-                (status, current_thread_id, label, status, now, status, now, branch_id),
+                (status, current_thread_id, label, brief_state, now, status, now, status, now, branch_id),
             )
+        self.branch_changes += 1
+
+    async def recent_branches(self, persona: str, guild_id: int | None, scope_key: str,
+                              limit: int) -> list[Branch]:
+        """The persona's open branches in a server (or, outside one, in this conversation), latest activity
+        first: what its working memory shows."""
+        rows = await self._all(
+            "SELECT * FROM branches WHERE persona = ? AND status != 'completed' AND (guild_id = ?"
+            " OR (? IS NULL AND scope_key = ?)) ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT ?",
+            (persona, guild_id, guild_id, scope_key, limit))
+        return [_branch(r) for r in rows]
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:
         rows = await self._all("SELECT * FROM threads WHERE branch_id = ? ORDER BY id", (branch_id,))
