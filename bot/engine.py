@@ -73,7 +73,7 @@ class Engine:
                                            self.snapshots, persona)
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
-        self.tools = EngineTools(self.conversations, self.stelis, self.admin, store.clock, persona)
+        self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, store.clock, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):

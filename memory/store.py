@@ -233,7 +233,7 @@ class Store(Protocol):
         ...
 
     async def recent_branches(self, persona: str, guild_id: int | None, scope_key: str,
-                              limit: int) -> list[Branch]:
+                              limit: int, *, with_completed: bool = False) -> list[Branch]:
         """The persona's open branches in a server (or, outside one, in this conversation), latest activity
         first: what its working memory shows."""
         ...

@@ -95,3 +95,33 @@ async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, m
                               OfflineLLM())
     assert "Current situation" not in tail(await quiet.context((await quiet.thread_for(general)).id))
     await quiet.close()
+
+
+async def test_branch_tools_list_and_update_branches_of_this_server_only(make_config):
+    from bot.providers.offline import OfflineLLM
+    from bot.services.toolbox import scope_of
+    from memory.llm import ToolCall
+    from memory.records import Scope
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    general, other_server = Scope.channel(1, 10), Scope.channel(2, 20)
+    await engine.branch_session(general, 7101, "Novel")
+    await engine.branch_session(other_server, 7102, "Elsewhere")
+    root = await engine.thread_for(general)
+    box = engine.conversations.toolbox
+    allowed = ["branch_list", "branch_update"]
+
+    async def call(name, **args):
+        return await box.answer(ToolCall("t", name, args), scope_of(root), root.id, allowed)
+
+    listed = await call("branch_list")
+    assert listed.startswith("discord-7101 [task, active] Novel") and "Elsewhere" not in listed
+    assert await call("branch_update", branch="discord-7101", brief_state="chapter 3 drafted",
+                      status="suspended") == "discord-7101 is suspended: chapter 3 drafted"
+    assert await call("branch_update", branch="discord-7102", brief_state="x") == \
+        "error: there is no branch 'discord-7102' here"  # another server's: out of reach
+    assert (await engine.store.branch("discord-7102")).brief_state is None
+    assert await call("branch_update", branch="discord-7101", status="lost") == \
+        "error: status is one of active, suspended, completed, not 'lost'"
+    assert await call("branch_update", branch="discord-7101") == "error: give a brief_state, a status, or both"
+    await engine.close()

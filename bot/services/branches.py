@@ -12,6 +12,7 @@ from typing import Literal
 
 from bot.services.stelis import StelisThreads
 from bot.services.views import BranchDetail
+from bot.tools import ToolError
 from memory import threads
 from memory.anchors import resume_anchor
 from memory.llm import LLM, LLMError
@@ -20,6 +21,13 @@ from memory.store import Store
 from memory.threads import Run
 
 log = logging.getLogger(__name__)
+
+
+ALL_BRANCHES = 200  # what a branch list shows at most
+
+
+def _same_place(branch: Branch, scope: Scope) -> bool:
+    return branch.guild_id == scope.guild_id if scope.guild_id is not None else branch.scope_key == scope.key
 
 
 def branch_id_for(discord_thread_id: int) -> str:
@@ -61,6 +69,23 @@ class DiscordThreadBranches:
             if await self._store.has_spoken(session.id):
                 return True
         return False
+
+    async def in_server(self, scope: Scope, limit: int = ALL_BRANCHES) -> list[Branch]:
+        """Every branch of the persona in the scope's server (or, outside one, its conversation), all statuses."""
+        found = await self._store.recent_branches(self._persona, scope.guild_id, scope.key, limit,
+                                                  with_completed=True)
+        return found
+
+    async def update(self, scope: Scope, branch_id: str, *, brief_state: str | None,
+                     status: BranchStatus | None) -> Branch:
+        """Change a branch of this server (never another's)."""
+        branch = await self._store.branch(branch_id)
+        if branch is None or not _same_place(branch, scope):
+            raise ToolError(f"there is no branch {branch_id!r} here")
+        await self._store.update_branch(branch_id, brief_state=brief_state, status=status)
+        found = await self._store.branch(branch_id)
+        assert found is not None
+        return found
 
     async def discord_threads_seen(self) -> list[tuple[int, int | None]]:
         """(Discord thread id, newest remembered message id) of every thread whose branch is still open:

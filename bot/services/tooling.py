@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
+from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations
 from bot.services.memory_admin import MemoryAdmin
 from bot.services.stelis import StelisThreads
 from bot.tools import FrontEnd, ToolError
 from memory import dates, recall
 from memory.anchors import exchange_lines, thread_ref
-from memory.records import Scope
+from memory.records import BranchStatus, Scope
 
 RECALL_TOKENS = 800  # what one recall tool result may hold
 
 
 class EngineTools:
     def __init__(self, conversations: Conversations, stelis: StelisThreads, admin: MemoryAdmin,
-                 clock: Callable[[], float], persona: str):
+                 branches: DiscordThreadBranches, clock: Callable[[], float], persona: str):
+        self._branches = branches
         self._persona = persona
         self.front_end: FrontEnd | None = None  # set by the front end that runs the engine
         self._conversations = conversations
@@ -52,6 +55,17 @@ class EngineTools:
         await self.front_end.post(scope, text)
         await self._conversations.said(scope, text)
         return "posted"
+
+    async def branch_lines(self, scope: Scope) -> list[str]:
+        return [f"{b.id} [{b.branch_type}, {b.status}] {b.label}" + (f": {b.brief_state}" if b.brief_state else "")
+                for b in await self._branches.in_server(scope)]
+
+    async def update_branch(self, scope: Scope, branch_id: str, brief_state: str | None, status: str | None) -> str:
+        if status not in (None, "active", "suspended", "completed"):
+            raise ToolError(f"unknown status {status!r}")
+        branch = await self._branches.update(scope, branch_id, brief_state=brief_state,
+                                             status=cast(BranchStatus | None, status))
+        return f"{branch.id} is {branch.status}" + (f": {branch.brief_state}" if branch.brief_state else "")
 
     async def open_thread(self, scope: Scope, name: str) -> str:
         if self.front_end is None:

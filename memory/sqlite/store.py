@@ -605,13 +605,13 @@ class SqliteStore:
         self.branch_changes += 1
 
     async def recent_branches(self, persona: str, guild_id: int | None, scope_key: str,
-                              limit: int) -> list[Branch]:
+                              limit: int, *, with_completed: bool = False) -> list[Branch]:
         """The persona's open branches in a server (or, outside one, in this conversation), latest activity
         first: what its working memory shows."""
         rows = await self._all(
-            "SELECT * FROM branches WHERE persona = ? AND status != 'completed' AND (guild_id = ?"
+            "SELECT * FROM branches WHERE persona = ? AND (? OR status != 'completed') AND (guild_id = ?"
             " OR (? IS NULL AND scope_key = ?)) ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT ?",
-            (persona, guild_id, guild_id, scope_key, limit))
+            (persona, int(with_completed), guild_id, guild_id, scope_key, limit))
         return [_branch(r) for r in rows]
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:
