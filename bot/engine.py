@@ -29,6 +29,7 @@ from bot.services.playbooks import Playbooks, RunView
 from bot.services.settings import Settings, Where
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
+from bot.services.tasks import Tasks
 from bot.services.toolbox import ToolBox
 from bot.services.tooling import EngineTools
 from bot.services.views import BranchDetail, MemoryView, SettingsView, ThreadDetail, TreeRow
@@ -73,7 +74,9 @@ class Engine:
                                            self.snapshots, persona)
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
-        self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, store.clock, persona)
+        self.tasks = Tasks(store, llm, self.stelis, persona)
+        self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, self.tasks, store.clock,
+                                 persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):

@@ -257,3 +257,23 @@ class PlaybookStep:
     cache_read: int = 0
     cache_write: int = 0
     at: float = 0.0
+
+
+TaskStatus = Literal["open", "done", "abandoned"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A piece of work with a goal and steps (seed 001); its branch holds the sessions it is worked in."""
+
+    id: int
+    persona: str
+    scope_key: str
+    guild_id: int | None
+    branch_id: str | None
+    title: str
+    goal: str
+    steps: list[dict[str, Any]]  # {"text": ..., "done": bool}
+    status: TaskStatus
+    created_at: float
+    updated_at: float

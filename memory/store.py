@@ -25,6 +25,8 @@ from memory.records import (
     PlaybookStep,
     RunStatus,
     Scope,
+    Task,
+    TaskStatus,
     Thread,
 )
 from memory.settings import Triggers
@@ -216,7 +218,8 @@ class Store(Protocol):
         ...
 
     async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
-                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None) -> Branch:
+                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
+                            task_id: str | None = None) -> Branch:
         ...
 
     async def branch(self, branch_id: str) -> Branch | None:
@@ -344,6 +347,19 @@ class Store(Protocol):
         ...
 
     async def playbook_steps(self, run: int) -> list[PlaybookStep]:
+        ...
+
+    # tasks
+
+    async def create_task(self, persona: str, scope_key: str, guild_id: int | None, title: str, goal: str,
+                          steps: list[str]) -> Task:
+        ...
+
+    async def task(self, task_id: int) -> Task | None:
+        ...
+
+    async def update_task(self, task_id: int, *, branch_id: str | None = None,
+                          steps: list[dict[str, Any]] | None = None, status: TaskStatus | None = None) -> Task:
         ...
 
     async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:

@@ -125,3 +125,44 @@ async def test_branch_tools_list_and_update_branches_of_this_server_only(make_co
         "error: status is one of active, suspended, completed, not 'lost'"
     assert await call("branch_update", branch="discord-7101") == "error: give a brief_state, a status, or both"
     await engine.close()
+
+
+async def test_task_tools_create_work_and_close_a_task_with_its_branch_and_session(make_config):
+    import json
+
+    from bot.providers.offline import OfflineLLM
+    from bot.services.toolbox import scope_of
+    from memory.llm import ToolCall
+    from memory.records import NewMessage, Scope
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    general = Scope.channel(1, 10)
+    root = await engine.thread_for(general)
+    box = engine.conversations.toolbox
+    names = ["task_create", "task_get", "task_update_step", "task_close"]
+
+    async def call(name, where=root, **args):
+        return await box.answer(ToolCall("t", name, args), scope_of(where), where.id, names)
+
+    made = json.loads(await call("task_create", title="Release notes", goal="publish notes for calculator_v2",
+                                 steps=["collect changes", "draft", "post"]))
+    assert made["status"] == "open" and made["branch"] == f"task-{made['task']}" and len(made["steps"]) == 3
+    branch = await engine.store.branch(made["branch"])
+    assert branch.branch_type == "task" and branch.status == "active" and branch.task_id == str(made["task"])
+    session = await engine.store.thread(branch.current_thread_id)
+    assert session.parent_thread_id == root.id and session.branch_id == branch.id  # anchored in the conversation
+    await engine.store.append(session.id, NewMessage("user", "changes: faster parser, new icons", author_name="mahe"))
+    stepped = json.loads(await call("task_update_step", task=made["task"], step=1))
+    assert stepped["steps"][0]["done"] is True and stepped["steps"][1]["done"] is False
+    assert (await engine.store.branch(branch.id)).brief_state == "step 1 done: collect changes"
+    assert await call("task_update_step", task=made["task"], step=9) == \
+        f"error: task {made['task']} has steps 1 to 3, not 9"
+    other = await engine.thread_for(Scope.channel(2, 20))
+    assert await call("task_get", where=other, task=made["task"]) == f"error: there is no task {made['task']} here"
+    closed = json.loads(await call("task_close", task=made["task"]))
+    assert closed["status"] == "done"
+    ended = await engine.store.thread(session.id)
+    assert ended.status == "completed" and "faster parser" in (ended.chronicle_summary or "")
+    assert (await engine.store.branch(branch.id)).status == "completed"
+    assert await call("task_close", task=made["task"]) == f"error: task {made['task']} is already done"
+    await engine.close()

@@ -9,7 +9,9 @@ from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations
 from bot.services.memory_admin import MemoryAdmin
 from bot.services.stelis import StelisThreads
+from bot.services.tasks import Tasks
 from bot.tools import FrontEnd, ToolError
+from bot.tools.tasks import describe
 from memory import dates, recall
 from memory.anchors import exchange_lines, thread_ref
 from memory.records import BranchStatus, Scope
@@ -19,8 +21,9 @@ RECALL_TOKENS = 800  # what one recall tool result may hold
 
 class EngineTools:
     def __init__(self, conversations: Conversations, stelis: StelisThreads, admin: MemoryAdmin,
-                 branches: DiscordThreadBranches, clock: Callable[[], float], persona: str):
+                 branches: DiscordThreadBranches, tasks: Tasks, clock: Callable[[], float], persona: str):
         self._branches = branches
+        self._tasks = tasks
         self._persona = persona
         self.front_end: FrontEnd | None = None  # set by the front end that runs the engine
         self._conversations = conversations
@@ -66,6 +69,18 @@ class EngineTools:
         branch = await self._branches.update(scope, branch_id, brief_state=brief_state,
                                              status=cast(BranchStatus | None, status))
         return f"{branch.id} is {branch.status}" + (f": {branch.brief_state}" if branch.brief_state else "")
+
+    async def task_create(self, scope: Scope, title: str, goal: str, steps: list[str]) -> str:
+        return describe(await self._tasks.create(scope, title, goal, steps))
+
+    async def task_get(self, scope: Scope, task_id: int) -> str:
+        return describe(await self._tasks.get(scope, task_id))
+
+    async def task_update_step(self, scope: Scope, task_id: int, step: int, done: bool) -> str:
+        return describe(await self._tasks.update_step(scope, task_id, step, done))
+
+    async def task_close(self, scope: Scope, task_id: int, status: str) -> str:
+        return describe(await self._tasks.close(scope, task_id, "done" if status == "done" else "abandoned"))
 
     async def open_thread(self, scope: Scope, name: str) -> str:
         if self.front_end is None:

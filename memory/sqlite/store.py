@@ -29,6 +29,8 @@ from memory.records import (
     PlaybookStep,
     RunStatus,
     Scope,
+    Task,
+    TaskStatus,
     Thread,
 )
 from memory.settings import Triggers
@@ -563,13 +565,15 @@ class SqliteStore:
     # branches (seed 001)
 
     async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
-                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None) -> Branch:
+                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
+                            task_id: str | None = None) -> Branch:
         async with self._transaction() as db:
             await db.execute(
                 "INSERT INTO branches (id, persona, branch_type, label, scope_key, guild_id, channel_id,"
-                " discord_thread_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id,
-                 self.clock()),
+                " discord_thread_id, task_id, created_at, last_activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id, task_id,
+                 self.clock(), self.clock()),
             )
         self.branch_changes += 1
         found = await self.branch(branch_id)
@@ -872,6 +876,33 @@ class SqliteStore:
                                " ORDER BY id", (run,))
         return [PlaybookStep(*row) for row in rows]
 
+    # tasks (seed 001)
+
+    async def create_task(self, persona: str, scope_key: str, guild_id: int | None, title: str, goal: str,
+                          steps: list[str]) -> Task:
+        now = self.clock()
+        async with self._transaction() as db:
+            rows = await db.execute_fetchall(
+                "INSERT INTO tasks (persona, scope_key, guild_id, title, goal, steps, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                (persona, scope_key, guild_id, title, goal,
+                 json.dumps([{"text": s, "done": False} for s in steps], ensure_ascii=False), now, now))
+        return _task(next(iter(rows)))
+
+    async def task(self, task_id: int) -> Task | None:
+        row = await self._one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        return _task(row) if row else None
+
+    async def update_task(self, task_id: int, *, branch_id: str | None = None,
+                          steps: list[dict[str, Any]] | None = None, status: TaskStatus | None = None) -> Task:
+        async with self._transaction() as db:
+            rows = await db.execute_fetchall(
+                "UPDATE tasks SET branch_id = COALESCE(?, branch_id), steps = COALESCE(?, steps),"
+                " status = COALESCE(?, status), updated_at = ? WHERE id = ? RETURNING *",
+                (branch_id, None if steps is None else json.dumps(steps, ensure_ascii=False), status, self.clock(),
+                 task_id))
+        return _task(next(iter(rows)))
+
     # claims: work one worker does at a time, held for a lease (another backend takes row locks)
 
     async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:
@@ -1083,6 +1114,12 @@ def _playbook_run(row: sqlite3.Row) -> PlaybookRun:
     data["args"] = json.loads(data["args"])
     data["result"] = json.loads(data["result"]) if data["result"] is not None else None
     return PlaybookRun(**data)
+
+
+def _task(row: sqlite3.Row) -> Task:
+    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
+    data["steps"] = json.loads(data["steps"])
+    return Task(**data)
 
 
 def _branch(row: sqlite3.Row) -> Branch:
