@@ -166,3 +166,38 @@ async def test_task_tools_create_work_and_close_a_task_with_its_branch_and_sessi
     assert (await engine.store.branch(branch.id)).status == "completed"
     assert await call("task_close", task=made["task"]) == f"error: task {made['task']} is already done"
     await engine.close()
+
+
+async def test_suspending_a_branch_ends_its_session_and_resuming_opens_one_anchored_to_it(make_config):
+    import json
+
+    from bot.providers.offline import OfflineLLM
+    from bot.services.toolbox import scope_of
+    from memory.llm import ToolCall
+    from memory.records import NewMessage, Scope
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    root = await engine.thread_for(Scope.channel(1, 10))
+    box = engine.conversations.toolbox
+
+    async def call(name, **args):
+        return await box.answer(ToolCall("t", name, args), scope_of(root), root.id, ["task_create", "branch_update"])
+
+    made = json.loads(await call("task_create", title="Novel", goal="write chapter 3"))
+    first = (await engine.store.branch(made["branch"])).current_thread_id
+    await engine.store.append(first, NewMessage("user", "the hero reaches the tower", author_name="mahe"))
+    assert await call("branch_update", branch=made["branch"], status="suspended",
+                      brief_state="chapter 3 half written") == f"{made['branch']} is suspended: chapter 3 half written"
+    ended = await engine.store.thread(first)
+    assert ended.status == "completed" and "tower" in (ended.chronicle_summary or "")  # suspend = end with chronicle
+    resumed = await call("branch_update", branch=made["branch"], status="active")
+    assert resumed.startswith(f"{made['branch']} is active")
+    second = (await engine.store.branch(made["branch"])).current_thread_id
+    assert second != first and (await engine.store.thread(second)).status == "active"
+    opening = (await engine.store.tail(second, 5))[0]
+    assert opening.metadata.get("stelis_thread_id") == first  # resumed from the previous session's anchor
+    await engine.store.create_branch("social-eris", engine.persona, "social", "talks with Eris", root.scope_key,
+                                     root.guild_id, root.channel_id, None)
+    assert await call("branch_update", branch="social-eris", status="completed") == \
+        "error: a social branch never completes: suspend it until the next exchange"
+    await engine.close()

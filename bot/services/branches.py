@@ -82,7 +82,14 @@ class DiscordThreadBranches:
         branch = await self._store.branch(branch_id)
         if branch is None or not _same_place(branch, scope):
             raise ToolError(f"there is no branch {branch_id!r} here")
-        await self._store.update_branch(branch_id, brief_state=brief_state, status=status)
+        if status in ("suspended", "completed") and branch.status != status:
+            if branch.branch_type == "social" and status == "completed":
+                raise ToolError("a social branch never completes: suspend it until the next exchange")
+            await self._end(branch, "completed", status)  # suspend = end the session with its chronicle
+        elif status == "active" and branch.status != "active":
+            await self.resume(branch)
+        if brief_state is not None:
+            await self._store.update_branch(branch_id, brief_state=brief_state)
         found = await self._store.branch(branch_id)
         assert found is not None
         return found
@@ -126,7 +133,7 @@ class DiscordThreadBranches:
     async def _current(self, branch: Branch) -> Thread | None:
         return await self._store.find_thread(branch.current_thread_id) if branch.current_thread_id else None
 
-    async def _open(self, root: Thread, branch_id: str, label: str, discord_thread_id: int,
+    async def _open(self, root: Thread, branch_id: str, label: str, discord_thread_id: int | None,
                     previous: Thread | None) -> Thread:
         thread = await threads.start(self._store, Run(root.id), label, self._stelis.settings,
                                      discord_thread_id=discord_thread_id, branch_id=branch_id)
@@ -139,11 +146,22 @@ class DiscordThreadBranches:
                  f" (resuming {previous.id})" if previous else "")
         return thread
 
+    async def resume(self, branch: Branch) -> Thread:
+        """A new session of the branch, opened by an anchor to the previous one (seed 001)."""
+        root = await self._stelis.root(Scope(branch.scope_key, branch.guild_id, branch.channel_id, None))
+        return await self._open(root, branch.id, branch.label, branch.discord_thread_id,
+                                previous=await self._current(branch))
+
     async def _close(self, discord_thread_id: int, status: Literal["completed", "aborted"],
                      branch_status: BranchStatus) -> Thread | None:
         branch = await self._store.branch(branch_id_for(discord_thread_id))
         if branch is None:
             return None
+        return await self._end(branch, status, branch_status)
+
+    async def _end(self, branch: Branch, status: Literal["completed", "aborted"],
+                   branch_status: BranchStatus) -> Thread | None:
+        """The branch's active session ends (with a chronicle when one can be written); the branch waits or is over."""
         current = await self._current(branch)
         closed = current
         if current is not None and current.status == "active":
@@ -151,7 +169,7 @@ class DiscordThreadBranches:
                 closed = await threads.finish(self._store, self._llm, current, self._stelis.settings,
                                               status=status, chronicle=True)
             except LLMError as exc:  # the session is saved as aborted; say why in the log, keep going
-                log.warning("chronicle of Discord thread %d failed: %s", discord_thread_id, exc.notice)
+                log.warning("chronicle of branch %s failed: %s", branch.id, exc.notice)
                 closed = await self._store.thread(current.id)
         await self._store.update_branch(branch.id, status=branch_status)
         return closed
