@@ -12,6 +12,7 @@ from typing import TextIO
 from bot.config import ConfigError, shown_value
 from bot.engine import Engine, ReplyFailed
 from bot.report import (
+    branch_line,
     config_lines,
     context_bars,
     history_line,
@@ -26,13 +27,15 @@ from bot.report import (
     result_lines,
     rollback_text,
     runs_lines,
+    task_detail_lines,
+    task_lines,
     tree_lines,
     written_text,
 )
 from bot.tools import ToolError
 from memory.anchors import thread_ref
 from memory.errors import Failure
-from memory.records import Scope
+from memory.records import BranchStatus, Scope, TaskStatus
 from memory.short_term import Outcome
 from memory.store import StoreError
 from memory.threads import Run
@@ -57,6 +60,9 @@ HELP = """Commands:
   /playbooks            the playbooks this persona can run (/playbooks show <name> for one)
   /playbooks run <name> [JSON arguments]   run one here, node by node (/playbooks runs: what ran)
   /playbooks check [file]                  the static check of a file, or of what did not load
+  /tasks                this conversation's tasks (/tasks show <n>, /tasks close <n> [abandoned])
+  /tasks create <title> | <goal> | <step>; <step>   a task with its own branch and session
+  /branches             branches of activity here (/branches suspend|resume|complete <id>)
   /idle <seconds>       let time pass (a demo clock) and run the memory updates that fall due
   /retry                ask for a reply again (after a failure)
   /help                 this list
@@ -179,6 +185,10 @@ class Console:
                 await self._config(rest)
             elif name == "/playbooks":
                 await self._playbooks(rest)
+            elif name == "/tasks":
+                await self._tasks(rest)
+            elif name == "/branches":
+                await self._branches(rest)
             else:
                 self._say(f"Unknown command {name}. Type /help for the list.")
         except StoreError:
@@ -313,6 +323,38 @@ class Console:
             self._lines(result_lines(name, done.outputs))
         else:
             self._say("Usage: /playbooks [list | show <name> | check [file] | run <name> [JSON arguments] | runs]")
+
+    async def _tasks(self, rest: str) -> None:
+        action, _, arg = rest.partition(" ")
+        engine, arg = self.engine, arg.strip()
+        if action in ("", "list"):
+            self._lines(task_lines(await engine.tasks_of(self.scope)))
+        elif action == "show" and arg.isdecimal():
+            self._lines(task_detail_lines(await engine.task(self.scope, int(arg))))
+        elif action == "create" and arg.count("|") >= 1:
+            title, goal, *steps = (part.strip() for part in arg.split("|"))
+            task = await engine.create_task(self.scope, title, goal,
+                                            [s for s in (steps[0].split(";") if steps else [])])
+            self._say(f"Task #{task.id} created, with its branch {task.branch_id} and a session.")
+        elif action == "close" and arg.split(" ")[0].isdecimal():
+            number, _, how = arg.partition(" ")
+            status: TaskStatus = "abandoned" if how.strip() == "abandoned" else "done"
+            task = await engine.close_task(self.scope, int(number), status)
+            self._say(f"Task #{task.id} is {task.status}; its session ended with a chronicle.")
+        else:
+            self._say("Usage: /tasks [list | show <n> | create <title> | <goal> | <step>; <step> | "
+                      "close <n> [abandoned]]")
+
+    async def _branches(self, rest: str) -> None:
+        action, _, branch = rest.partition(" ")
+        statuses: dict[str, BranchStatus] = {"suspend": "suspended", "resume": "active", "complete": "completed"}
+        if action in ("", "list"):
+            self._lines([branch_line(b) for b in await self.engine.branches_of(self.scope)] or ["No branches here."])
+        elif action in statuses and branch.strip():
+            found = await self.engine.set_branch_status(self.scope, branch.strip(), statuses[action])
+            self._say(branch_line(found))
+        else:
+            self._say("Usage: /branches [list | suspend <id> | resume <id> | complete <id>]")
 
     def _lines(self, lines: list[str]) -> None:
         for line in lines:

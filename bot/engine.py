@@ -39,7 +39,18 @@ from memory.backends import open_store
 from memory.budget import Budget
 from memory.context import Assembler, Assembly, Persona
 from memory.llm import LLM, TextSink
-from memory.records import Branch, BranchKind, BranchStatus, MemoryRecord, Message, Role, Scope, Thread
+from memory.records import (
+    Branch,
+    BranchKind,
+    BranchStatus,
+    MemoryRecord,
+    Message,
+    Role,
+    Scope,
+    Task,
+    TaskStatus,
+    Thread,
+)
 from memory.short_term import Outcome
 from memory.store import Store, StoreError
 from memory.threads import Run
@@ -363,6 +374,24 @@ class Engine:
 
     async def branch_detail(self, scope: Scope, branch_id: str) -> BranchDetail | None:
         return await self.branches.detail(scope, branch_id)
+
+    # tasks and branches of activity (seed 001)
+
+    async def tasks_of(self, scope: Scope) -> list[Task]:
+        return await self.tasks.of(scope)
+
+    async def task(self, scope: Scope, task_id: int) -> Task:
+        return await self.tasks.get(scope, task_id)
+
+    async def create_task(self, scope: Scope, title: str, goal: str, steps: list[str]) -> Task:
+        return await self.tasks.create(scope, title, goal, steps)
+
+    async def close_task(self, scope: Scope, task_id: int, status: TaskStatus) -> Task:
+        return await self.tasks.close(scope, task_id, status)
+
+    async def set_branch_status(self, scope: Scope, branch_id: str, status: BranchStatus) -> Branch:
+        """Suspend (the session ends with its chronicle), resume (a new session from the last) or complete."""
+        return await self.branches.update(scope, branch_id, brief_state=None, status=status)
 
     # playbooks
 

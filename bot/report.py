@@ -16,7 +16,7 @@ from memory.anchors import thread_ref
 from memory.dates import day_line
 from memory.layers import covered_days
 from memory.recall import Hit
-from memory.records import Branch, MemoryRecord
+from memory.records import Branch, MemoryRecord, Task
 from memory.short_term import Outcome
 
 DAY_HEADER = re.compile(r"^\[[^\]]*\d{4}\]$")  # a summary's "[8 May 2023]" lines
@@ -190,3 +190,16 @@ def runs_lines(views: list[RunView], now: float) -> list[str]:
                     f" write {s.cache_write}" if s.profile else ""
             lines.append(f"  {s.node} ({s.node_type}{model}) {s.duration_ms:.0f} ms: {s.summary}")
     return lines or ["No playbook has run here yet."]
+
+
+# Tasks
+
+def task_lines(tasks: list[Task]) -> list[str]:
+    return [f"#{t.id} {t.title} [{t.status}] {sum(s['done'] for s in t.steps)}/{len(t.steps)} steps"
+            for t in tasks] or ["No tasks here yet."]
+
+
+def task_detail_lines(task: Task) -> list[str]:
+    lines = [f"#{task.id} {task.title} [{task.status}], branch {task.branch_id}", f"Goal: {task.goal}"]
+    lines += [f"  {'[x]' if s['done'] else '[ ]'} {i}. {s['text']}" for i, s in enumerate(task.steps, 1)]
+    return lines

@@ -355,6 +355,10 @@ class Store(Protocol):
                           steps: list[str]) -> Task:
         ...
 
+    async def tasks_in(self, persona: str, guild_id: int | None, scope_key: str, limit: int) -> list[Task]:
+        """A server's tasks (or, outside one, a conversation's), open ones first, newest first."""
+        ...
+
     async def task(self, task_id: int) -> Task | None:
         ...
 

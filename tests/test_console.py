@@ -368,3 +368,23 @@ async def test_a_playbook_posts_through_the_console(make_config, tmp_path):
     last = await engine.last_message(root.id)
     assert last is not None and last.role == "assistant" and f"Stelis: {last.content}" == posted[0]  # remembered
     await engine.close()
+
+
+async def test_tasks_and_branches_in_the_console(make_config):
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    script = "\n".join([
+        "/tasks", "/tasks create Release notes | publish notes for calculator_v2 | collect; draft; post",
+        "/tasks", "/tasks show 1", "/branches", "/branches suspend task-1", "/branches resume task-1",
+        "/tasks close 1", "/tasks close 1", "/tasks show 99", "/tasks bogus", "/branches bogus",
+    ]) + "\n"
+    out = io.StringIO()
+    await Console(engine, io.StringIO(script), out, "mahe").run_loop()
+    text = out.getvalue()
+    assert "No tasks here yet." in text
+    assert "Task #1 created, with its branch task-1 and a session." in text
+    assert "#1 Release notes [open] 0/3 steps" in text and "  [ ] 2. draft" in text
+    assert "task-1 [task, active] Release notes" in text and "task-1 [task, suspended] Release notes" in text
+    assert "Task #1 is done; its session ended with a chronicle." in text
+    assert "(!) task 1 is already done" in text and "(!) there is no task 99 here" in text
+    assert "Usage: /tasks [list" in text and "Usage: /branches [list" in text
+    await engine.close()

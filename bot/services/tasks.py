@@ -46,6 +46,10 @@ class Tasks:
                                         brief_state=f"started: {goal}"[:200])
         return await self._store.update_task(task.id, branch_id=branch)
 
+    async def of(self, scope: Scope, limit: int = 50) -> list[Task]:
+        root = await self._stelis.root(scope)
+        return await self._store.tasks_in(self._persona, root.guild_id, root.scope_key, limit)
+
     async def get(self, scope: Scope, task_id: int) -> Task:
         task = await self._store.task(task_id)
         root = await self._stelis.root(scope)

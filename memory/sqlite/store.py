@@ -889,6 +889,13 @@ class SqliteStore:
                  json.dumps([{"text": s, "done": False} for s in steps], ensure_ascii=False), now, now))
         return _task(next(iter(rows)))
 
+    async def tasks_in(self, persona: str, guild_id: int | None, scope_key: str, limit: int) -> list[Task]:
+        """A server's tasks (or, outside one, a conversation's), open ones first, newest first."""
+        rows = await self._all(
+            "SELECT * FROM tasks WHERE persona = ? AND (guild_id = ? OR (? IS NULL AND scope_key = ?))"
+            " ORDER BY status != 'open', id DESC LIMIT ?", (persona, guild_id, guild_id, scope_key, limit))
+        return [_task(r) for r in rows]
+
     async def task(self, task_id: int) -> Task | None:
         row = await self._one("SELECT * FROM tasks WHERE id = ?", (task_id,))
         return _task(row) if row else None
