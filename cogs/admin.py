@@ -36,6 +36,7 @@ from bot.report import (
 from cogs.interactions import answer, manager
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
+from memory.errors import Failure
 from memory.forget import Rewritten
 from memory.records import BranchKind, BranchStatus, Scope
 
@@ -277,6 +278,23 @@ class Admin(commands.Cog):
         found = await self.engine.branches_of(scope)
         return [app_commands.Choice(name=f"{b.label} [{b.status}]"[:100], value=b.id)
                 for b in found if current.lower() in b.label.lower()][:MAX_CHOICES]
+
+    @branches.command(name="set", description="Suspend, resume or complete a branch (Manage Server)")
+    @app_commands.choices(action=[app_commands.Choice(name=n, value=v) for n, v in
+                                  (("suspend", "suspended"), ("resume", "active"), ("complete", "completed"))])
+    async def branches_set(self, interaction: discord.Interaction, branch: str, action: str) -> None:
+        if not await self.allowed(interaction):
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)  # a suspend writes a chronicle
+        scope, _ = await self.where(interaction)
+        try:
+            found = await self.engine.set_branch_status(scope, branch, cast(BranchStatus, action))
+        except Failure as exc:
+            await self.answer(interaction, exc.notice)
+            return
+        await self.answer(interaction, branch_line(found))
+
+    branches_set.autocomplete("branch")(_branches)
 
     # /context
 

@@ -332,3 +332,19 @@ async def test_the_persona_opens_a_thread_and_posts_through_its_tools(books, mon
     assert opened_here == [(channel().id, "Release notes", discord.ChannelType.public_thread)]
     refused = await box.answer(ToolCall("t3", "post_message", {"text": "x"}), scope_of(root), root.id, ["recall"])
     assert refused == "error: no tool 'post_message' is offered here"
+
+
+async def test_task_and_branch_commands(books):
+    playbooks_cog, _ = books
+    tasks_cog, admin_cog = playbooks_cog.bot.get_cog("TaskCommands"), playbooks_cog.bot.get_cog("Admin")
+    assert "No tasks here yet." in said(await run(tasks_cog.list_, tasks_cog))
+    assert "needs the Manage Server permission" in said(
+        await run(tasks_cog.create, tasks_cog, "Notes", "write notes", as_admin=False))
+    assert "Task #1 created" in said(await run(tasks_cog.create, tasks_cog, "Notes", "write notes", "a; b"))
+    assert "  [ ] 2. b" in said(await run(tasks_cog.show, tasks_cog, 1))
+    assert "there is no task 7 here" in said(await run(tasks_cog.show, tasks_cog, 7))
+    suspended = said(await run(admin_cog.branches_set, admin_cog, "task-1", "suspended"))
+    assert "task-1 [task, suspended] Notes" in suspended
+    assert "task-1 [task, active] Notes" in said(await run(admin_cog.branches_set, admin_cog, "task-1", "active"))
+    assert "Task #1 is done" in said(await run(tasks_cog.close, tasks_cog, 1, "done"))
+    assert "#1 Notes [done] 0/2 steps" in said(await run(tasks_cog.list_, tasks_cog))

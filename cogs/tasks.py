@@ -1,0 +1,72 @@
+"""/tasks: the persona's tasks in this server (seed 001)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.engine import Engine
+from bot.report import task_detail_lines, task_lines
+from cogs.interactions import answer, manager
+from cogs.places import locate
+from memory.errors import Failure
+from memory.records import Scope, TaskStatus
+
+
+class TaskCommands(commands.Cog):
+    tasks = app_commands.Group(name="tasks", description="The persona's tasks here", guild_only=True)
+
+    def __init__(self, bot: commands.Bot):
+        self.bot = bot
+        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+
+    async def _scope(self, interaction: discord.Interaction) -> Scope:
+        place = await locate(self.engine, interaction.channel)
+        return place.scope if place else Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0)
+
+    @tasks.command(name="list", description="Tasks in this server, open ones first")
+    async def list_(self, interaction: discord.Interaction) -> None:
+        await answer(interaction, "\n".join(task_lines(await self.engine.tasks_of(await self._scope(interaction)))))
+
+    @tasks.command(name="show", description="A task's goal and steps")
+    async def show(self, interaction: discord.Interaction, task: int) -> None:
+        try:
+            found = await self.engine.task(await self._scope(interaction), task)
+        except Failure as exc:
+            await answer(interaction, exc.notice)
+            return
+        await answer(interaction, "\n".join(task_detail_lines(found)))
+
+    @tasks.command(name="create", description="Create a task with its own branch and session (Manage Server)")
+    @app_commands.describe(steps="Steps separated by ';'")
+    async def create(self, interaction: discord.Interaction, title: app_commands.Range[str, 1, 100],
+                     goal: app_commands.Range[str, 1, 500], steps: str = "") -> None:
+        if not await manager(interaction, "Creating a task opens a branch of the persona's work"):
+            return
+        try:
+            made = await self.engine.create_task(await self._scope(interaction), title, goal,
+                                                 [s for s in steps.split(";") if s.strip()])
+        except Failure as exc:
+            await answer(interaction, exc.notice)
+            return
+        await answer(interaction, f"Task #{made.id} created, with its branch {made.branch_id} and a session.")
+
+    @tasks.command(name="close", description="Close a task, done or abandoned (Manage Server)")
+    @app_commands.choices(status=[app_commands.Choice(name=s, value=s) for s in ("done", "abandoned")])
+    async def close(self, interaction: discord.Interaction, task: int, status: str = "done") -> None:
+        if not await manager(interaction, "Closing a task ends its session"):
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)  # its chronicle is written first
+        try:
+            closed = await self.engine.close_task(await self._scope(interaction), task, cast(TaskStatus, status))
+        except Failure as exc:
+            await answer(interaction, exc.notice)
+            return
+        await answer(interaction, f"Task #{closed.id} is {closed.status}; its session ended with a chronicle.")
+
+
+async def setup(bot: commands.Bot) -> None:
+    await bot.add_cog(TaskCommands(bot))
