@@ -49,6 +49,8 @@ def transcript_line(message: Message, lineage: Collection[int],
 
     The persona is named like everyone else, so a summary can say who said what.
     """
+    if message.metadata.get("lookup"):
+        return None  # what a look-up brought back is in memory already: a summary would write it again as new
     text = message_text(message, lineage, policy)
     if not text.strip():
         return None

@@ -87,6 +87,9 @@ def tool_call_message(result: LLMResult, author_name: str | None = None) -> NewM
     return NewMessage("assistant", result.text, author_name=author_name, metadata={"tool_use": calls})
 
 
-def tool_result_message(call: ToolCall, output: str) -> NewMessage:
-    """One tool's result, stored right after the call it answers."""
-    return NewMessage("tool", output, metadata={"tool_use_id": call.id, "tool_name": call.name})
+def tool_result_message(call: ToolCall, output: str, *, lookup: bool = False) -> NewMessage:
+    """One tool's result, stored right after the call it answers; a look-up's is left out of summaries."""
+    metadata: dict[str, object] = {"tool_use_id": call.id, "tool_name": call.name}
+    if lookup:
+        metadata["lookup"] = True
+    return NewMessage("tool", output, metadata=metadata)

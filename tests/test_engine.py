@@ -281,6 +281,10 @@ async def test_a_reply_may_call_recall_first_and_the_exchange_is_stored_paired(m
     stored = await engine.store.tail(thread, 10)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[1].metadata["tool_use"][0]["name"] == "recall" and "Friday" in stored[2].content
+    from memory.transcript import dated_transcript
+
+    summarised = "\n".join(line for line, _ in dated_transcript(stored, {thread}))
+    assert "[tool]" not in summarised and summarised.count("Friday") == 2  # said, and answered: not looked up
     bodies = [c.body for c in fake_anthropic.calls]
     assert all(c.status == 200 for c in fake_anthropic.calls) and len(bodies) == 2
     assert [t["name"] for t in bodies[0]["tools"]] == ["recall", "recall_thread"] == \

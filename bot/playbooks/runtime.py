@@ -213,7 +213,8 @@ class Runner:
         if node.context_profile == "conversation":
             await self._store.append(ctx.run.current, tool_call_message(result, self._persona))
             for call, output in outputs:
-                await self._store.append(ctx.run.current, tool_result_message(call, output))
+                await self._store.append(ctx.run.current, tool_result_message(
+                    call, output, lookup=self._toolbox.looks_up(call.name)))
             return await self._request(node, ctx, instruction, tools)
         said = Turn("assistant", (*((Block(result.text),) if result.text.strip() else ()),
                                   *(Block(kind="tool_use", tool_id=c.id, tool_name=c.name, tool_input=c.input)

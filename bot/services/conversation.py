@@ -113,7 +113,8 @@ class Conversations:
             await self._store.append(thread_id, tool_call_message(result, self._persona))
             for call in result.tool_calls:
                 output = await self.toolbox.answer(call, scope_of(thread), thread_id, offered)
-                await self._store.append(thread_id, tool_result_message(call, output))
+                await self._store.append(thread_id, tool_result_message(call, output,
+                                                                        lookup=self.toolbox.looks_up(call.name)))
         raise AssertionError("the last round always returns")
 
     async def said(self, scope: Scope, text: str) -> Message:

@@ -26,6 +26,10 @@ class ToolBox:
             raise ToolError(f"no tool {call.name!r} is offered here")
         return await spec.call(ToolScope(scope, thread_id, self.services), call.input)
 
+    def looks_up(self, name: str) -> bool:
+        spec = self.registry.get(name)
+        return spec is not None and spec.looks_up
+
     async def answer(self, call: ToolCall, scope: Scope, thread_id: int, allowed: Collection[str]) -> str:
         """The result the model reads back: the value as text, or what went wrong."""
         try:

@@ -23,4 +23,5 @@ SPEC = ToolSpec(
         "limit": {"type": "integer", "description": f"how many hits, at most {MOST_HITS}"},
     }, "required": ["query"]},
     _run,
+    looks_up=True,
 )

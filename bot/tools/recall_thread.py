@@ -23,4 +23,5 @@ SPEC = ToolSpec(
     {"type": "object", "properties": {"thread": {"type": "integer", "description": "the thread's number"}},
      "required": ["thread"]},
     _run,
+    looks_up=True,
 )

@@ -64,6 +64,9 @@ class ToolSpec:
     description: str
     input_schema: dict[str, Any]
     run: Callable[[ToolScope, dict[str, Any]], Awaitable[Any]]
+    # A look-up's result repeats what memory already holds: summaries leave it out, so memory does not
+    # write old facts again as new ones.
+    looks_up: bool = False
 
     def definition(self) -> Tool:
         return Tool(self.name, self.description, self.input_schema)
