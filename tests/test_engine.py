@@ -259,30 +259,38 @@ async def test_at_start_up_the_engine_indexes_and_counts_the_newest_words_in_the
         await engine.close()
 
 
-async def test_a_reply_may_call_recall_first_and_the_exchange_is_stored_paired(make_config, fake_anthropic):
+async def _on_the_fake_server(make_config, fake_anthropic, responder, said: str) -> tuple[Engine, int]:
+    """An engine on the Anthropic provider at the fake server, with one message heard; its thread."""
     from bot.config import AnthropicConfig, ModelTiers
     from bot.providers.anthropic_llm import AnthropicLLM
+
+    fake_anthropic.responder = responder
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
+    scope = Scope.channel(1, 10)
+    await engine.hear(scope, said, author_name="mahe")
+    return engine, (await engine.thread_for(scope)).id
+
+
+def _calls_recall(body, query: str) -> list[dict]:
+    return [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}", "name": "recall", "input": {"query": query}}]
+
+
+async def test_a_reply_may_call_recall_first_and_the_exchange_is_stored_paired(make_config, fake_anthropic):
+    from memory.transcript import dated_transcript
 
     def answer(body):
         last = body["messages"][-1]["content"]
         if body.get("tool_choice", {}).get("type") == "none" or any(b["type"] == "tool_result" for b in last):
             return "It ships on Friday, as you said."
-        return [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}", "name": "recall",
-                 "input": {"query": "ship date"}}]
+        return _calls_recall(body, "ship date")
 
-    fake_anthropic.responder = answer
-    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
-    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
-    scope = Scope.channel(1, 10)
-    await engine.hear(scope, "we ship calculator_v2 on Friday", author_name="mahe")
-    thread = (await engine.thread_for(scope)).id
+    engine, thread = await _on_the_fake_server(make_config, fake_anthropic, answer, "we ship calculator_v2 on Friday")
     reply = await engine.reply(thread)
     assert reply.content == "It ships on Friday, as you said."
     stored = await engine.store.tail(thread, 10)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[1].metadata["tool_use"][0]["name"] == "recall" and "Friday" in stored[2].content
-    from memory.transcript import dated_transcript
-
     summarised = "\n".join(line for line, _ in dated_transcript(stored, {thread}))
     assert "[tool]" not in summarised and summarised.count("Friday") == 2  # said, and answered: not looked up
     bodies = [c.body for c in fake_anthropic.calls]
@@ -293,22 +301,14 @@ async def test_a_reply_may_call_recall_first_and_the_exchange_is_stored_paired(m
 
 
 async def test_a_reply_that_keeps_calling_tools_is_made_to_answer(make_config, fake_anthropic):
-    from bot.config import AnthropicConfig, ModelTiers
-    from bot.providers.anthropic_llm import AnthropicLLM
     from bot.services.conversation import MAX_TOOL_ROUNDS
 
     def answer(body):
         if body.get("tool_choice", {}).get("type") == "none":
             return "Enough looking: here is my answer."
-        return [{"type": "tool_use", "id": f"toolu_{len(body['messages'])}", "name": "recall",
-                 "input": {"query": "more"}}]
+        return _calls_recall(body, "more")
 
-    fake_anthropic.responder = answer
-    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
-    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
-    scope = Scope.channel(1, 10)
-    await engine.hear(scope, "tell me everything", author_name="mahe")
-    thread = (await engine.thread_for(scope)).id
+    engine, thread = await _on_the_fake_server(make_config, fake_anthropic, answer, "tell me everything")
     assert (await engine.reply(thread)).content == "Enough looking: here is my answer."
     assert len(fake_anthropic.calls) == MAX_TOOL_ROUNDS + 1
     assert fake_anthropic.calls[-1].body["tools"] == fake_anthropic.calls[0].body["tools"]
