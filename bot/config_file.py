@@ -63,9 +63,14 @@ def _bounds(field: FieldInfo) -> str:
     low = next(((k, limits[k]) for k in ("ge", "gt") if k in limits), None)
     high = next(((k, limits[k]) for k in ("le", "lt") if k in limits), None)
     if low and high:
-        strict = [side for side, (k, _) in (("above", low), ("below", high)) if k in ("gt", "lt")]
-        note = ", exclusive" if len(strict) == 2 else f"; {strict[0]} {low[1] if strict[0] == 'above' else high[1]}" \
-            if strict else ""
+        if low[0] == "gt" and high[0] == "lt":
+            note = ", exclusive"
+        elif low[0] == "gt":
+            note = f"; above {low[1]}"
+        elif high[0] == "lt":
+            note = f"; below {high[1]}"
+        else:
+            note = ""
         return f" Allowed: {low[1]}-{high[1]}{note}."
     if low:
         return f" Allowed: at least {low[1]}." if low[0] == "ge" else f" Allowed: above {low[1]}."

@@ -32,6 +32,12 @@ def own_scope(channel: discord.abc.GuildChannel | discord.Thread) -> Scope:
     return Scope.channel(channel.guild.id, channel.id)
 
 
+async def interaction_scope(engine: Any, interaction: discord.Interaction) -> Scope:
+    """The conversation a slash command is about (a channel outside the cache still has a scope)."""
+    place = await locate(engine, interaction.channel)
+    return place.scope if place else Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0)
+
+
 async def locate(engine: Any, channel: Any) -> Place | None:
     """The place of a channel, opening (or resuming) a Discord thread's session; None if unreadable."""
     if isinstance(channel, discord.DMChannel):

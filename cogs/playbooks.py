@@ -13,8 +13,7 @@ from discord.ext import commands
 from bot.engine import Engine, PlaybookError
 from bot.report import playbook_lines, playbook_list_lines, problem_lines, result_lines, runs_lines
 from cogs.interactions import answer, manager
-from cogs.places import Place, locate
-from memory.records import Scope
+from cogs.places import interaction_scope
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +27,6 @@ class PlaybookCommands(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
         self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
-
-    async def _scope(self, interaction: discord.Interaction) -> tuple[Scope, Place | None]:
-        place = await locate(self.engine, interaction.channel)
-        return (place.scope if place else Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0)), place
 
     @playbooks.command(name="list", description="The playbooks the persona can run")
     async def list_(self, interaction: discord.Interaction) -> None:
@@ -67,7 +62,7 @@ class PlaybookCommands(commands.Cog):
             await answer(interaction, 'Arguments are a JSON object, for example {"topic": "tea"}.')
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
-        scope, _ = await self._scope(interaction)
+        scope = await interaction_scope(self.engine, interaction)
         steps: list[str] = []
         updates: set[asyncio.Task[object]] = set()  # progress edits in flight
 
@@ -91,7 +86,7 @@ class PlaybookCommands(commands.Cog):
 
     @playbooks.command(name="runs", description="The latest playbook runs here, step by step")
     async def runs(self, interaction: discord.Interaction) -> None:
-        scope, _ = await self._scope(interaction)
+        scope = await interaction_scope(self.engine, interaction)
         await answer(interaction, "\n".join(runs_lines(await self.engine.playbook_runs(scope), self.engine.clock())))
 
 

@@ -11,9 +11,9 @@ from discord.ext import commands
 from bot.engine import Engine
 from bot.report import task_detail_lines, task_lines
 from cogs.interactions import answer, manager
-from cogs.places import locate
+from cogs.places import interaction_scope
 from memory.errors import Failure
-from memory.records import Scope, TaskStatus
+from memory.records import TaskStatus
 
 
 class TaskCommands(commands.Cog):
@@ -23,18 +23,15 @@ class TaskCommands(commands.Cog):
         self.bot = bot
         self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
 
-    async def _scope(self, interaction: discord.Interaction) -> Scope:
-        place = await locate(self.engine, interaction.channel)
-        return place.scope if place else Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0)
-
     @tasks.command(name="list", description="Tasks in this server, open ones first")
     async def list_(self, interaction: discord.Interaction) -> None:
-        await answer(interaction, "\n".join(task_lines(await self.engine.tasks_of(await self._scope(interaction)))))
+        scope = await interaction_scope(self.engine, interaction)
+        await answer(interaction, "\n".join(task_lines(await self.engine.tasks_of(scope))))
 
     @tasks.command(name="show", description="A task's goal and steps")
     async def show(self, interaction: discord.Interaction, task: int) -> None:
         try:
-            found = await self.engine.task(await self._scope(interaction), task)
+            found = await self.engine.task(await interaction_scope(self.engine, interaction), task)
         except Failure as exc:
             await answer(interaction, exc.notice)
             return
@@ -47,7 +44,7 @@ class TaskCommands(commands.Cog):
         if not await manager(interaction, "Creating a task opens a branch of the persona's work"):
             return
         try:
-            made = await self.engine.create_task(await self._scope(interaction), title, goal,
+            made = await self.engine.create_task(await interaction_scope(self.engine, interaction), title, goal,
                                                  [s for s in steps.split(";") if s.strip()])
         except Failure as exc:
             await answer(interaction, exc.notice)
@@ -61,7 +58,8 @@ class TaskCommands(commands.Cog):
             return
         await interaction.response.defer(ephemeral=True, thinking=True)  # its chronicle is written first
         try:
-            closed = await self.engine.close_task(await self._scope(interaction), task, cast(TaskStatus, status))
+            scope = await interaction_scope(self.engine, interaction)
+            closed = await self.engine.close_task(scope, task, cast(TaskStatus, status))
         except Failure as exc:
             await answer(interaction, exc.notice)
             return

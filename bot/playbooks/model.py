@@ -140,13 +140,3 @@ class Playbook(Strict):
                 return node
         raise KeyError(node_id)
 
-
-def referenced(value: Any) -> set[str]:
-    """The state variables a template value reads (`{name}` or `{name.key}`: the first part)."""
-    if isinstance(value, str):
-        return {m.split(".")[0] for m in VARIABLE.findall(value)}
-    if isinstance(value, dict):
-        return set().union(*(referenced(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(referenced(v) for v in value)) if value else set()
-    return set()

@@ -8,6 +8,7 @@ turns and the instruction. `worker` / `worker_light`: a neutral system prompt, n
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from bot.playbooks.model import Profile
@@ -16,6 +17,7 @@ from memory.context import Assembler, Persona, Shape
 from memory.llm import Block, LLMRequest, Tier, Tool, Turn
 from memory.store import Store
 from memory.templates import render
+from memory.threads import lineage
 
 NEUTRAL_SYSTEM = ("You carry out one step of a task for a persona's workflow. Do exactly what the step asks, "
                   "from the state you are given; answer plainly, without greeting or commentary.")
@@ -52,14 +54,10 @@ async def request_for(profile: Profile, instruction: str, *, thread_id: int, sta
         request = LLMRequest(system=(Block(NEUTRAL_SYSTEM),), max_tokens=max_tokens, tier=TIERS[profile],
                              tools=tools or (),
                              turns=(Turn.text("user", f"{instruction}\n\nState:\n{shown[:STATE_CHARS]}"),))
-    return LLMRequest(system=request.system, turns=request.turns, max_tokens=request.max_tokens, tier=request.tier,
-                      purpose=request.purpose, persona=request.persona, tools=request.tools,
-                      tool_choice=request.tool_choice, response_schema=response_schema)
+    return replace(request, response_schema=response_schema)
 
 
 async def _persona(assembler: Assembler, store: Store, thread_id: int) -> Persona:
     """The persona of the conversation a thread belongs to (its root's settings)."""
-    thread = await store.thread(thread_id)
-    while thread.parent_thread_id is not None:
-        thread = await store.thread(thread.parent_thread_id)
-    return (await assembler.conversation_of(thread)).persona
+    chain = await lineage(store, await store.thread(thread_id))
+    return (await assembler.conversation_of(chain[-1])).persona

@@ -26,10 +26,6 @@ log = logging.getLogger(__name__)
 ALL_BRANCHES = 200  # what a branch list shows at most
 
 
-def _same_place(branch: Branch, scope: Scope) -> bool:
-    return branch.guild_id == scope.guild_id if scope.guild_id is not None else branch.scope_key == scope.key
-
-
 def branch_id_for(discord_thread_id: int) -> str:
     return f"discord-{discord_thread_id}"
 
@@ -72,15 +68,14 @@ class DiscordThreadBranches:
 
     async def in_server(self, scope: Scope, limit: int = ALL_BRANCHES) -> list[Branch]:
         """Every branch of the persona in the scope's server (or, outside one, its conversation), all statuses."""
-        found = await self._store.recent_branches(self._persona, scope.guild_id, scope.key, limit,
-                                                  with_completed=True)
-        return found
+        return await self._store.recent_branches(self._persona, scope.guild_id, scope.key, limit,
+                                                 with_completed=True)
 
     async def update(self, scope: Scope, branch_id: str, *, brief_state: str | None,
                      status: BranchStatus | None) -> Branch:
         """Change a branch of this server (never another's)."""
         branch = await self._store.branch(branch_id)
-        if branch is None or not _same_place(branch, scope):
+        if branch is None or not scope.reaches(branch.guild_id, branch.scope_key):
             raise ToolError(f"there is no branch {branch_id!r} here")
         if status in ("suspended", "completed") and branch.status != status:
             if branch.branch_type == "social" and status == "completed":

@@ -47,15 +47,11 @@ class Tasks:
         return await self._store.update_task(task.id, branch_id=branch)
 
     async def of(self, scope: Scope, limit: int = 50) -> list[Task]:
-        root = await self._stelis.root(scope)
-        return await self._store.tasks_in(self._persona, root.guild_id, root.scope_key, limit)
+        return await self._store.tasks_in(self._persona, scope.guild_id, scope.key, limit)
 
     async def get(self, scope: Scope, task_id: int) -> Task:
         task = await self._store.task(task_id)
-        root = await self._stelis.root(scope)
-        same = task is not None and (task.guild_id == root.guild_id if root.guild_id is not None
-                                     else task.scope_key == root.scope_key)
-        if task is None or not same:
+        if task is None or not scope.reaches(task.guild_id, task.scope_key):
             raise ToolError(f"there is no task {task_id} here")
         return task
 
