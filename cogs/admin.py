@@ -14,7 +14,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.config import OVERRIDABLE, ConfigError
-from bot.engine import Engine, MemoryAdminError, Where
+from bot.engine import MemoryAdminError, Where
 from bot.report import (
     branch_line,
     config_lines,
@@ -33,7 +33,7 @@ from bot.report import (
     tree_lines,
     written_text,
 )
-from cogs.interactions import answer, manager
+from cogs.interactions import answer, engine_of, manager
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
 from memory.errors import Failure
@@ -59,7 +59,7 @@ class Admin(commands.Cog):
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+        self.engine = engine_of(bot)
 
     # helpers
 

@@ -10,9 +10,10 @@ import discord
 from discord.ext import commands
 
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
-from bot.engine import Engine, ReplyFailed
+from bot.engine import ReplyFailed
 from bot.splitting import split_message
 from bot.tools import ToolError
+from cogs.interactions import engine_of
 from cogs.places import Place, locate
 from memory.records import Scope
 from memory.store import StoreError
@@ -26,7 +27,7 @@ BACKFILL_LIMIT = 200
 class Conversation(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+        self.engine = engine_of(bot)
         self._channel_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)  # replies, in order
         # Creates, edits and deletes of one channel applied in arrival order (an edit never outruns its message).
         self._ingest_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)

@@ -1,10 +1,18 @@
-"""Answering slash commands: ephemeral, split to Discord's limit, and the Manage Server check."""
+"""What every cog shares: the engine the bot carries, ephemeral answers, the Manage Server check."""
 
 from __future__ import annotations
 
 import discord
+from discord.ext import commands
 
+from bot.engine import Engine
 from bot.splitting import split_message
+
+
+def engine_of(bot: commands.Bot) -> Engine:
+    """The engine StelisBot carries (the cogs load only into it)."""
+    engine: Engine = bot.engine  # type: ignore[attr-defined]  # set by StelisBot before any cog loads
+    return engine
 
 
 async def answer(interaction: discord.Interaction, text: str) -> None:

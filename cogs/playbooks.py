@@ -10,9 +10,9 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.engine import Engine, PlaybookError
+from bot.engine import PlaybookError
 from bot.report import playbook_lines, playbook_list_lines, problem_lines, result_lines, runs_lines
-from cogs.interactions import answer, manager
+from cogs.interactions import answer, engine_of, manager
 from cogs.places import interaction_scope
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class PlaybookCommands(commands.Cog):
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+        self.engine = engine_of(bot)
 
     @playbooks.command(name="list", description="The playbooks the persona can run")
     async def list_(self, interaction: discord.Interaction) -> None:

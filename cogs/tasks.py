@@ -8,9 +8,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.engine import Engine
 from bot.report import task_detail_lines, task_lines
-from cogs.interactions import answer, manager
+from cogs.interactions import answer, engine_of, manager
 from cogs.places import interaction_scope
 from memory.errors import Failure
 from memory.records import TaskStatus
@@ -21,7 +20,7 @@ class TaskCommands(commands.Cog):
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+        self.engine = engine_of(bot)
 
     @tasks.command(name="list", description="Tasks in this server, open ones first")
     async def list_(self, interaction: discord.Interaction) -> None:

@@ -11,7 +11,7 @@ import logging
 import discord
 from discord.ext import commands
 
-from bot.engine import Engine
+from cogs.interactions import engine_of
 from memory.records import Scope
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 class Threads(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+        self.engine = engine_of(bot)
 
     @commands.Cog.listener()
     async def on_thread_create(self, thread: discord.Thread) -> None:

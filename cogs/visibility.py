@@ -12,7 +12,7 @@ import logging
 import discord
 from discord.ext import commands
 
-from bot.engine import Engine
+from cogs.interactions import engine_of
 from cogs.places import own_scope
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def described(channel: object) -> discord.abc.GuildChannel | discord.Thread | No
 class Visibility(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
-        self.engine: Engine = bot.engine  # type: ignore[attr-defined]  # StelisBot carries it; cogs load only there
+        self.engine = engine_of(bot)
         self._known: dict[int, tuple[str, bool]] = {}  # what memory was last told, so a message costs no write
 
     async def describe(self, channel: discord.abc.GuildChannel | discord.Thread) -> None:
