@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -136,6 +138,57 @@ class PlaybooksConfig(_Model):
         "How deep sub-playbooks run as subagents (each in a temporary thread) may nest."))
 
 
+class AutonomyConfig(_Model):
+    """The autonomous pulse (seed 001): between conversations the persona looks around, decides, and works on
+    its branches. Off by default; a server admin turns it on (/autonomy on) and sets a home channel."""
+
+    enabled: bool = Field(False, description="Let the persona act on its own in this server.")
+    home_channel: int | None = Field(None, description=(
+        "The channel whose conversation is the parent of every autonomous session (Discord: /autonomy home)."))
+    interval_minutes: int = Field(60, ge=5, le=1_440, description="Minutes between pulses.")
+    jitter_minutes: int = Field(10, ge=0, le=120, description=(
+        "Each pulse comes up to this many minutes early or late, so pulses do not land on the clock."))
+    quiet_minutes: int = Field(15, ge=0, le=1_440, description=(
+        "A pulse runs only when the home channel has been quiet this long: people come first."))
+    quiet_hours: str = Field("", description=(
+        "Hours with no pulse, as HH:MM-HH:MM in `timezone` (may cross midnight, e.g. 23:00-07:00); empty for "
+        "none."))
+    timezone: str = Field("UTC", description="The IANA time zone quiet hours and the daily budget count in.")
+    daily_calls: int = Field(40, ge=0, le=10_000, description="Model calls the pulses may make per day.")
+    daily_tokens: int = Field(400_000, ge=0, le=100_000_000, description=(
+        "Input and output tokens the pulses may spend per day."))
+    session_turns: int = Field(4, ge=1, le=50, description=(
+        "Turns the persona may take in one autonomous session (a task's work, a social exchange)."))
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _hours(cls, value: str) -> str:
+        if value.strip() and quiet_span(value) is None:
+            raise ValueError("write quiet hours as HH:MM-HH:MM, for example 23:00-07:00 (or leave empty)")
+        return value.strip()
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone (for example Europe/Paris, Asia/Tokyo, UTC)") \
+                from None
+        return value
+
+
+def quiet_span(text: str) -> tuple[int, int] | None:
+    """Quiet hours "HH:MM-HH:MM" as minutes of the day (start, end); None if malformed."""
+    found = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*", text)
+    if not found:
+        return None
+    h1, m1, h2, m2 = (int(g) for g in found.groups())
+    if h1 > 23 or h2 > 23 or m1 > 59 or m2 > 59:
+        return None
+    return h1 * 60 + m1, h2 * 60 + m2
+
+
 class ConsoleConfig(_Model):
     user_name: str = Field("you", min_length=1, max_length=80, description="Your name in the console chat.")
 
@@ -154,6 +207,7 @@ class Config(_Model):
     context: ContextSettings = ContextSettings()
     console: ConsoleConfig = ConsoleConfig()
     playbooks: PlaybooksConfig = PlaybooksConfig()
+    autonomy: AutonomyConfig = AutonomyConfig()
     snapshots: SnapshotConfig = SnapshotConfig()
     short_term_history: ShortTermSettings = ShortTermSettings()
     memory: MemoryWorkSettings = MemoryWorkSettings()
@@ -185,6 +239,9 @@ OVERRIDABLE = (
     "discord.reply_policy", "persona.card", "short_term_history.enabled", "short_term_history.max_history_count",
     "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
     "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels", "memory.tier",
+    "autonomy.enabled", "autonomy.home_channel", "autonomy.interval_minutes", "autonomy.jitter_minutes",
+    "autonomy.quiet_minutes", "autonomy.quiet_hours", "autonomy.timezone", "autonomy.daily_calls",
+    "autonomy.daily_tokens", "autonomy.session_turns",
 )
 
 

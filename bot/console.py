@@ -128,6 +128,9 @@ class Console:
     async def open_thread(self, scope: Scope, name: str) -> str:
         raise ToolError("the console has no Discord threads; /thread new opens a Stelis thread here")
 
+    async def open_work_thread(self, scope: Scope, name: str) -> int | None:
+        return None  # the console's tasks work in their Stelis sessions, shown by /tree and /branches
+
     async def run_loop(self) -> int:
         self.engine.attach(self)
         run = await self.start()

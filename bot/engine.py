@@ -16,11 +16,14 @@ from bot.clock import Clock
 from bot.config import Config
 from bot.instance_lock import AlreadyRunning, InstanceLock
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
+from bot.metering import MeteredLLM
 from bot.playbooks.checker import Problem
 from bot.playbooks.model import Playbook
 from bot.playbooks.runtime import Progress, Runner, RunResult
 from bot.playbooks.state import PlaybookError
 from bot.providers import make_llm
+from bot.pulse_scheduler import PulseScheduler
+from bot.services.autonomy import Autonomy, AutonomyStatus, PulseOutcome
 from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations, ReplyFailed
 from bot.services.forgetting import Forgetting
@@ -40,6 +43,7 @@ from memory.budget import Budget
 from memory.context import Assembler, Assembly, Persona
 from memory.llm import LLM, TextSink
 from memory.records import (
+    AutonomyEntry,
     Branch,
     BranchKind,
     BranchStatus,
@@ -55,8 +59,8 @@ from memory.short_term import Outcome
 from memory.store import Store, StoreError
 from memory.threads import Run
 
-__all__ = ["Engine", "MemoryAdminError", "MemoryView", "PlaybookError", "ReplyFailed", "RunView", "ThreadDetail",
-           "TreeRow", "Where"]
+__all__ = ["AutonomyStatus", "Engine", "MemoryAdminError", "MemoryView", "PlaybookError", "PulseOutcome",
+           "ReplyFailed", "RunView", "ThreadDetail", "TreeRow", "Where"]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +69,7 @@ class Engine:
     def __init__(self, config: Config, store: Store, llm: LLM, clock: Clock | None = None):
         self.config = config
         self.store = store  # for tests and tools; front ends never touch it (tests/test_layering.py)
-        self.llm = llm
+        self.llm = llm = MeteredLLM(llm)  # a pulse counts what it spends, whichever service calls
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
         persona = config.persona.name
         self.settings = Settings(config, store)
@@ -86,8 +90,10 @@ class Engine:
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
         self.tasks = Tasks(store, llm, self.stelis, persona)
-        self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, self.tasks, store.clock,
-                                 persona)
+        self.autonomy = Autonomy(store, self.settings, self.stelis, self.tasks, self.branches, persona, self.clock)
+        self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, self.tasks, self.autonomy,
+                                 store.clock, persona)
+        self.autonomy.front_end = lambda: self.tools.front_end
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):
@@ -97,6 +103,7 @@ class Engine:
         self.playbooks = Playbooks(store, runner, self.stelis, REGISTRY, config.playbooks.folder,
                                    config.stelis.max_depth, persona)
         self.playbooks.load()
+        self.autonomy.playbooks = self.playbooks
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
         self._lock = InstanceLock(config.database_path)  # held only when opened exclusive
@@ -158,12 +165,21 @@ class Engine:
         self.conversations.scheduler = self.scheduler
         await self.scheduler.start()
 
+    async def start_pulses(self) -> None:
+        """Start the pulse timers once; servers are armed as their front end finds them (`arm_pulse`)."""
+        if self.autonomy.timers is None:
+            self.autonomy.timers = PulseScheduler(self.autonomy.pulse)
+            self.autonomy.timers.start()
+
     async def close(self) -> None:
         """Stop the scheduler, write the snapshots still due, then close the model client and the database."""
         if self._closed:
             return
         self._closed = self.conversations.closed = True
         try:
+            if self.autonomy.timers is not None:
+                self.autonomy.timers.stop()
+            await self.autonomy.stop()  # a running pulse ends as if interrupted: its session suspended
             if self.scheduler is not None:
                 await self.scheduler.stop(self.shutdown_grace)
             await self.memory.drain(self.shutdown_grace)
@@ -392,6 +408,36 @@ class Engine:
     async def set_branch_status(self, scope: Scope, branch_id: str, status: BranchStatus) -> Branch:
         """Suspend (the session ends with its chronicle), resume (a new session from the last) or complete."""
         return await self.branches.update(scope, branch_id, brief_state=None, status=status)
+
+    # the autonomous pulse
+
+    async def autonomy_status(self, scope: Scope) -> AutonomyStatus:
+        return await self.autonomy.status(scope)
+
+    async def autonomy_log(self, scope: Scope, limit: int = 20) -> list[AutonomyEntry]:
+        return await self.autonomy.log(scope, limit)
+
+    async def set_autonomy(self, scope: Scope, key: str, value: object) -> object:
+        """Change a server's autonomy setting (`enabled`, `home_channel`, `interval_minutes`, ...)."""
+        return await self.autonomy.set(scope, key, value)
+
+    async def arm_pulse(self, scope: Scope) -> None:
+        await self.autonomy.arm(scope)
+
+    def next_pulse(self, scope: Scope) -> float | None:
+        return self.autonomy.next_pulse(scope)
+
+    async def pulse_now(self, scope: Scope) -> PulseOutcome:
+        """A pulse now, whatever the switch, timer and quiet say (the daily budget still holds)."""
+        return await self.autonomy.pulse(scope, force=True)
+
+    async def pulse_if_due(self, scope: Scope) -> PulseOutcome | None:
+        """A pulse if autonomy is on and an interval has passed (the console's /idle)."""
+        return await self.autonomy.pulse(scope) if await self.autonomy.due(scope) else None
+
+    async def person_spoke(self, scope: Scope) -> bool:
+        """A person spoke in this scope's server: a running pulse stops, its session suspended with a chronicle."""
+        return await self.autonomy.interrupt(scope)
 
     # playbooks
 

@@ -45,15 +45,25 @@ class Conversation(commands.Cog):
             await channel.send(chunk, allowed_mentions=SAFE_MENTIONS)
 
     async def open_thread(self, scope: Scope, name: str) -> str:
+        thread = await self._new_thread(scope, name)
+        return f"opened thread #{thread.name} ({thread.id}); its messages become a branch of this conversation"
+
+    async def open_work_thread(self, scope: Scope, name: str) -> int | None:
+        try:
+            return (await self._new_thread(scope, name)).id
+        except ToolError as exc:  # the work goes on inside, unseen: better than no work
+            log.warning("no Discord thread for %r: %s", name, exc.notice)
+            return None
+
+    async def _new_thread(self, scope: Scope, name: str) -> discord.Thread:
         channel = self._channel_of(scope)
         if not isinstance(channel, discord.TextChannel):
             raise ToolError("threads open under a text channel; this conversation is not one")
         try:
-            thread = await channel.create_thread(name=name, type=discord.ChannelType.public_thread,
-                                                 auto_archive_duration=1440)
+            return await channel.create_thread(name=name[:100], type=discord.ChannelType.public_thread,
+                                               auto_archive_duration=1440)
         except discord.HTTPException as exc:
             raise ToolError(f"Discord refused the thread ({exc.status})") from exc
-        return f"opened thread #{thread.name} ({thread.id}); its messages become a branch of this conversation"
 
     def _channel_of(self, scope: Scope) -> discord.abc.Messageable:
         target = scope.discord_thread_id or scope.channel_id

@@ -267,6 +267,25 @@ class PlaybookStep:
 TaskStatus = Literal["open", "done", "abandoned"]
 
 
+AutonomyKind = Literal["pulse", "skip", "react", "wait", "create", "resume", "work", "suspend", "interrupt",
+                      "error", "social"]
+
+
+@dataclass(frozen=True)
+class AutonomyEntry:
+    """One line of the pulse's decision log: what it did or why it did nothing, and what that cost."""
+
+    id: int
+    persona: str
+    place: str  # the server ("guild:<id>"), or outside one the conversation's scope key
+    at: float
+    kind: AutonomyKind
+    branch_id: str | None
+    detail: str
+    calls: int = 0
+    tokens: int = 0
+
+
 @dataclass(frozen=True)
 class Task:
     """A piece of work with a goal and steps (seed 001); its branch holds the sessions it is worked in."""

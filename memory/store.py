@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 from memory.errors import Failure
 from memory.records import (
+    AutonomyEntry,
+    AutonomyKind,
     Branch,
     BranchKind,
     BranchStatus,
@@ -364,6 +366,30 @@ class Store(Protocol):
 
     async def update_task(self, task_id: int, *, branch_id: str | None = None,
                           steps: list[dict[str, Any]] | None = None, status: TaskStatus | None = None) -> Task:
+        ...
+
+    # the autonomous pulse's decision log
+
+    async def log_autonomy(self, persona: str, place: str, kind: AutonomyKind, detail: str, *,
+                           branch_id: str | None = None, calls: int = 0, tokens: int = 0) -> AutonomyEntry:
+        ...
+
+    async def autonomy_log(self, persona: str, place: str, limit: int, *,
+                           kind: AutonomyKind | None = None) -> list[AutonomyEntry]:
+        """A server's decisions, newest first (of one kind, when given)."""
+        ...
+
+    async def autonomy_spent(self, persona: str, place: str, since: float) -> tuple[int, int]:
+        """Model calls and tokens the server's pulses spent since a moment."""
+        ...
+
+    async def messages_since(self, persona: str, guild_id: int | None, scope_key: str, since: float,
+                             limit: int) -> list[Message]:
+        """What was said in a server's conversations (or, outside one, in this one) after a moment, oldest
+        first, at most the newest `limit`."""
+        ...
+
+    async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:
         ...
 
     async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:

@@ -12,6 +12,7 @@ from bot.config import AnthropicConfig, ModelTiers
 from bot.engine import Engine, PlaybookError
 from bot.playbooks.profiles import NEUTRAL_SYSTEM
 from bot.providers.anthropic_llm import AnthropicLLM
+from bot.providers.offline import example
 from bot.providers.offline import OfflineLLM
 from memory.llm import LLMRequest, LLMResult, TextSink
 from memory.records import Scope
@@ -337,13 +338,15 @@ async def test_every_builtin_runs_end_to_end_against_the_fake_server(make_config
     def answer(body):
         asked = body["messages"][-1]["content"][-1].get("text", "")
         if "JSON schema" in asked:
-            return '{"needed": true}'
+            schema = json.loads(asked.split("matching this JSON schema:\n", 1)[1].splitlines()[0])
+            return json.dumps({"needed": True} if "needed" in schema["properties"] else example(schema, asked))
         return "fake answer about " + asked[-60:]
 
     fake_anthropic.responder = answer
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
-    assert sorted(engine.playbook_library()) == ["detail_recall", "meta_user", "research", "summarise_thread"]
+    assert sorted(engine.playbook_library()) == ["branch_work", "detail_recall", "meta_auto", "meta_user", "research",
+                                                 "summarise_thread"]
     await engine.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
     reply = await engine.run_playbook(HERE, "meta_user", {})
     research = await engine.run_playbook(HERE, "research", {"topic": "the calculator_v2 release"})
@@ -351,6 +354,11 @@ async def test_every_builtin_runs_end_to_end_against_the_fake_server(make_config
     assert thread.label == "research: the calculator_v2 release" and thread.status == "completed"
     detail = await engine.run_playbook(HERE, "detail_recall", {"thread": thread.id, "question": "when?"})
     summary = await engine.run_playbook(HERE, "summarise_thread", {"thread": thread.id})
+    pulse = await engine.run_playbook(HERE, "meta_auto", {})
+    work = await engine.run_playbook(HERE, "branch_work", {"label": "notes", "goal": "tidy the release notes",
+                                                           "steps": "1. [ ] list changes", "state": "just started"})
+    assert pulse.outputs["decision"]["action"] == "wait" and (await engine.autonomy_log(HERE))[0].kind == "wait"
+    assert work.outputs["work"].startswith("fake answer") and work.outputs["assess"]["next"] == "pause"
     assert reply.outputs["reply"].startswith("fake answer") and research.outputs["findings"]
     assert detail.outputs["summary"].startswith("fake answer") and summary.outputs["summary"].startswith("fake")
     assert fake_anthropic.calls and all(c.status == 200 for c in fake_anthropic.calls)

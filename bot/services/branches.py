@@ -41,7 +41,7 @@ class DiscordThreadBranches:
         """The active session of a Discord thread: opened on first sight, resumed after an archive."""
         branch_id = branch_id_for(discord_thread_id)
         root = await self._stelis.root(parent)
-        branch = await self._store.branch(branch_id)
+        branch = await self._store.branch_of_discord_thread(discord_thread_id)  # a task's thread, or its own
         if branch is None:
             await self._store.create_branch(branch_id, root.persona, "task", label, root.scope_key, root.guild_id,
                                             root.channel_id, discord_thread_id)
@@ -49,16 +49,16 @@ class DiscordThreadBranches:
         current = await self._current(branch)
         if current is not None and current.status == "active":
             return current
-        return await self._open(root, branch_id, branch.label, discord_thread_id, previous=current)
+        return await self._open(root, branch.id, branch.label, discord_thread_id, previous=current)
 
     async def current_session(self, discord_thread_id: int) -> Thread | None:
         """The Discord thread's latest session (active or not), if it has a branch."""
-        branch = await self._store.branch(branch_id_for(discord_thread_id))
+        branch = await self._store.branch_of_discord_thread(discord_thread_id)
         return await self._current(branch) if branch is not None else None
 
     async def spoken_in(self, discord_thread_id: int) -> bool:
         """Has the persona spoken in this Discord thread, in any of its sessions (a resumed one included)?"""
-        branch = await self._store.branch(branch_id_for(discord_thread_id))
+        branch = await self._store.branch_of_discord_thread(discord_thread_id)
         if branch is None:
             return False
         for session in reversed(await self._store.branch_threads(branch.id)):
@@ -110,8 +110,9 @@ class DiscordThreadBranches:
         return await self._close(discord_thread_id, "aborted", "completed")
 
     async def rename(self, discord_thread_id: int, label: str) -> None:
-        if await self._store.branch(branch_id_for(discord_thread_id)) is not None:
-            await self._store.update_branch(branch_id_for(discord_thread_id), label=label)
+        branch = await self._store.branch_of_discord_thread(discord_thread_id)
+        if branch is not None:
+            await self._store.update_branch(branch.id, label=label)
 
     async def of(self, scope: Scope, status: BranchStatus | None = None,
                  kind: BranchKind | None = None) -> list[Branch]:
@@ -149,7 +150,7 @@ class DiscordThreadBranches:
 
     async def _close(self, discord_thread_id: int, status: Literal["completed", "aborted"],
                      branch_status: BranchStatus) -> Thread | None:
-        branch = await self._store.branch(branch_id_for(discord_thread_id))
+        branch = await self._store.branch_of_discord_thread(discord_thread_id)
         if branch is None:
             return None
         return await self._end(branch, status, branch_status)

@@ -28,8 +28,10 @@ class Tasks:
         self._stelis = stelis
         self._persona = persona
 
-    async def create(self, scope: Scope, title: str, goal: str, steps: list[str]) -> Task:
-        """The task, its branch, and the first session (a Stelis thread under the conversation, anchored)."""
+    async def create(self, scope: Scope, title: str, goal: str, steps: list[str], *,
+                     discord_thread_id: int | None = None) -> Task:
+        """The task, its branch, and the first session (a Stelis thread under the conversation, anchored);
+        with a Discord thread, the work happens there."""
         title, goal = title.strip(), goal.strip()
         if not title or not goal:
             raise ToolError("a task needs a title and a goal")
@@ -40,8 +42,9 @@ class Tasks:
                                              [s.strip() for s in steps if s.strip()])
         branch = branch_of(task.id)
         await self._store.create_branch(branch, self._persona, "task", title, root.scope_key, root.guild_id,
-                                        root.channel_id, None, task_id=str(task.id))
-        session = await threads.start(self._store, Run(root.id), title, self._stelis.settings, branch_id=branch)
+                                        root.channel_id, discord_thread_id, task_id=str(task.id))
+        session = await threads.start(self._store, Run(root.id), title, self._stelis.settings, branch_id=branch,
+                                      discord_thread_id=discord_thread_id)
         await self._store.update_branch(branch, status="active", current_thread_id=session.id,
                                         brief_state=f"started: {goal}"[:200])
         return await self._store.update_task(task.id, branch_id=branch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
+from bot.services.autonomy import Autonomy
 from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations
 from bot.services.memory_admin import MemoryAdmin
@@ -21,7 +22,9 @@ RECALL_TOKENS = 800  # what one recall tool result may hold
 
 class EngineTools:
     def __init__(self, conversations: Conversations, stelis: StelisThreads, admin: MemoryAdmin,
-                 branches: DiscordThreadBranches, tasks: Tasks, clock: Callable[[], float], persona: str):
+                 branches: DiscordThreadBranches, tasks: Tasks, autonomy: Autonomy, clock: Callable[[], float],
+                 persona: str):
+        self.autonomy = autonomy
         self._branches = branches
         self._tasks = tasks
         self._persona = persona
@@ -84,3 +87,9 @@ class EngineTools:
         if self.front_end is None:
             raise ToolError("there is no front end to open a thread through here")
         return await self.front_end.open_thread(scope, name)
+
+    async def perceive(self, scope: Scope) -> str:
+        return await self.autonomy.perceive(scope)
+
+    async def record_wait(self, scope: Scope, reason: str) -> str:
+        return await self.autonomy.record_wait(scope, reason)

@@ -35,6 +35,8 @@ class ToolServices(Protocol):
     async def update_branch(self, scope: Scope, branch_id: str, brief_state: str | None,
                             status: str | None) -> str: ...
     async def open_thread(self, scope: Scope, name: str) -> str: ...
+    async def perceive(self, scope: Scope) -> str: ...
+    async def record_wait(self, scope: Scope, reason: str) -> str: ...
 
 
 class FrontEnd(Protocol):
@@ -46,6 +48,10 @@ class FrontEnd(Protocol):
 
     async def open_thread(self, scope: Scope, name: str) -> str:
         """Open a thread for a new piece of work beside the conversation; a line saying where it is."""
+        ...
+
+    async def open_work_thread(self, scope: Scope, name: str) -> int | None:
+        """A thread the persona owns for a task's work beside the conversation: its id (None: no threads here)."""
         ...
 
 

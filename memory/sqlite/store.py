@@ -16,6 +16,8 @@ from typing import Any
 import aiosqlite
 
 from memory.records import (
+    AutonomyEntry,
+    AutonomyKind,
     Branch,
     BranchKind,
     BranchStatus,
@@ -909,6 +911,49 @@ class SqliteStore:
                 (branch_id, None if steps is None else json.dumps(steps, ensure_ascii=False), status, self.clock(),
                  task_id))
         return _task(next(iter(rows)))
+
+    # the autonomous pulse's decision log
+
+    async def log_autonomy(self, persona: str, place: str, kind: AutonomyKind, detail: str, *,
+                           branch_id: str | None = None, calls: int = 0, tokens: int = 0) -> AutonomyEntry:
+        async with self._transaction() as db:
+            rows = await db.execute_fetchall(
+                "INSERT INTO autonomy_log (persona, place, at, kind, branch_id, detail, calls, tokens)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                (persona, place, self.clock(), kind, branch_id, detail, calls, tokens))
+        return AutonomyEntry(**dict(next(iter(rows))))
+
+    async def autonomy_log(self, persona: str, place: str, limit: int, *,
+                           kind: AutonomyKind | None = None) -> list[AutonomyEntry]:
+        """A server's decisions, newest first (of one kind, when given)."""
+        rows = await self._all(
+            "SELECT * FROM autonomy_log WHERE persona = ? AND place = ? AND (? IS NULL OR kind = ?)"
+            " ORDER BY id DESC LIMIT ?", (persona, place, kind, kind, limit))
+        return [AutonomyEntry(**dict(r)) for r in rows]
+
+    async def autonomy_spent(self, persona: str, place: str, since: float) -> tuple[int, int]:
+        """Model calls and tokens the server's pulses spent since a moment."""
+        row = await self._one(
+            "SELECT COALESCE(SUM(calls), 0) AS calls, COALESCE(SUM(tokens), 0) AS tokens FROM autonomy_log"
+            " WHERE persona = ? AND place = ? AND at >= ?", (persona, place, since))
+        return (row["calls"], row["tokens"]) if row else (0, 0)
+
+    async def messages_since(self, persona: str, guild_id: int | None, scope_key: str, since: float,
+                             limit: int) -> list[Message]:
+        """What was said in a server's conversations (or, outside one, in this one) after a moment, oldest
+        first, at most the newest `limit`."""
+        rows = await self._all(
+            "SELECT * FROM (SELECT m.* FROM messages m JOIN threads t ON t.id = m.thread_id"
+            " WHERE t.persona = ? AND (t.guild_id = ? OR (? IS NULL AND t.scope_key = ?))"
+            " AND m.created_at > ? AND m.deleted_at IS NULL AND m.role IN ('user', 'assistant')"
+            " ORDER BY m.seq DESC LIMIT ?) ORDER BY seq",
+            (persona, guild_id, guild_id, scope_key, since, limit))
+        return [_message(r) for r in rows]
+
+    async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:
+        row = await self._one("SELECT * FROM branches WHERE discord_thread_id = ? ORDER BY created_at DESC LIMIT 1",
+                              (discord_thread_id,))
+        return _branch(row) if row else None
 
     # claims: work one worker does at a time, held for a lease (another backend takes row locks)
 

@@ -1,0 +1,246 @@
+"""The autonomous pulse (seed 001) against the fake Anthropic server, on real SQLite, with a moving clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from bot.clock import Clock
+from bot.config import AnthropicConfig, ModelTiers
+from bot.engine import Engine
+from bot.providers.anthropic_llm import AnthropicLLM
+from memory.anchors import is_anchor
+from memory.records import Scope
+from tests.fake_anthropic import _content
+
+HOME = Scope.channel(1, 100)
+ELSEWHERE = Scope.channel(2, 200)
+
+
+def _instruction(body: dict[str, Any]) -> str:
+    return "\n".join(b.get("text", "") for m in body["messages"] for b in _content(m) if b.get("type") == "text")
+
+
+class Persona:
+    """Answers each kind of request a pulse makes; `decisions` are taken in turn by the branch-decide step."""
+
+    def __init__(self, *decisions: dict[str, Any], react: str = "no"):
+        self.decisions = list(decisions)
+        self.react = react
+        self.seen: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        text = _instruction(body)
+        self.seen.append(text)
+        if "Did someone speak to you" in text:
+            return json.dumps({"react": self.react, "why": "someone asked about the star map"})
+        if "Choose what to do now" in text:
+            return json.dumps(self.decisions.pop(0) if self.decisions else {"action": "wait", "reason": "nothing"})
+        if "Which step numbers are now done" in text:
+            return json.dumps({"next": "pause", "brief_state": "constellations listed", "steps_done": [1]})
+        if "(Your own time" in text:
+            return "Listed Cassiopeia, Pegasus and Andromeda for the autumn sky."
+        if "(A free moment" in text:
+            return "Oh, about the star map: I started it!"
+        return "Chronicle: worked on the autumn star map; listed Cassiopeia, Pegasus and Andromeda."
+
+
+CREATE = {"action": "create", "title": "Autumn star map", "goal": "Draw a star map of the autumn sky",
+          "steps": ["list the constellations", "sketch the map"], "reason": "I want to learn the sky"}
+
+
+@pytest.fixture
+async def make_engine(make_config, fake_anthropic):
+    opened: list[Engine] = []
+
+    async def make(persona: Persona, **autonomy: Any) -> tuple[Engine, Clock]:
+        fake_anthropic.responder = persona
+        clock = Clock()
+        llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0,
+                                           stream=False), ModelTiers())
+        config = make_config(snapshots={"interval_seconds": 0}, llm={"reply_tools": False},
+                             autonomy={"quiet_minutes": 10, **autonomy})
+        engine = await Engine.open(config, llm, clock=clock)
+        opened.append(engine)
+        return engine, clock
+
+    yield make
+    for engine in opened:
+        await engine.close()
+
+
+async def _home(engine: Engine, scope: Scope = HOME) -> None:
+    await engine.set_autonomy(scope, "enabled", True)
+    await engine.set_autonomy(scope, "home_channel", scope.channel_id)
+
+
+async def test_a_pulse_creates_a_task_works_in_its_session_and_suspends_it(make_engine):
+    engine, clock = await make_engine(Persona(CREATE))
+    await _home(engine)
+    await engine.hear(HOME, "anyone into astronomy?", author_name="mahe", author_id=7)
+    clock.advance(3600)
+
+    outcome = await engine.pulse_if_due(HOME)
+    assert outcome is not None and outcome.action == "create" and outcome.branch_id == "task-1"
+    assert outcome.calls >= 4 and outcome.tokens > 0  # react check, decide, work, assess, chronicle
+    task = (await engine.tasks_of(HOME))[0]
+    assert task.title == "Autumn star map" and task.steps[0]["done"] and not task.steps[1]["done"]
+    branch = await engine.store.branch("task-1")
+    assert branch.status == "suspended" and branch.brief_state == "constellations listed"
+    session = await engine.store.thread(branch.current_thread_id)
+    assert session.status == "completed" and "Cassiopeia" in (session.chronicle_summary or "")
+    kept = [m.content for m in await engine.store.tail(session.id, 10)]
+    assert any("Listed Cassiopeia" in m for m in kept)  # the work is the session's, not the channel's
+    root = await engine.thread_for(HOME)
+    assert session.parent_thread_id == root.id and session.anchor_seq is not None
+    assert not any("Listed Cassiopeia" in m.content for m in await engine.store.tail(root.id, 20))
+    kinds = [e.kind for e in await engine.autonomy_log(HOME)]
+    assert kinds[:3] == ["pulse", "suspend", "create"]
+
+
+async def test_a_later_pulse_resumes_the_task_with_an_anchor_to_its_last_session(make_engine):
+    persona = Persona(CREATE, {"action": "resume", "branch": "task-1", "reason": "the map is half done"})
+    engine, clock = await make_engine(persona)
+    await _home(engine)
+    clock.advance(3600)
+    await engine.pulse_if_due(HOME)
+    first = (await engine.store.branch_threads("task-1"))[0]
+    assert await engine.pulse_if_due(HOME) is None  # not due: the interval has not passed
+    clock.advance(3600)
+
+    outcome = await engine.pulse_if_due(HOME)
+    assert outcome is not None and outcome.action == "resume"
+    sessions = await engine.store.branch_threads("task-1")
+    assert len(sessions) == 2 and all(s.status == "completed" for s in sessions)
+    opening = (await engine.store.tail(sessions[1].id, 10))[0]
+    assert is_anchor(opening) and opening.metadata["stelis_thread_id"] == first.id
+    work_request = next(t for t in reversed(persona.seen) if "(Your own time" in t)
+    assert f"stelis:{first.id}" in work_request and "Cassiopeia" in work_request  # it sees where it left off
+    assert "Where it stands: constellations listed" in work_request
+
+
+async def test_a_person_speaking_interrupts_the_pulse_and_the_reply_sees_the_chronicle(make_engine, fake_anthropic):
+    persona = Persona(CREATE)
+    engine, _ = await make_engine(persona)
+    await _home(engine)
+    worked = asyncio.Event()
+
+    def work_then_hold(body: dict[str, Any]) -> str:
+        answer = persona(body)
+        if "(Your own time" in _instruction(body):
+            fake_anthropic.hang_next(1)  # the next call hangs: the pulse is mid-session, its first work kept
+            worked.set()
+        return answer
+
+    fake_anthropic.responder = work_then_hold
+    pulse = asyncio.create_task(engine.pulse_now(HOME))
+    await worked.wait()
+    await asyncio.sleep(0.05)
+    assert await engine.person_spoke(ELSEWHERE) is False  # another server's voice is not this one's
+    assert await engine.person_spoke(HOME)
+    outcome = await pulse
+    assert outcome.action == "interrupted" and outcome.branch_id == "task-1"
+    branch = await engine.store.branch("task-1")
+    session = await engine.store.thread(branch.current_thread_id)
+    assert branch.status == "suspended" and session.status == "completed" and session.chronicle_summary
+    log = await engine.autonomy_log(HOME)
+    assert log[0].kind == "pulse" and log[0].detail == "interrupted" and log[1].kind == "interrupt"
+    assert "Autumn star map suspended" in log[1].detail
+
+    await engine.hear(HOME, "what were you up to?", author_name="mahe", author_id=7)
+    root = await engine.thread_for(HOME)
+    await engine.reply(root.id)
+    asked = _instruction(fake_anthropic.calls[-1].body)
+    assert "Autumn star map" in asked and "## Chronicle" in asked and session.chronicle_summary[:30] in asked
+
+
+async def test_budgets_quiet_channels_and_quiet_hours_hold_the_pulse_back(make_engine, fake_anthropic):
+    engine, clock = await make_engine(Persona(CREATE, CREATE), daily_calls=3)
+    await _home(engine)
+    await engine.hear(HOME, "we are talking here", author_name="mahe", author_id=7)
+    held = await engine.autonomy.pulse(HOME)
+    assert held.action == "skip" and "spoke less than 10 min ago" in held.detail and not fake_anthropic.calls
+
+    clock.advance(3600)
+    now = datetime.fromtimestamp(clock(), UTC)
+    await engine.set_autonomy(HOME, "quiet_hours", f"{now.hour:02d}:00-{(now.hour + 2) % 24:02d}:00")
+    held = await engine.autonomy.pulse(HOME)
+    assert held.action == "skip" and "quiet hours" in held.detail and not fake_anthropic.calls
+    await engine.set_autonomy(HOME, "quiet_hours", "")
+
+    spent = await engine.autonomy.pulse(HOME)
+    assert spent.action == "create" and spent.calls >= 3
+    calls = len(fake_anthropic.calls)
+    held = await engine.pulse_now(HOME)  # even an admin's pulse-now keeps to the budget
+    assert held.action == "skip" and "today's budget is spent" in held.detail and len(fake_anthropic.calls) == calls
+    status = await engine.autonomy_status(HOME)
+    assert status.spent_calls == spent.calls and status.spent_tokens == spent.tokens
+    clock.advance(86_400)  # the next day: a new budget
+    assert (await engine.autonomy.pulse(HOME)).action != "skip"
+
+
+async def test_autonomy_is_off_by_default_and_nothing_of_a_pulse_crosses_servers(make_engine):
+    persona = Persona(CREATE)
+    engine, clock = await make_engine(persona)
+    assert (await engine.autonomy.pulse(HOME)).detail == "no home channel is set (/autonomy home)"
+    await engine.set_autonomy(HOME, "home_channel", 100)
+    assert "autonomy is off" in (await engine.autonomy.pulse(HOME)).detail
+    await engine.hear(ELSEWHERE, "secret plans of the other server", author_name="eve", author_id=9)
+    await engine.hear(HOME, "the garden needs water", author_name="mahe", author_id=7)
+    clock.advance(3600)
+    await _home(engine)
+    await engine.autonomy.pulse(HOME)
+    seen = next(t for t in persona.seen if "Did someone speak to you" in t)
+    assert "the garden needs water" in seen and "secret plans" not in seen
+    assert await engine.tasks_of(ELSEWHERE) == [] and await engine.autonomy_log(ELSEWHERE) == []
+    assert (await engine.autonomy_status(ELSEWHERE)).config.enabled is False
+
+
+async def test_a_waiting_pulse_logs_why_and_a_bad_setting_names_the_key(make_engine):
+    from bot.config import ConfigError
+
+    engine, _ = await make_engine(Persona({"action": "wait", "reason": "everyone is busy"}))
+    await _home(engine)
+    outcome = await engine.pulse_now(HOME)
+    assert outcome.action == "wait"
+    log = await engine.autonomy_log(HOME)
+    assert [e.kind for e in log[:2]] == ["pulse", "wait"] and log[1].detail == "everyone is busy"
+    with pytest.raises(ConfigError, match=r"autonomy\.interval_minutes"):
+        await engine.set_autonomy(HOME, "interval_minutes", 1)
+    with pytest.raises(ConfigError, match="HH:MM-HH:MM"):
+        await engine.set_autonomy(HOME, "quiet_hours", "late")
+
+
+async def test_a_failed_pulse_leaves_no_session_open(make_engine, fake_anthropic):
+    persona = Persona(CREATE)
+    engine, _ = await make_engine(persona)
+    await _home(engine)
+
+    def failing(body: dict[str, Any]) -> str:
+        if "(Your own time" in _instruction(body):
+            fake_anthropic.fail_next(500)
+        return persona(body)
+
+    fake_anthropic.responder = failing
+    outcome = await engine.pulse_now(HOME)
+    assert outcome.action == "error"
+    branch = await engine.store.branch("task-1")
+    assert branch.status == "suspended"
+    assert (await engine.store.thread(branch.current_thread_id)).status != "active"
+    assert (await engine.autonomy_log(HOME))[1].kind == "error"
+
+
+async def test_the_pulse_timer_is_armed_per_server_with_jitter(make_engine):
+    engine, _ = await make_engine(Persona())
+    await engine.start_pulses()
+    await _home(engine)
+    await engine.set_autonomy(HOME, "interval_minutes", 30)
+    job = engine.autonomy.timers.scheduler.get_job("pulse-guild:1")
+    assert job is not None and job.trigger.interval.total_seconds() == 1800 and job.trigger.jitter == 600
+    assert engine.next_pulse(HOME) is not None and engine.next_pulse(ELSEWHERE) is None
+    await engine.set_autonomy(HOME, "enabled", False)
+    assert engine.autonomy.timers.scheduler.get_job("pulse-guild:1") is None
