@@ -12,6 +12,9 @@ from typing import TextIO
 from bot.config import ConfigError, shown_value
 from bot.engine import Engine, ReplyFailed
 from bot.report import (
+    autonomy_lines,
+    autonomy_log_lines,
+    branch_detail_lines,
     branch_line,
     config_lines,
     context_bars,
@@ -23,10 +26,12 @@ from bot.report import (
     playbook_lines,
     playbook_list_lines,
     problem_lines,
+    pulse_text,
     recall_lines,
     result_lines,
     rollback_text,
     runs_lines,
+    set_text,
     task_detail_lines,
     task_lines,
     tree_lines,
@@ -62,8 +67,11 @@ HELP = """Commands:
   /playbooks check [file]                  the static check of a file, or of what did not load
   /tasks                this conversation's tasks (/tasks show <n>, /tasks close <n> [abandoned])
   /tasks create <title> | <goal> | <step>; <step>   a task with its own branch and session
-  /branches             branches of activity here (/branches suspend|resume|complete <id>)
-  /idle <seconds>       let time pass (a demo clock) and run the memory updates that fall due
+  /branches             branches of activity here (/branches show|suspend|resume|complete <id>)
+  /branches create <label> [| <where it stands>]   a free branch the persona may take up in its own time
+  /autonomy             the persona's own time: on|off, interval <min>, quiet <HH:MM-HH:MM|none>,
+                        budget <calls> [tokens], log, pulse-now (the console is its own home channel)
+  /idle <seconds>       let time pass (a demo clock): memory updates and pulses that fall due run
   /retry                ask for a reply again (after a failure)
   /help                 this list
   /quit                 leave (Ctrl-D works too)
@@ -192,6 +200,8 @@ class Console:
                 await self._tasks(rest)
             elif name == "/branches":
                 await self._branches(rest)
+            elif name == "/autonomy":
+                await self._autonomy(rest)
             else:
                 self._say(f"Unknown command {name}. Type /help for the list.")
         except StoreError:
@@ -350,14 +360,48 @@ class Console:
 
     async def _branches(self, rest: str) -> None:
         action, _, branch = rest.partition(" ")
+        branch = branch.strip()
         statuses: dict[str, BranchStatus] = {"suspend": "suspended", "resume": "active", "complete": "completed"}
         if action in ("", "list"):
             self._lines([branch_line(b) for b in await self.engine.branches_of(self.scope)] or ["No branches here."])
-        elif action in statuses and branch.strip():
-            found = await self.engine.set_branch_status(self.scope, branch.strip(), statuses[action])
+        elif action in statuses and branch:
+            found = await self.engine.set_branch_status(self.scope, branch, statuses[action])
             self._say(branch_line(found))
+        elif action == "show" and branch:
+            detail = await self.engine.branch_detail(self.scope, branch)
+            self._lines(branch_detail_lines(detail) if detail else [f"There is no branch {branch!r} here."])
+        elif action == "create" and branch:
+            label, _, brief = branch.partition("|")
+            made = await self.engine.create_branch(self.scope, label, brief.strip() or None)
+            self._say(branch_line(made) + " (a pulse, or /branches resume, opens its first session)")
         else:
-            self._say("Usage: /branches [list | suspend <id> | resume <id> | complete <id>]")
+            self._say("Usage: /branches [list | show <id> | create <label> [| <brief>] | suspend <id> | resume <id> "
+                      "| complete <id>]")
+
+    async def _autonomy(self, rest: str) -> None:
+        action, _, arg = rest.partition(" ")
+        words, engine = arg.split(), self.engine
+        changes: dict[str, dict[str, object]] = {
+            "on": {"enabled": True}, "off": {"enabled": False},
+            "interval": {"interval_minutes": words[0]} if words else {},
+            "quiet": {"quiet_hours": "" if words and words[0] == "none" else words[0]} if words else {},
+            "budget": {"daily_calls": words[0], **({"daily_tokens": words[1]} if len(words) > 1 else {})}
+            if words else {},
+        }
+        if action in ("", "status"):
+            status = await engine.autonomy_status(self.scope)
+            self._lines(autonomy_lines(status, None, engine.clock()))
+        elif action == "log":
+            self._lines(autonomy_log_lines(await engine.autonomy_log(self.scope), engine.clock()))
+        elif action == "pulse-now":
+            self._say(pulse_text(await engine.pulse_now(self.scope)))
+        elif changes.get(action):
+            for key, value in changes[action].items():
+                stored = await engine.set_autonomy(self.scope, key, value)
+                self._say(set_text(f"autonomy.{key}", stored, "this conversation"))
+        else:
+            self._say("Usage: /autonomy [status | on | off | interval <minutes> | quiet <HH:MM-HH:MM|none> | "
+                      "budget <calls> [tokens] | log | pulse-now]")
 
     def _lines(self, lines: list[str]) -> None:
         for line in lines:
@@ -379,6 +423,9 @@ class Console:
             self._outcome(outcome)
         if not outcomes:
             self._say("(no memory update was due)")
+        pulse = await self.engine.pulse_if_due(self.scope)
+        if pulse is not None:
+            self._say(f"({pulse_text(pulse)})")
 
     def _outcome(self, outcome: Outcome) -> None:
         for line in outcome_lines(outcome, detail=True):

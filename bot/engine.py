@@ -405,6 +405,10 @@ class Engine:
     async def close_task(self, scope: Scope, task_id: int, status: TaskStatus) -> Task:
         return await self.tasks.close(scope, task_id, status)
 
+    async def create_branch(self, scope: Scope, label: str, brief_state: str | None = None) -> Branch:
+        """A free branch of this conversation, suspended until a pulse (or /branches resume) opens its session."""
+        return await self.branches.create(scope, "free", label, brief_state)
+
     async def set_branch_status(self, scope: Scope, branch_id: str, status: BranchStatus) -> Branch:
         """Suspend (the session ends with its chronicle), resume (a new session from the last) or complete."""
         return await self.branches.update(scope, branch_id, brief_state=None, status=status)

@@ -10,13 +10,14 @@ from typing import Any
 from bot.config import OVERRIDABLE, masked_dump, shown_value
 from bot.playbooks.checker import Problem
 from bot.playbooks.model import LLMNode, Playbook
+from bot.services.autonomy import AutonomyStatus, PulseOutcome
 from bot.services.playbooks import RunView
-from bot.services.views import MemoryView, SettingsView, TreeRow
+from bot.services.views import BranchDetail, MemoryView, SettingsView, TreeRow
 from memory.anchors import thread_ref
 from memory.dates import day_line
 from memory.layers import covered_days
 from memory.recall import Hit
-from memory.records import Branch, MemoryRecord, Task
+from memory.records import AutonomyEntry, Branch, MemoryRecord, Task
 from memory.short_term import Outcome
 
 DAY_HEADER = re.compile(r"^\[[^\]]*\d{4}\]$")  # a summary's "[8 May 2023]" lines
@@ -88,6 +89,15 @@ def branch_line(branch: Branch) -> str:
 
 
 # What a memory admin action did, in the words both front ends use.
+
+def branch_detail_lines(detail: BranchDetail) -> list[str]:
+    """A branch and its sessions, each with the first line of its chronicle."""
+    lines = [branch_line(detail.branch)]
+    for t in detail.sessions:
+        first = t.chronicle_summary.splitlines()[0][:200] if t.chronicle_summary else ""
+        lines.append(f"- {thread_ref(t.id)} [{t.status}] {first}")
+    return lines
+
 
 def pin_text(fact: str, pinned: bool, changed: bool) -> str:
     return f"{'Pinned' if pinned else 'Unpinned'}: {fact}" if changed else "Nothing changed."
@@ -203,3 +213,46 @@ def task_detail_lines(task: Task) -> list[str]:
     lines = [f"#{task.id} {task.title} [{task.status}], branch {task.branch_id}", f"Goal: {task.goal}"]
     lines += [f"  {'[x]' if s['done'] else '[ ]'} {i}. {s['text']}" for i, s in enumerate(task.steps, 1)]
     return lines
+
+
+# The autonomous pulse
+
+def autonomy_lines(status: AutonomyStatus, next_pulse: float | None, now: float) -> list[str]:
+    """/autonomy status: the switch, the home channel, the timer, the gates and today's spending."""
+    c = status.config
+    home = ("the console" if status.home.guild_id is None else f"<#{status.home.channel_id}>") \
+        if status.home else "not set (/autonomy home)"
+    lines = [f"Autonomy is {'on' if c.enabled else 'off'}; home channel: {home}.",
+             f"A pulse every {c.interval_minutes} min (± {c.jitter_minutes}), when the home channel has been quiet "
+             f"{c.quiet_minutes} min" + (f", never {c.quiet_hours} ({c.timezone})" if c.quiet_hours else "") + ".",
+             f"Today: {status.spent_calls} of {c.daily_calls} model calls, {status.spent_tokens} of {c.daily_tokens} "
+             f"tokens; at most {c.session_turns} turns a session."]
+    if status.running:
+        lines.append("A pulse is running now.")
+    elif next_pulse is not None and c.enabled:
+        lines.append(f"Next pulse in about {_minutes(next_pulse - now)}.")
+    if status.last_pulse is not None:
+        lines.append(f"Last pulse {_minutes(now - status.last_pulse.at)} ago: {status.last_pulse.detail}.")
+    return lines
+
+
+def autonomy_log_lines(entries: list[AutonomyEntry], now: float) -> list[str]:
+    """/autonomy log: newest first, what each pulse did or why it did nothing."""
+    lines = []
+    for e in entries:
+        cost = f" ({e.calls} calls, {e.tokens} tokens)" if e.kind == "pulse" else ""
+        branch = f" [{e.branch_id}]" if e.branch_id else ""
+        lines.append(f"{_minutes(now - e.at)} ago  {e.kind}{branch}: {e.detail}{cost}")
+    return lines or ["No pulse has run here yet."]
+
+
+def pulse_text(outcome: PulseOutcome) -> str:
+    spent = f" ({outcome.calls} model calls, {outcome.tokens} tokens)" if outcome.calls else ""
+    return {"skip": "No pulse: ", "wait": "Pulse: it waits. ", "react": "Pulse: it spoke up. ",
+            "create": "Pulse: new task. ", "resume": "Pulse: resumed. ", "interrupted": "Pulse interrupted: ",
+            "error": "Pulse failed: "}.get(outcome.action, "Pulse: ") + outcome.detail + spent
+
+
+def _minutes(seconds: float) -> str:
+    minutes = max(0, round(seconds / 60))
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"

@@ -16,6 +16,7 @@ from discord.ext import commands
 from bot.config import OVERRIDABLE, ConfigError
 from bot.engine import MemoryAdminError, Where
 from bot.report import (
+    branch_detail_lines,
     branch_line,
     config_lines,
     context_bars,
@@ -50,7 +51,7 @@ class Admin(commands.Cog):
     # Not guild-only: forget-me and optout work in DMs too; the other subcommands refuse there themselves.
     memory = app_commands.Group(name="memory", description="This channel's memory")
     stelis = app_commands.Group(name="stelis", description="Stelis working threads", guild_only=True)
-    branches = app_commands.Group(name="branches", description="Branches (Discord threads as tasks)",
+    branches = app_commands.Group(name="branches", description="Branches of the persona's activity",
                                   guild_only=True)
     config = app_commands.Group(name="config", description="Settings per server or channel", guild_only=True,
                                 default_permissions=MANAGE)
@@ -266,11 +267,7 @@ class Admin(commands.Cog):
         if detail is None:
             await self.answer(interaction, f"There is no branch {branch!r} in this channel; see /branches list.")
             return
-        lines = [branch_line(detail.branch)]
-        for t in detail.sessions:
-            first = t.chronicle_summary.splitlines()[0][:200] if t.chronicle_summary else ""
-            lines.append(f"- {thread_ref(t.id)} [{t.status}] {first}")
-        await self.answer(interaction, "\n".join(lines))
+        await self.answer(interaction, "\n".join(branch_detail_lines(detail)))
 
     @branches_show.autocomplete("branch")
     async def _branches(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -295,6 +292,22 @@ class Admin(commands.Cog):
         await self.answer(interaction, branch_line(found))
 
     branches_set.autocomplete("branch")(_branches)
+
+    @branches.command(name="create", description="A free branch for the persona to work on in its own time "
+                                                 "(Manage Server)")
+    @app_commands.describe(label="What it is about", brief="Where it stands, in one line")
+    async def branches_create(self, interaction: discord.Interaction, label: app_commands.Range[str, 1, 100],
+                              brief: app_commands.Range[str, 1, 200] | None = None) -> None:
+        if not await self.allowed(interaction):
+            return
+        scope, _ = await self.where(interaction)
+        try:
+            made = await self.engine.create_branch(scope, label, brief)
+        except Failure as exc:
+            await self.answer(interaction, exc.notice)
+            return
+        await self.answer(interaction, branch_line(made) + "\nIt waits, suspended: a pulse (/autonomy) or "
+                                       "/branches set resume opens its first session.")
 
     # /context
 

@@ -138,6 +138,8 @@ class Conversation(commands.Cog):
                                     "your messages. /memory optin undoes it.", mention_author=False,
                                     allowed_mentions=SAFE_MENTIONS)
             return
+        if answer and not message.author.bot and place.guild_id is not None:
+            await self.engine.person_spoke(place.scope)  # a running pulse yields: its session is suspended first
         if answer and policy != "listen" and await self._should_answer(message, policy, place.session_id):
             await self._answer(message, stored.thread_id)
 

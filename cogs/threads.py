@@ -26,6 +26,8 @@ class Threads(commands.Cog):
     async def on_thread_create(self, thread: discord.Thread) -> None:
         if thread.parent_id is None or thread.guild is None or thread.is_private():
             return  # a private thread is a conversation of its own, opened when someone speaks in it
+        if self.bot.user is not None and thread.owner_id == self.bot.user.id:
+            return  # the persona's own thread (a task's): its branch is made by what opened it, or on first word
         policy = await self.engine.reply_policy(thread.guild.id, thread.parent_id)
         if policy != "off":
             await self.engine.branch_session(Scope.channel(thread.guild.id, thread.parent_id), thread.id, thread.name)

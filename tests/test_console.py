@@ -388,3 +388,28 @@ async def test_tasks_and_branches_in_the_console(make_config):
     assert "(!) task 1 is already done" in text and "(!) there is no task 99 here" in text
     assert "Usage: /tasks [list" in text and "Usage: /branches [list" in text
     await engine.close()
+
+
+async def test_autonomy_in_the_console_runs_pulses_when_idle(make_config):
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}, autonomy={"quiet_minutes": 0}),
+                               OfflineLLM())
+    script = "\n".join([
+        "/autonomy", "/idle 7200", "/autonomy on", "/autonomy interval 2", "/autonomy quiet late",
+        "/autonomy interval 30", "/autonomy budget 12 50000", "/branches create Star map | listing constellations",
+        "/idle 600", "/idle 1800", "/autonomy log", "/autonomy pulse-now", "/autonomy", "/autonomy bogus",
+        "/branches show nothing",
+    ]) + "\n"
+    out = io.StringIO()
+    await Console(engine, io.StringIO(script), out, "mahe").run_loop()
+    text = out.getvalue()
+    assert "Autonomy is off; home channel: the console." in text
+    assert "(Pulse" not in text.split("Set autonomy.enabled = True")[0]  # off: /idle runs no pulse
+    assert "autonomy.interval_minutes = '2'" in text and "5 <= value <= 1440" in text  # refused, named, ranged
+    assert "HH:MM-HH:MM" in text
+    assert "[free, suspended] Star map" in text
+    pulses = [line for line in text.splitlines() if line.startswith("(Pulse")]
+    assert len(pulses) == 2 and all(p.startswith("(Pulse: it waits.") for p in pulses)  # the first, then 30 min on
+    assert text.count("  wait: ") == 2 and text.count("  pulse: wait (2 calls") == 2
+    assert "Today: 6 of 12 model calls" in text  # two pulses and pulse-now
+    assert "Usage: /autonomy [status" in text and "There is no branch 'nothing' here." in text
+    await engine.close()

@@ -12,8 +12,7 @@ from bot.config import AnthropicConfig, ModelTiers
 from bot.engine import Engine, PlaybookError
 from bot.playbooks.profiles import NEUTRAL_SYSTEM
 from bot.providers.anthropic_llm import AnthropicLLM
-from bot.providers.offline import example
-from bot.providers.offline import OfflineLLM
+from bot.providers.offline import OfflineLLM, example
 from memory.llm import LLMRequest, LLMResult, TextSink
 from memory.records import Scope
 from tests.fake_anthropic import flatten

@@ -15,6 +15,7 @@ from memory.tokens import count_tokens
 
 VOLATILE_MARKS = ("[Now: ", "[Recall", "[Memory Summary]")  # context around the conversation, not messages
 
+SCHEMA_NOTE = "\n\nAnswer with one JSON object"  # how a playbook's llm node appends its response schema
 _TRANSCRIPT = re.compile(r"<transcript>\n?(.*?)\n?</transcript>", re.DOTALL)
 
 
@@ -28,8 +29,9 @@ class OfflineLLM:
             text = extractive_summary(_material(request.turns), request.max_tokens)
         elif (call := _tool_call(request)) is not None:
             text, calls = "", (call,)
-        elif request.response_schema is not None:
-            text = json.dumps(example(request.response_schema, _last_text(request)), ensure_ascii=False)
+        elif request.response_schema is not None:  # about the instruction, not the schema appended to it
+            about = _last_text(request).split(SCHEMA_NOTE)[0]
+            text = json.dumps(example(request.response_schema, about), ensure_ascii=False)
         else:
             text = _reply(request)
         if on_text:

@@ -277,8 +277,8 @@ class Autonomy:
         branch = await self._store.branch(branch_id)
         if branch is None or not home.reaches(branch.guild_id, branch.scope_key) or branch.status == "completed":
             raise ToolError(f"meta_auto chose to resume {branch_id!r}, which is not an open branch here")
-        if branch.branch_type != "task" or branch.task_id is None:
-            raise ToolError(f"meta_auto chose {branch_id!r}: only task branches are worked on by the pulse yet")
+        if branch.branch_type not in ("task", "free"):
+            raise ToolError(f"meta_auto chose {branch_id!r}: a {branch.branch_type} branch is not worked on alone")
         session = await self._store.find_thread(branch.current_thread_id) if branch.current_thread_id else None
         if session is None or session.status != "active":
             await self._branches.resume(branch)  # a new session, opened by an anchor to the previous one
@@ -303,8 +303,7 @@ class Autonomy:
     async def _work(self, home: Scope, branch: Branch, config: AutonomyConfig, meter: Meter) -> str:
         """Turns of `branch_work` in the branch's session (within the session and daily budgets), its
         progress applied to the task; then the session ends with its chronicle: suspended, or completed."""
-        task = await self._store.task(int(branch.task_id or 0))
-        assert task is not None
+        task = await self._store.task(int(branch.task_id)) if branch.task_id else None
         brief = branch.brief_state or "just started"
         for _ in range(config.session_turns):
             if self._over_budget(config, *await self._spent(home, config, meter)):
@@ -314,15 +313,18 @@ class Autonomy:
                 if current and current.current_thread_id else None
             if session is None or session.status != "active":
                 break  # closed from outside meanwhile
-            args = {"label": branch.label, "goal": task.goal, "steps": _steps_text(task), "state": brief}
+            args = {"label": branch.label, "goal": task.goal if task else branch.label,
+                    "steps": _steps_text(task), "state": brief}
             done = await self._library().run(home, "branch_work", args, run_id=session.run_id)
             await self._share(home, branch, str(done.outputs.get("work") or ""))
             assess = done.outputs.get("assess") or {}
             brief = str(assess.get("brief_state") or brief)[:200]
-            task = await self._ticked(home, task, assess.get("steps_done"))
+            if task is not None:
+                task = await self._ticked(home, task, assess.get("steps_done"))
             if assess.get("next") == "finished":
-                await self._tasks.close(home, task.id, "done")
-                await self._store.update_branch(branch.id, brief_state=f"done: {brief}"[:200])
+                if task is not None:
+                    await self._tasks.close(home, task.id, "done")
+                await self._branches.update(home, branch.id, brief_state=f"done: {brief}"[:200], status="completed")
                 await self._log(place_of(home), "suspend", f"{branch.label} finished: {brief}", branch.id)
                 return f"finished: {brief}"
             if assess.get("next") != "continue":
@@ -392,8 +394,9 @@ def _in_quiet_hours(config: AutonomyConfig, now: float) -> bool:
     return start <= minute < end if start <= end else minute >= start or minute < end
 
 
-def _steps_text(task: Task) -> str:
-    return "\n".join(f"{i}. [{'x' if s['done'] else ' '}] {s['text']}" for i, s in enumerate(task.steps, 1)) \
+def _steps_text(task: Task | None) -> str:
+    steps = task.steps if task is not None else []
+    return "\n".join(f"{i}. [{'x' if s['done'] else ' '}] {s['text']}" for i, s in enumerate(steps, 1)) \
         or "(no steps: decide them as you go)"
 
 

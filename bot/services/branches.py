@@ -8,6 +8,7 @@ branch, opened by an anchor to the previous one. Deleted → the session is abor
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Literal
 
 from bot.services.stelis import StelisThreads
@@ -85,6 +86,21 @@ class DiscordThreadBranches:
             await self.resume(branch)
         if brief_state is not None:
             await self._store.update_branch(branch_id, brief_state=brief_state)
+        found = await self._store.branch(branch_id)
+        assert found is not None
+        return found
+
+    async def create(self, scope: Scope, kind: BranchKind, label: str, brief_state: str | None = None, *,
+                     branch_id: str | None = None) -> Branch:
+        """A branch of this conversation that waits, suspended, for its first session (a pulse or a resume)."""
+        label = label.strip()
+        if not label:
+            raise ToolError("a branch needs a label")
+        root = await self._stelis.root(scope)
+        branch_id = branch_id or f"{kind}-{uuid.uuid4().hex[:8]}"
+        await self._store.create_branch(branch_id, root.persona, kind, label[:100], root.scope_key, root.guild_id,
+                                        root.channel_id, None)
+        await self._store.update_branch(branch_id, status="suspended", brief_state=(brief_state or "not started")[:200])
         found = await self._store.branch(branch_id)
         assert found is not None
         return found
