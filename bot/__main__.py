@@ -1,4 +1,4 @@
-"""`python -m bot [run|console|check-config|config-template|playbooks|snapshot]`."""
+"""`python -m bot [run|console|duet|check-config|config-template|playbooks|snapshot]`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bot import logs
 from bot.config import ConfigError, LoadedConfig, load_config, masked_dump
+from memory.errors import Failure
 
 log = logging.getLogger("stelis")
 
@@ -24,6 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="Discord when DISCORD_TOKEN is set, else the console (default)")
     sub.add_parser("console", help="chat with the persona in this terminal")
+    duet = sub.add_parser("duet", help="two personas (this config and another) talk in one conversation, each "
+                          "exchange a new session of their social branches; offline unless --live")
+    duet.add_argument("other", type=Path, help="the second persona's config file (its own persona.name and data_dir)")
+    duet.add_argument("--turns", type=int, default=4, help="turns per exchange at most (default 4)")
+    duet.add_argument("--exchanges", type=int, default=2, help="exchanges to run (default 2)")
+    duet.add_argument("--opening", default="Hello! What have you been up to?", help="the first persona's opening")
+    duet.add_argument("--live", action="store_true", help="use the configured models instead of the offline one")
     sub.add_parser("check-config", help="print the effective config (secrets masked); non-zero if invalid")
     sub.add_parser("config-template", help="print config.yaml as the settings models define it (every key, "
                    "its description, range and default)")
@@ -74,6 +82,9 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
     if command == "snapshot":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
         return asyncio.run(_snapshot(loaded, args))
+    if command == "duet":
+        logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
+        return asyncio.run(_duet(loaded, args))
     if command == "run" and config.discord.token is not None:
         from bot.discord_bot import run_discord
 
@@ -135,6 +146,27 @@ async def _console(loaded: LoadedConfig) -> int:
         return await Console(engine, sys.stdin, sys.stdout, _user_name(loaded)).run_loop()
     finally:
         await engine.close()
+
+
+async def _duet(loaded: LoadedConfig, args: argparse.Namespace) -> int:
+    from bot.duet import duet
+
+    if not (1 <= args.turns <= 50 and 1 <= args.exchanges <= 20):
+        print("stelis: duet takes --turns from 1 to 50 and --exchanges from 1 to 20", file=sys.stderr)
+        return 2
+    try:
+        # STELIS_* variables are the first persona's (its data_dir above all); keys like ANTHROPIC_API_KEY serve both
+        other = load_config(args.other, {k: v for k, v in os.environ.items() if not k.startswith("STELIS_")}).config
+    except ConfigError as exc:
+        print(f"stelis: {args.other}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        await duet(loaded.config, other, sys.stdout, turns=args.turns, exchanges=args.exchanges,
+                   opening=args.opening, live=args.live)
+    except Failure as exc:
+        print(f"stelis: {exc.notice}", file=sys.stderr)
+        return 2
+    return 0
 
 
 async def _snapshot(loaded: LoadedConfig, args: argparse.Namespace) -> int:

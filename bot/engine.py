@@ -31,6 +31,7 @@ from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
 from bot.services.playbooks import Playbooks, RunView
 from bot.services.settings import Settings, Where
 from bot.services.snapshots import Snapshots
+from bot.services.social import Socials
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
 from bot.services.toolbox import ToolBox
@@ -94,6 +95,7 @@ class Engine:
         self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, self.tasks, self.autonomy,
                                  store.clock, persona)
         self.autonomy.front_end = lambda: self.tools.front_end
+        self.socials = Socials(store, self.stelis, self.branches, self.settings)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):
@@ -440,8 +442,24 @@ class Engine:
         return await self.autonomy.pulse(scope) if await self.autonomy.due(scope) else None
 
     async def person_spoke(self, scope: Scope) -> bool:
-        """A person spoke in this scope's server: a running pulse stops, its session suspended with a chronicle."""
+        """A person spoke: the server's running pulse stops (True) and this conversation's exchanges with other
+        personas end, each session suspended with a chronicle before the reply is written."""
+        await self.socials.end_all(scope)
         return await self.autonomy.interrupt(scope)
+
+    # social branches: exchanges with other personas
+
+    async def prepare_socials(self, scope: Scope, partners: dict[int, str]) -> list[Branch]:
+        return await self.socials.prepare(scope, partners)
+
+    async def social_session(self, scope: Scope, partner_id: int, partner_name: str) -> Thread:
+        return await self.socials.session(scope, partner_id, partner_name)
+
+    async def social_turns_left(self, scope: Scope, session_id: int) -> int:
+        return await self.socials.turns_left(scope, session_id)
+
+    async def end_social(self, scope: Scope, partner_id: int) -> Branch | None:
+        return await self.socials.end(scope, partner_id)
 
     # playbooks
 

@@ -32,6 +32,15 @@ class AutonomyCommands(commands.Cog):
         await self.engine.start_pulses()
         for guild in self.bot.guilds:
             await self.engine.arm_pulse(Scope.channel(guild.id, 0))
+            await self._prepare_socials(guild.id)
+
+    async def _prepare_socials(self, guild_id: int) -> None:
+        """A social branch per other persona bot, in the home channel, made before the first exchange."""
+        home = (await self.engine.autonomy_status(Scope.channel(guild_id, 0))).home
+        personas = self.engine.config.discord.personas
+        if home is not None and personas:
+            names = {p: (u.display_name if (u := self.bot.get_user(p)) else f"persona {p}") for p in personas}
+            await self.engine.prepare_socials(home, names)
 
     @commands.Cog.listener()
     async def on_guild_join(self, guild: discord.Guild) -> None:
@@ -75,6 +84,7 @@ class AutonomyCommands(commands.Cog):
             await answer(interaction, "The home channel is a text channel: name one, or run this in one.")
             return
         if await self._set(interaction, {"home_channel": target}):
+            await self._prepare_socials(interaction.guild_id or 0)
             await answer(interaction, f"Home channel: <#{target}>. Autonomous sessions anchor there, and task "
                                       "threads open under it.")
 

@@ -122,7 +122,8 @@ class Conversation(commands.Cog):
                 while waiting:
                     stored = await self.engine.hear(
                         place.scope, _content(waiting[0]), author_name=waiting[0].author.display_name,
-                        author_id=waiting[0].author.id, external_id=waiting[0].id, thread_id=place.session_id)
+                        author_id=waiting[0].author.id, external_id=waiting[0].id,
+                        thread_id=await self._thread_for(waiting[0], place))
                     waiting.pop(0)
             except StoreError as exc:
                 log.error("%d message(s) in channel %d not stored yet: %s; retried with the next message, and "
@@ -139,9 +140,30 @@ class Conversation(commands.Cog):
                                     allowed_mentions=SAFE_MENTIONS)
             return
         if answer and not message.author.bot and place.guild_id is not None:
-            await self.engine.person_spoke(place.scope)  # a running pulse yields: its session is suspended first
+            await self.engine.person_spoke(place.scope)  # pulses and persona exchanges yield, suspended first
+        if answer and message.author.bot and stored.thread_id != place.session_id:
+            if policy != "listen":
+                await self._exchange(message, place, stored.thread_id)
+            return
         if answer and policy != "listen" and await self._should_answer(message, policy, place.session_id):
             await self._answer(message, stored.thread_id)
+
+    async def _thread_for(self, message: discord.Message, place: Place) -> int | None:
+        """Where a message is kept: a persona bot's in a channel, in the session of its exchange (seed 001)."""
+        if message.author.bot and place.session_id is None and place.guild_id is not None:
+            partner = message.author
+            return (await self.engine.social_session(place.scope, partner.id, partner.display_name)).id
+        return place.session_id
+
+    async def _exchange(self, message: discord.Message, place: Place, session_id: int) -> None:
+        """Another persona's turn: answered within the bot cap and the exchange's turn budget; the last turn
+        ends the exchange, so its chronicle reaches the channel."""
+        if not await self._should_answer(message, "mention", None):
+            return
+        if await self.engine.social_turns_left(place.scope, session_id) > 0:
+            await self._answer(message, session_id)
+        if await self.engine.social_turns_left(place.scope, session_id) <= 0:
+            await self.engine.end_social(place.scope, message.author.id)
 
     async def backfill(self) -> int:
         """After a (re)connect: remember what was said while away (history after the last seen id), in the

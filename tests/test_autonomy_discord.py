@@ -73,7 +73,11 @@ async def test_autonomy_commands_and_a_task_that_works_in_its_own_thread(discord
     assert "Autonomy is off; home channel: not set" in said(await run(cog.status, cog))
     assert "needs the Manage Server permission" in said(await run(cog.on, cog, as_admin=False))
     assert "Set its home channel with /autonomy home" in said(await run(cog.on, cog))
+    engine.config.discord.personas.append(4242)
     assert f"Home channel: <#{channel().id}>" in said(await run(cog.home, cog))
+    home = Scope.channel(channel().guild.id, channel().id)
+    (social,) = await engine.branches_of(home, kind="social")  # made in advance, waiting for an exchange
+    assert social.label == "with persona 4242" and social.status == "suspended"
     refused = said(await run(cog.quiet, cog, "late"))
     assert "autonomy.quiet_hours" in refused and "HH:MM-HH:MM" in refused
     assert "Daily budget: 20 model calls" in said(await run(cog.budget, cog, 20))

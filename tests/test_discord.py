@@ -122,7 +122,38 @@ async def test_a_known_persona_bot_is_answered_only_when_it_speaks_to_us_and_not
         dpytest.get_message()
         answers += 1
     assert answers == 3  # MAX_BOT_TURNS: no reply loop
-    assert len([c for c in await remembered(engine) if "persona says" in c]) == 5
+    here = Scope.channel(channel().guild.id, channel().id)
+    sessions = await engine.store.branch_threads(f"social-{here.key}-{BOT_USER_ID}")
+    assert len(sessions) == 1  # one exchange: its messages are its session's, the channel keeps its anchor
+    assert len([m for m in await engine.store.tail(sessions[0].id, 50) if "persona says" in m.content]) == 5
+    assert not [c for c in await remembered(engine) if "persona says" in c]
+
+
+async def test_each_exchange_with_another_persona_is_a_new_session_of_its_social_branch(world):
+    bot, engine, _ = world
+    engine.config.discord.personas.append(BOT_USER_ID)
+    here = Scope.channel(channel().guild.id, channel().id)
+    await engine.set_setting("guild", channel().guild.id, "autonomy.session_turns", 2)
+    branch_id = f"social-{here.key}-{BOT_USER_ID}"
+    for i in range(3):  # two turns, then the exchange ends; the third message opens the next one
+        post(f"{mention(bot)} stargazing tonight? ({i})", bot_author=True)
+        await settle()
+    first, second = await engine.store.branch_threads(branch_id)
+    assert first.status == "completed" and first.chronicle_summary and second.status == "active"
+    assert len([m for m in await engine.store.tail(first.id, 20) if m.role == "assistant"]) == 2
+    opening = (await engine.store.tail(second.id, 5))[0]
+    assert opening.metadata.get("stelis_thread_id") == first.id  # anchored to the previous exchange
+
+    post("hello both of you")  # a person speaks: the exchange ends, its chronicle reaches the channel
+    await settle()
+    branch = await engine.store.branch(branch_id)
+    assert branch.branch_type == "social" and branch.status == "suspended"
+    assert (await engine.store.thread(second.id)).status == "completed"
+    root = await engine.thread_for(here)
+    asked = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
+    assert "## Chronicle" in asked and "with otherbot" in asked
+    with pytest.raises(Exception, match="never completes"):
+        await engine.set_branch_status(here, branch_id, "completed")
 
 
 async def test_a_5000_character_reply_is_split_and_stored_as_one_turn(world):

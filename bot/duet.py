@@ -1,0 +1,88 @@
+"""`python -m bot duet OTHER_CONFIG`: two personas talk in one shared conversation, without Discord.
+
+Each persona keeps its own database and sees the other as a partner: every exchange is a new session
+of its social branch, anchored in the shared conversation, ended with a chronicle (seed 001). What the
+run prints is what each persona now remembers of the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TextIO
+
+from bot.config import Config
+from bot.engine import Engine
+from bot.providers.offline import OfflineLLM
+from memory.errors import Failure
+from memory.records import Scope
+
+PLACE = Scope.channel(1, 1)  # the shared conversation: one server, one channel, in each persona's database
+IDS = (1, 2)  # the two personas as each other's partners
+
+
+class DuetError(Failure):
+    """Two configs that cannot talk together (the same persona, or the same database)."""
+
+
+@dataclass
+class Voice:
+    engine: Engine
+    partner_id: int
+    partner: str
+
+
+async def duet(first: Config, second: Config, out: TextIO, *, turns: int, exchanges: int, opening: str,
+               live: bool = False) -> None:
+    """Run `exchanges` exchanges of at most `turns` turns each; print them and what each persona keeps."""
+    if first.persona.name == second.persona.name:
+        raise DuetError(f"both configs are the persona {first.persona.name!r}: give the second another name")
+    if first.database_path.resolve() == second.database_path.resolve():
+        raise DuetError(f"both configs use {first.database_path}: give the second its own data_dir")
+    a = await Engine.open(first, None if live else OfflineLLM())
+    try:
+        b = await Engine.open(second, None if live else OfflineLLM())
+    except BaseException:
+        await a.close()
+        raise
+    voices = (Voice(a, IDS[1], b.persona), Voice(b, IDS[0], a.persona))
+    try:
+        for voice in voices:
+            await voice.engine.prepare_socials(PLACE, {voice.partner_id: voice.partner})
+        for n in range(exchanges):
+            out.write(f"--- exchange {n + 1}\n")
+            await _exchange(voices, out, turns, opening)
+        for voice in voices:
+            await _remembered(voice, out)
+    finally:
+        await b.close()
+        await a.close()
+
+
+async def _exchange(voices: tuple[Voice, Voice], out: TextIO, turns: int, opening: str) -> None:
+    """The first voice opens; each then hears the other in its session with it and answers, turn by turn."""
+    first = voices[0]
+    session = await first.engine.social_session(PLACE, first.partner_id, first.partner)
+    await first.engine.hear(PLACE, opening, role="assistant", author_name=first.engine.persona, thread_id=session.id)
+    out.write(f"{first.engine.persona}: {opening}\n")
+    said, speaker = opening, 0
+    for _ in range(turns):
+        listener = voices[1 - speaker]
+        session = await listener.engine.social_session(PLACE, listener.partner_id, listener.partner)
+        if await listener.engine.social_turns_left(PLACE, session.id) <= 0:
+            break
+        await listener.engine.hear(PLACE, said, author_name=listener.partner, author_id=listener.partner_id,
+                                   thread_id=session.id)
+        said = (await listener.engine.reply(session.id)).content
+        out.write(f"{listener.engine.persona}: {said}\n")
+        speaker = 1 - speaker
+    for voice in voices:
+        await voice.engine.end_social(PLACE, voice.partner_id)
+
+
+async def _remembered(voice: Voice, out: TextIO) -> None:
+    engine = voice.engine
+    for branch in await engine.branches_of(PLACE, kind="social"):
+        detail = await engine.branch_detail(PLACE, branch.id)
+        sessions = detail.sessions if detail else []
+        out.write(f"{engine.persona} — branch {branch.label} [{branch.status}], {len(sessions)} session(s); "
+                  f"where it stands: {branch.brief_state}\n")

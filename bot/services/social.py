@@ -1,0 +1,81 @@
+"""Social branches (seed 001): one per other persona, each exchange with it a new session.
+
+An exchange's messages live in its session (a Stelis thread under the channel's conversation, anchored
+there); when a person speaks, or the persona has taken its turns, the session ends with a chronicle
+and the branch waits, suspended, for the next exchange. A social branch never completes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.services.branches import DiscordThreadBranches
+from bot.services.settings import Settings
+from bot.services.stelis import StelisThreads
+from memory.records import Branch, Scope, Thread
+from memory.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def social_branch_id(scope: Scope, partner_id: int) -> str:
+    """One branch per partner and conversation: what is said in one channel stays that channel's."""
+    return f"social-{scope.key}-{partner_id}"
+
+
+class Socials:
+    def __init__(self, store: Store, stelis: StelisThreads, branches: DiscordThreadBranches, settings: Settings):
+        self._store = store
+        self._stelis = stelis
+        self._branches = branches
+        self._settings = settings
+
+    async def prepare(self, scope: Scope, partners: dict[int, str]) -> list[Branch]:
+        """Each partner's branch in this conversation, made in advance (suspended until the first exchange)."""
+        made = []
+        for partner_id, name in partners.items():
+            found = await self._store.branch(social_branch_id(scope, partner_id))
+            made.append(found or await self._branches.create(scope, "social", f"with {name}", "no exchange yet",
+                                                             branch_id=social_branch_id(scope, partner_id)))
+        return made
+
+    async def session(self, scope: Scope, partner_id: int, partner_name: str) -> Thread:
+        """The session of the exchange going on with a partner: the active one, or a new one (anchored to the
+        previous exchange)."""
+        branch = (await self.prepare(scope, {partner_id: partner_name}))[0]
+        current = await self._store.find_thread(branch.current_thread_id) if branch.current_thread_id else None
+        if current is not None and current.status == "active":
+            return current
+        return await self._branches.resume(branch)
+
+    async def turns_left(self, scope: Scope, session_id: int) -> int:
+        """The persona's turns left in this exchange (autonomy.session_turns, per server)."""
+        config = await self._settings.effective(scope.guild_id, scope.channel_id)
+        taken = sum(1 for m in await self._store.tail(session_id, 200) if m.role == "assistant")
+        return max(0, config.autonomy.session_turns - taken)
+
+    async def end(self, scope: Scope, partner_id: int) -> Branch | None:
+        """The exchange is over: its session ends with a chronicle, the branch waits for the next one."""
+        branch = await self._store.branch(social_branch_id(scope, partner_id))
+        if branch is None or branch.status != "active":
+            return None
+        return await self._suspend(scope, branch)
+
+    async def end_all(self, scope: Scope) -> list[Branch]:
+        """A person spoke here: every exchange going on in this conversation ends (its chronicle reaches it)."""
+        active = await self._store.branches(await self._persona(scope), scope.key, "active", "social")
+        return [await self._suspend(scope, branch) for branch in active]
+
+    async def _suspend(self, scope: Scope, branch: Branch) -> Branch:
+        ended = await self._branches.update(scope, branch.id, brief_state=None, status="suspended")
+        session = await self._store.find_thread(ended.current_thread_id) if ended.current_thread_id else None
+        said = [ln for ln in (session.chronicle_summary or "").splitlines() if ln.strip() and not ln.startswith("[")] \
+            if session is not None else []
+        if said:  # where the last exchange left things (its chronicle's first line, not its date)
+            await self._store.update_branch(branch.id, brief_state=said[0][:200])
+        found = await self._store.branch(branch.id)
+        assert found is not None
+        return found
+
+    async def _persona(self, scope: Scope) -> str:
+        return (await self._stelis.root(scope)).persona
