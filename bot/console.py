@@ -390,9 +390,9 @@ class Console:
         }
         if action in ("", "status"):
             status = await engine.autonomy_status(self.scope)
-            self._lines(autonomy_lines(status, None, engine.clock()))
+            self._lines(autonomy_lines(status, None, engine.stored_time()))
         elif action == "log":
-            self._lines(autonomy_log_lines(await engine.autonomy_log(self.scope), engine.clock()))
+            self._lines(autonomy_log_lines(await engine.autonomy_log(self.scope), engine.stored_time()))
         elif action == "pulse-now":
             self._say(pulse_text(await engine.pulse_now(self.scope)))
         elif changes.get(action):

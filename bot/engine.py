@@ -212,6 +212,10 @@ class Engine:
         """The front end the persona acts through on its own (post_message, open_thread, a playbook's speak)."""
         self.tools.front_end = front_end
 
+    def stored_time(self) -> float:
+        """Now, as stored times are stamped (the console's /idle moves only the scheduler's clock)."""
+        return self.store.clock()
+
     @property
     def model_name(self) -> str:
         return self.llm.name

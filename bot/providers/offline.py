@@ -15,7 +15,6 @@ from memory.tokens import count_tokens
 
 VOLATILE_MARKS = ("[Now: ", "[Recall", "[Memory Summary]")  # context around the conversation, not messages
 
-SCHEMA_NOTE = "\n\nAnswer with one JSON object"  # how a playbook's llm node appends its response schema
 _TRANSCRIPT = re.compile(r"<transcript>\n?(.*?)\n?</transcript>", re.DOTALL)
 
 
@@ -29,9 +28,8 @@ class OfflineLLM:
             text = extractive_summary(_material(request.turns), request.max_tokens)
         elif (call := _tool_call(request)) is not None:
             text, calls = "", (call,)
-        elif request.response_schema is not None:  # about the instruction, not the schema appended to it
-            about = _last_text(request).split(SCHEMA_NOTE)[0]
-            text = json.dumps(example(request.response_schema, about), ensure_ascii=False)
+        elif request.response_schema is not None:  # no model judged anything: its texts say so, by name
+            text = json.dumps(example(request.response_schema, "", label=True), ensure_ascii=False)
         else:
             text = _reply(request)
         if on_text:
@@ -95,22 +93,26 @@ def _tool_call(request: LLMRequest) -> ToolCall | None:
     return ToolCall(f"toolu_offline_{key}", tool.name, example(tool.input_schema, about))
 
 
-def example(schema: dict[str, Any], about: str) -> Any:
-    """A value valid for a JSON schema, made deterministically from the text it is about."""
+def example(schema: dict[str, Any], about: str, *, label: bool = False, name: str = "") -> Any:
+    """A value valid for a JSON schema, made deterministically from the text it is about (`label`: texts
+    name their field instead, for answers no model wrote)."""
     kind = schema.get("type")
     if "enum" in schema:
         return schema["enum"][0]
     if kind == "object":
         properties: dict[str, Any] = schema.get("properties") or {}
         required = set(schema.get("required", properties))
-        return {name: example(spec, about) for name, spec in properties.items() if name in required}
+        return {key: example(spec, about, label=label, name=key) for key, spec in properties.items()
+                if key in required}
     if kind == "array":
-        return [example(schema.get("items") or {"type": "string"}, about)]
+        return [example(schema.get("items") or {"type": "string"}, about, label=label, name=name)]
     if kind == "integer":
         return int(schema.get("minimum", 1))
     if kind == "number":
         return float(schema.get("minimum", 1))
     if kind == "boolean":
         return True
+    if label:
+        return f"{OFFLINE_TAG} {name or 'text'}".replace("_", " ")
     words = re.findall(r"\w+", about)
     return " ".join(words[-8:]) or "offline"
