@@ -86,7 +86,7 @@ async def test_a_pulse_creates_a_task_works_in_its_session_and_suspends_it(make_
 
     outcome = await engine.pulse_if_due(HOME)
     assert outcome is not None and outcome.action == "create" and outcome.branch_id == "task-1"
-    assert outcome.calls >= 4 and outcome.tokens > 0  # react check, decide, work, assess, chronicle
+    assert outcome.calls == 5 and outcome.tokens > 0  # react check, decide, work, assess, chronicle
     task = (await engine.tasks_of(HOME))[0]
     assert task.title == "Autumn star map" and task.steps[0]["done"] and not task.steps[1]["done"]
     branch = await engine.store.branch("task-1")

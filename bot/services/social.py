@@ -69,9 +69,9 @@ class Socials:
     async def _suspend(self, scope: Scope, branch: Branch) -> Branch:
         ended = await self._branches.update(scope, branch.id, brief_state=None, status="suspended")
         session = await self._store.find_thread(ended.current_thread_id) if ended.current_thread_id else None
-        said = [ln for ln in (session.chronicle_summary or "").splitlines() if ln.strip() and not ln.startswith("[")] \
-            if session is not None else []
-        if said:  # where the last exchange left things (its chronicle's first line, not its date)
+        said = [ln for ln in (session.chronicle_summary or "").splitlines()
+                if ln.strip() and not ln.startswith(("[", "system:"))] if session is not None else []
+        if said:  # where the last exchange left things: its chronicle's first line said (not a date, not an anchor)
             await self._store.update_branch(branch.id, brief_state=said[0][:200])
         found = await self._store.branch(branch.id)
         assert found is not None
