@@ -23,7 +23,7 @@ async def test_two_personas_remember_each_exchange_as_a_session_of_their_social_
     stelis, eris = _config(tmp_path, "Stelis"), _config(tmp_path, "Eris")
     await duet(stelis, eris, out, turns=3, exchanges=2, opening="Shall we read together?")
     text = out.getvalue()
-    assert text.count("--- exchange") == 2 and text.count("Stelis: Shall we read together?") == 2
+    assert text.count("--- exchange") == 2 and text.count("\nStelis: Shall we read together?\n") == 2
     assert "Stelis — branch with Eris [suspended], 2 session(s)" in text
     assert "Eris — branch with Stelis [suspended], 2 session(s)" in text
     for config, partner in ((stelis, "Eris"), (eris, "Stelis")):
