@@ -276,22 +276,33 @@ class Admin(commands.Cog):
         return [app_commands.Choice(name=f"{b.label} [{b.status}]"[:100], value=b.id)
                 for b in found if current.lower() in b.label.lower()][:MAX_CHOICES]
 
-    @branches.command(name="set", description="Suspend, resume or complete a branch (Manage Server)")
-    @app_commands.choices(action=[app_commands.Choice(name=n, value=v) for n, v in
-                                  (("suspend", "suspended"), ("resume", "active"), ("complete", "completed"))])
-    async def branches_set(self, interaction: discord.Interaction, branch: str, action: str) -> None:
+    async def _set_branch(self, interaction: discord.Interaction, branch: str, status: BranchStatus) -> None:
         if not await self.allowed(interaction):
             return
         await interaction.response.defer(ephemeral=True, thinking=True)  # a suspend writes a chronicle
         scope, _ = await self.where(interaction)
         try:
-            found = await self.engine.set_branch_status(scope, branch, cast(BranchStatus, action))
+            found = await self.engine.set_branch_status(scope, branch, status)
         except Failure as exc:
             await self.answer(interaction, exc.notice)
             return
         await self.answer(interaction, branch_line(found))
 
-    branches_set.autocomplete("branch")(_branches)
+    @branches.command(name="suspend", description="End a branch's session with a chronicle; it waits (Manage Server)")
+    async def branches_suspend(self, interaction: discord.Interaction, branch: str) -> None:
+        await self._set_branch(interaction, branch, "suspended")
+
+    @branches.command(name="resume", description="Open a new session of a branch, from its last (Manage Server)")
+    async def branches_resume(self, interaction: discord.Interaction, branch: str) -> None:
+        await self._set_branch(interaction, branch, "active")
+
+    @branches.command(name="complete", description="A branch is over: its session ends (Manage Server)")
+    async def branches_complete(self, interaction: discord.Interaction, branch: str) -> None:
+        await self._set_branch(interaction, branch, "completed")
+
+    branches_suspend.autocomplete("branch")(_branches)
+    branches_resume.autocomplete("branch")(_branches)
+    branches_complete.autocomplete("branch")(_branches)
 
     @branches.command(name="create", description="A free branch for the persona to work on in its own time "
                                                  "(Manage Server)")
@@ -307,7 +318,7 @@ class Admin(commands.Cog):
             await self.answer(interaction, exc.notice)
             return
         await self.answer(interaction, branch_line(made) + "\nIt waits, suspended: a pulse (/autonomy) or "
-                                       "/branches set resume opens its first session.")
+                                       "/branches resume opens its first session.")
 
     # /context
 

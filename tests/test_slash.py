@@ -343,8 +343,14 @@ async def test_task_and_branch_commands(books):
     assert "Task #1 created" in said(await run(tasks_cog.create, tasks_cog, "Notes", "write notes", "a; b"))
     assert "  [ ] 2. b" in said(await run(tasks_cog.show, tasks_cog, 1))
     assert "there is no task 7 here" in said(await run(tasks_cog.show, tasks_cog, 7))
-    suspended = said(await run(admin_cog.branches_set, admin_cog, "task-1", "suspended"))
+    suspended = said(await run(admin_cog.branches_suspend, admin_cog, "task-1"))
     assert "task-1 [task, suspended] Notes" in suspended
-    assert "task-1 [task, active] Notes" in said(await run(admin_cog.branches_set, admin_cog, "task-1", "active"))
+    assert "task-1 [task, active] Notes" in said(await run(admin_cog.branches_resume, admin_cog, "task-1"))
     assert "Task #1 is done" in said(await run(tasks_cog.close, tasks_cog, 1, "done"))
+    made = said(await run(admin_cog.branches_create, admin_cog, "Stargazing", "pick a clear night"))
+    assert "[free, suspended] Stargazing" in made and "/branches resume opens its first session" in made
+    free = made.split(" ")[0]
+    assert "needs the Manage Server permission" in said(
+        await run(admin_cog.branches_complete, admin_cog, free, as_admin=False))
+    assert f"{free} [free, completed] Stargazing" in said(await run(admin_cog.branches_complete, admin_cog, free))
     assert "#1 Notes [done] 0/2 steps" in said(await run(tasks_cog.list_, tasks_cog))
