@@ -88,7 +88,8 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
     if command == "run" and config.discord.token is not None:
         from bot.discord_bot import run_discord
 
-        logs.configure(config.log_level, config.secrets())
+        logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log", screen=True)
+        log.info("data in %s", config.data_dir.resolve())
         return asyncio.run(run_discord(config))
     logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
     try:

@@ -18,6 +18,7 @@ from bot.report import (
     branch_line,
     config_lines,
     context_bars,
+    context_heading,
     history_line,
     memory_lines,
     outcome_lines,
@@ -152,7 +153,9 @@ class Console:
             line = line.strip()
             if not line:
                 continue
-            if line.startswith("/"):
+            if line.startswith("//"):  # a message that starts with a slash: "//etc" says "/etc"
+                line = line[1:]
+            elif line.startswith("/"):
                 if not await self.command(line):
                     self._leaving(run)
                     return 0
@@ -244,9 +247,9 @@ class Console:
     async def _context(self) -> None:
         run = await self.start()
         assembly = await self.engine.context(run.current)
-        self._say(f"Next request for {thread_ref(run.current)} (window budget {assembly.window_budget} tokens):")
-        for line in context_bars(assembly.parts, self.engine.config.llm.context_tokens):
-            self._say(line)
+        total = self.engine.config.llm.context_tokens
+        self._say(context_heading(run.current, assembly.parts, total, assembly.window_budget))
+        self._lines(context_bars(assembly.parts, total))
 
     async def _recall(self, query: str) -> None:
         if not query:
@@ -282,8 +285,8 @@ class Console:
             self._say("Writing a new short-term memory...")
             self._outcome(await engine.memory_regenerate(self.scope))
         elif action in ("pause", "resume"):
-            await engine.memory_pause(self.scope, action == "pause")
-            self._say(pause_text(action == "pause", "here"))
+            changed = await engine.memory_pause(self.scope, action == "pause")
+            self._say(pause_text(action == "pause", "here", changed))
         else:
             self._say("Usage: /memory [show | history | pin <fact> | unpin <fact> | edit <text> | rollback <v> | "
                       "regenerate | pause | resume]")
@@ -457,7 +460,8 @@ class Console:
         remembered = await self.engine.message_count(run.root_id)
         self._say(
             f"Stelis console: chatting with {self.engine.persona} on the {self.engine.model_name} model"
-            f" ({remembered} message(s) remembered). /help for commands, /quit to leave."
+            f" ({remembered} message(s) remembered in {self.engine.config.database_path}). /help for commands,"
+            " /quit to leave; //text sends a message that starts with a slash."
         )
 
     async def _read_line(self) -> str | None:

@@ -43,6 +43,8 @@ def intents() -> discord.Intents:
 def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bool = False) -> commands.Bot:
     """A Bot, or an AutoShardedBot when config says so; setup_hook opens the engine (store) unless given one."""
     base = commands.AutoShardedBot if config.discord.sharded else commands.Bot
+    # A text persona never joins voice: no warning at every start that voice libraries are missing.
+    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
 
     class StelisBot(base):  # type: ignore[valid-type, misc]  # a base chosen at run time
         def __init__(self) -> None:
@@ -74,21 +76,39 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
     @bot.command(name="sync", hidden=True)  # type: ignore[untyped-decorator]  # discord.py's checks are untyped
     @commands.is_owner()
     async def sync(ctx: commands.Context[commands.Bot], where: str = "guild") -> None:
-        """Owner only: !sync guild | global | clear. Never run on start."""
-        if where == "global":
-            synced = await ctx.bot.tree.sync()
-        elif where == "clear" and ctx.guild is not None:
-            ctx.bot.tree.clear_commands(guild=ctx.guild)
-            synced = await ctx.bot.tree.sync(guild=ctx.guild)
-        elif where == "guild" and ctx.guild is not None:
-            ctx.bot.tree.copy_global_to(guild=ctx.guild)
-            synced = await ctx.bot.tree.sync(guild=ctx.guild)
-        else:
-            await ctx.send("Usage: !sync guild | global | clear (guild and clear only in a server)")
-            return
-        await ctx.send(f"Synced {len(synced)} command(s) ({where}).")
+        """Owner only: !sync guild | global | clear-guild. Never run on start."""
+        await ctx.send(await sync_commands(ctx.bot, where, ctx.guild))
 
     return bot
+
+
+SYNC_USAGE = ("Usage: !sync guild (this server, at once) | global (every server, within the hour) | clear-guild "
+              "(drop this server's copies)")
+
+
+async def sync_commands(bot: commands.Bot, where: str, guild: discord.Guild | None) -> str:
+    """Sync the slash commands; warns when a server would list each command twice (guild and global copies)."""
+    tree = bot.tree
+    if where == "global":
+        synced = await tree.sync()
+        copies = guild is not None and bool(await tree.fetch_commands(guild=guild))
+        return f"Synced {len(synced)} command(s) globally." + (
+            " This server also has its own copies (from !sync guild), so members see each command twice: "
+            "!sync clear-guild here removes them." if copies else "")
+    if guild is None:
+        return SYNC_USAGE + " (guild and clear-guild only in a server)"
+    if where in ("clear-guild", "clear"):
+        tree.clear_commands(guild=guild)
+        await tree.sync(guild=guild)
+        return "This server's own copies of the commands are gone; the global ones remain (if synced)."
+    if where == "guild":
+        tree.copy_global_to(guild=guild)
+        synced = await tree.sync(guild=guild)
+        globals_too = bool(await tree.fetch_commands())
+        return f"Synced {len(synced)} command(s) to this server." + (
+            " The commands are also synced globally, so members see each twice: keep one (!sync clear-guild "
+            "drops this server's copies)." if globals_too else "")
+    return SYNC_USAGE
 
 
 def _stop(bot: commands.Bot, sig: signal.Signals) -> None:

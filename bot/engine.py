@@ -324,8 +324,8 @@ class Engine:
     async def memory_regenerate(self, scope: Scope) -> Outcome:
         return await self.admin.regenerate(scope)
 
-    async def memory_pause(self, scope: Scope, paused: bool) -> None:
-        await self.admin.pause(scope, paused)
+    async def memory_pause(self, scope: Scope, paused: bool) -> bool:
+        return await self.admin.pause(scope, paused)
 
     async def memory_share(self, scope: Scope, shareable: bool | None) -> None:
         await self.admin.share(scope, shareable)

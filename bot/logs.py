@@ -23,8 +23,9 @@ class OneLineScrubbed(logging.Formatter):
         return text.replace("\n", " | ")
 
 
-def configure(level: str, secrets: list[str], log_file: Path | None = None) -> None:
-    """Log to stderr, or to a file with only warnings on stderr (the console keeps its screen)."""
+def configure(level: str, secrets: list[str], log_file: Path | None = None, *, screen: bool = False) -> None:
+    """Log to stderr, or to a file with only warnings on stderr (the console keeps its screen); `screen`:
+    everything on stderr as well as in the file (the Discord bot: `docker logs` and data/stelis.log)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -37,7 +38,8 @@ def configure(level: str, secrets: list[str], log_file: Path | None = None) -> N
         to_file = logging.FileHandler(log_file, encoding="utf-8")
         to_file.setFormatter(formatter)
         root.addHandler(to_file)
-        stderr.setLevel(logging.WARNING)
+        if not screen:
+            stderr.setLevel(logging.WARNING)
     root.addHandler(stderr)
     # The SDKs log request details (with headers) at DEBUG; keep them at WARNING.
     for noisy in ("anthropic", "httpx", "httpx2", "httpcore", "openai", "aiosqlite", "discord.http"):

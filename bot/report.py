@@ -31,7 +31,7 @@ def tree_lines(rows: list[TreeRow], current: int | None = None) -> list[str]:
     for row in rows:
         t = row.thread
         name = "main conversation" if t.is_root else (t.label or "")
-        extra = f", keeps {row.protected} of its parent" if row.protected else ""
+        extra = f", parent keeps {row.protected} protected" if row.protected else ""
         here = " <- you are here" if t.id == current else ""
         lines.append(f"{'  ' * t.depth}{thread_ref(t.id)} {name} [{t.status}] depth {t.depth}, "
                      f"window {row.window}{extra}{here}")
@@ -39,11 +39,12 @@ def tree_lines(rows: list[TreeRow], current: int | None = None) -> list[str]:
 
 
 def context_bars(parts: dict[str, int], total: int) -> list[str]:
+    """One bar per part against the whole context: used parts in `#` (at least one when not empty), free in `.`."""
     lines = []
     for part, tokens in parts.items():
-        filled = round(BAR_WIDTH * tokens / total) if total else 0
-        lines.append(f"  {part:<8} {'#' * filled}{'.' * (BAR_WIDTH - filled)} {tokens:>8} "
-                     f"{100 * tokens / total if total else 0:5.1f}%")
+        width = round(BAR_WIDTH * tokens / total) if total else 0
+        bar = "." * width if part == "free" else "#" * max(width, 1 if tokens else 0)
+        lines.append(f"  {part:<11} {bar:<{BAR_WIDTH}} {tokens:>8} {100 * tokens / total if total else 0:5.1f}%")
     return lines
 
 
@@ -111,7 +112,9 @@ def rollback_text(version: int, record: MemoryRecord) -> str:
     return f"Version {version} is current again, as v{record.version}."
 
 
-def pause_text(paused: bool, where: str) -> str:
+def pause_text(paused: bool, where: str, changed: bool = True) -> str:
+    if not changed:
+        return f"Automatic memory updates were already {'paused' if paused else 'running'} {where}; nothing changed."
     return f"Automatic memory updates {'paused' if paused else 'resumed'} {where}."
 
 
@@ -145,8 +148,11 @@ def _lookup(data: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def context_heading(thread_id: int, window_budget: int) -> str:
-    return f"Next request for {thread_ref(thread_id)} (window budget {window_budget} tokens):"
+def context_heading(thread_id: int, parts: dict[str, int], total: int, window_budget: int) -> str:
+    """The budget /context draws against: the whole context, and what of it the window may grow to."""
+    used = total - parts.get("free", 0)
+    return (f"Next request for {thread_ref(thread_id)}: {used} of {total} tokens in use (llm.context_tokens); "
+            f"its history may grow to {window_budget} before older turns are folded into a summary:")
 
 
 def not_set_text(problems: list[str]) -> str:

@@ -210,8 +210,8 @@ class Admin(commands.Cog):
             elif action == "regenerate":
                 text = "\n".join(outcome_lines(await engine.memory_regenerate(scope)))
             else:
-                await engine.memory_pause(scope, action == "pause")
-                text = pause_text(action == "pause", "in this channel")
+                changed = await engine.memory_pause(scope, action == "pause")
+                text = pause_text(action == "pause", "in this channel", changed)
         except MemoryAdminError as exc:
             text = str(exc)
         await self.answer(interaction, text)
@@ -330,7 +330,7 @@ class Admin(commands.Cog):
         assembly = await self.engine.context(thread_id)
         total = self.engine.config.llm.context_tokens
         await self.answer(interaction, "\n".join([
-            context_heading(thread_id, assembly.window_budget), "```",
+            context_heading(thread_id, assembly.parts, total, assembly.window_budget), "```",
             *context_bars(assembly.parts, total), "```"]))
 
     # /recall

@@ -125,7 +125,8 @@ async def test_thread_commands_tree_and_context(make_config):
     assert 'Started stelis:2 "Coding Session" at depth 1' in text
     assert "Usage: /thread new <label>" in text
     assert "stelis:1 main conversation [active] depth 0, window 100000" in text
-    assert "  stelis:2 Coding Session [active] depth 1, window 80000, keeps 20000 of its parent <- you are here" in text
+    assert ("  stelis:2 Coding Session [active] depth 1, window 80000, parent keeps 20000 protected <- you are here"
+            in text)
     assert "Next request for stelis:3" in text
     for part in ("system", "parent", "history", "tail", "free"):
         assert f"  {part}" in text

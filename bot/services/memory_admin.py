@@ -83,8 +83,13 @@ class MemoryAdmin:
     async def regenerate(self, scope: Scope) -> Outcome:
         return await self._worker.run_channel((await self._channel(scope)).thread_id, force=True)
 
-    async def pause(self, scope: Scope, paused: bool) -> None:
-        await self._store.set_channel_flags((await self._channel(scope)).thread_id, paused=int(paused))
+    async def pause(self, scope: Scope, paused: bool) -> bool:
+        """Pause or resume automatic updates; False when they already were."""
+        ch = await self._channel(scope)
+        if bool(ch.paused) == paused:
+            return False
+        await self._store.set_channel_flags(ch.thread_id, paused=int(paused))
+        return True
 
     async def share(self, scope: Scope, shareable: bool | None) -> None:
         """Opt a channel in or out of sharing (None: follow its visibility)."""

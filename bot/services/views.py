@@ -13,7 +13,7 @@ from memory.records import Branch, MemoryChannel, MemoryRecord, Message, Thread
 class TreeRow:
     thread: Thread
     window: int  # the seed's window size at the model's full context
-    protected: int  # what the thread keeps of its parent (0 for a root)
+    protected: int  # the part of its parent's window the parent keeps protected, which the thread sees (0: a root)
 
 
 @dataclass(frozen=True)
