@@ -8,6 +8,14 @@ COPY cogs ./cogs
 COPY bench ./bench
 COPY templates ./templates
 COPY config.yaml ./
-RUN pip install --no-cache-dir -e .
+# The openai extra too: an OpenAI-compatible endpoint (Ollama, vLLM) is one variable away.
+RUN pip install --no-cache-dir -e '.[openai]' \
+    && useradd --create-home --uid 10001 stelis \
+    && mkdir -p /data && chown stelis /data
+USER stelis
 VOLUME ["/data"]
-CMD ["python", "-m", "bot"]
+# Healthy while connected to Discord: the bot refreshes a heartbeat file every 30 s.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=90s --retries=3 CMD ["python", "-m", "bot", "health"]
+# Discord only: without DISCORD_TOKEN it stops with a clear error (the console: `docker compose run --rm stelis
+# python -m bot console`).
+CMD ["python", "-m", "bot", "discord"]

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="Discord when DISCORD_TOKEN is set, else the console (default)")
     sub.add_parser("console", help="chat with the persona in this terminal")
+    sub.add_parser("discord", help="the Discord bot only: stops with an error when DISCORD_TOKEN is not set "
+                   "(the container's command)")
+    sub.add_parser("health", help="exit 0 while the Discord bot is connected (its heartbeat is fresh), 1 otherwise")
     duet = sub.add_parser("duet", help="two personas (this config and another) talk in one conversation, each "
                           "exchange a new session of their social branches; offline unless --live")
     duet.add_argument("other", type=Path, help="the second persona's config file (its own persona.name and data_dir)")
@@ -64,6 +67,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stelis: warning: {warning}", file=sys.stderr)
 
     command = args.command or "run"
+    if command == "health":
+        from bot import health
+
+        healthy, why = health.check(health.heartbeat_path(loaded.config.data_dir))
+        print(why, file=sys.stdout if healthy else sys.stderr)
+        return 0 if healthy else 1
+    if command == "discord" and loaded.config.discord.token is None:
+        print("stelis: DISCORD_TOKEN is not set, so there is no bot to start. Set it (in .env for docker compose), "
+              "or chat in the terminal: python -m bot console (docker compose run --rm stelis python -m bot "
+              "console)", file=sys.stderr)
+        return 2
     if command == "check-config":
         return _check_config(loaded)
     if command == "playbooks":
@@ -85,7 +99,7 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
     if command == "duet":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
         return asyncio.run(_duet(loaded, args))
-    if command == "run" and config.discord.token is not None:
+    if command == "discord" or (command == "run" and config.discord.token is not None):
         from bot.discord_bot import run_discord
 
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log", screen=True)

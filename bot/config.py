@@ -117,10 +117,18 @@ class PersonaConfig(_Model):
     name: str = Field("Stelis", min_length=1, max_length=80, description=(
         "The persona's display name; memories are kept under it."))
     card: str = Field(
-        "You are Stelis, a warm and curious companion who lives in this Discord server.\n"
+        "You are {name}, a warm and curious companion who lives in this Discord server.\n"
         "You remember conversations across days and speak naturally and briefly.\n",
-        min_length=1, description="The persona card: who the persona is. Goes first in every prompt (cached).")
+        min_length=1, description=(
+            "The persona card: who the persona is. Goes first in every prompt (cached). {name} stands for "
+            "persona.name, so renaming the persona (STELIS_PERSONA_NAME) renames it here too."))
     models: ModelTiers = ModelTiers()
+
+    @model_validator(mode="after")
+    def _named(self) -> PersonaConfig:
+        if "{name}" in self.card:
+            self.card = self.card.replace("{name}", self.name)
+        return self
 
 
 class SnapshotConfig(_Model):

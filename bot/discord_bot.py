@@ -13,6 +13,7 @@ from discord.ext import commands
 
 from bot.config import Config
 from bot.engine import Engine
+from bot.health import beat, heartbeat_path
 from memory.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
                              allowed_mentions=SAFE_MENTIONS, help_command=None)
             self.engine = engine
             self.config = config
+            self._heartbeat: asyncio.Task[None] | None = None
 
         async def setup_hook(self) -> None:
             started_here = self.engine is None
@@ -62,11 +64,14 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
                 if extension not in self.extensions:
                     await self.load_extension(extension)
             await engine.start_memory()
+            self._heartbeat = asyncio.create_task(beat(heartbeat_path(config.data_dir), self.is_ready))
             if started_here:  # the real bot (tests pass their own engine): start-up objects live as long as it
                 gc.freeze()  # ... so full collections need not walk them again (they were the p95)
 
         async def close(self) -> None:
             log.info("shutting down: stopping the scheduler, writing snapshots, closing the database")
+            if self._heartbeat is not None:
+                self._heartbeat.cancel()
             await super().close()
             if self.engine is not None:
                 await self.engine.close()

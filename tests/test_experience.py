@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
+import os
 import re
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import discord
+import yaml
 
-from bot import logs
+from bot import health, logs
+from bot.config import load_config, validate
 from bot.console import Console
 from bot.discord_bot import make_bot, sync_commands
 from bot.engine import Engine
@@ -102,3 +110,58 @@ async def test_console_double_slash_sends_a_message_and_pausing_twice_says_so(ma
     assert "were already paused here; nothing changed" in text
     assert "were already running here; nothing changed" in text
     await engine.close()
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_container_runs_as_a_user_with_every_extra_a_health_check_and_the_bot_only():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "pip install --no-cache-dir -e '.[openai]'" in dockerfile
+    users = re.findall(r"^USER (\S+)", dockerfile, re.MULTILINE)
+    assert users and users[-1] not in ("root", "0")
+    assert re.search(r"^HEALTHCHECK .*\"bot\", \"health\"", dockerfile, re.MULTILINE)
+    assert dockerfile.rstrip().endswith('CMD ["python", "-m", "bot", "discord"]')
+    service = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]["stelis"]
+    assert service["restart"] not in ("always", "unless-stopped")  # a bad token (exit 2) must not loop forever
+    assert not service.get("tty") and not service.get("stdin_open")  # `up -d` never starts a detached console
+    passed = set(service["environment"])
+    assert {"ANTHROPIC_BASE_URL", "STELIS_LLM_PROVIDER", "OPENAI_BASE_URL", "OPENAI_API_KEY"} <= passed
+    assert service["env_file"] == [{"path": ".env", "required": False}]
+    assert "./config.yaml:/app/config.yaml:ro" in service["volumes"]
+
+
+def _bot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env["STELIS_DATA_DIR"] = str(tmp_path)
+    return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=60)
+
+
+def test_the_discord_command_without_a_token_stops_with_what_to_do(tmp_path):
+    done = _bot(tmp_path, "discord")
+    assert done.returncode == 2 and "DISCORD_TOKEN is not set" in done.stderr and "python -m bot console" in done.stderr
+
+
+async def test_health_follows_the_heartbeat(tmp_path):
+    path = health.heartbeat_path(tmp_path)
+    assert health.check(path) == (False, f"no heartbeat at {path}: the bot has not connected to Discord yet")
+    connected = False
+    beating = asyncio.create_task(health.beat(path, lambda: connected, every=0.01))
+    await asyncio.sleep(0.05)
+    assert not path.exists()  # not connected: no beat
+    connected = True
+    await asyncio.sleep(0.05)
+    beating.cancel()
+    ok, why = health.check(path)
+    assert ok and why.startswith("connected")
+    stale, why = health.check(path, now=time.time() + 3600)
+    assert not stale and "not connected to Discord" in why
+    assert _bot(tmp_path, "health").returncode == 0
+
+
+def test_renaming_the_persona_renames_its_default_card():
+    luna = load_config(None, {"STELIS_PERSONA_NAME": "Luna"}).config
+    assert luna.persona.card.startswith("You are Luna, a warm") and "Stelis" not in luna.persona.card
+    own = validate({"persona": {"name": "Eris", "card": "I am {name}; {name} reads old novels."}})
+    assert own.persona.card == "I am Eris; Eris reads old novels."
