@@ -145,7 +145,7 @@ def _check_config(loaded: LoadedConfig) -> int:
 
 
 async def _console(loaded: LoadedConfig) -> int:
-    from bot.console import Console, console_run_id
+    from bot.console import COMMANDS, Console, console_run_id
     from bot.engine import Engine
     from memory.records import Scope
 
@@ -157,8 +157,14 @@ async def _console(loaded: LoadedConfig) -> int:
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.model_name,
              loaded.config.database_path)
     await engine.start_memory()
+    console = Console(engine, sys.stdin, sys.stdout, _user_name(loaded))
+    if sys.stdin.isatty():  # a person at a terminal: line editing, history, completion; warnings as a status line
+        from bot.line_editor import LineEditor
+
+        console.editor = LineEditor(loaded.config.data_dir / "console_history", COMMANDS)
+        console.held = logs.hold_warnings()
     try:
-        return await Console(engine, sys.stdin, sys.stdout, _user_name(loaded)).run_loop()
+        return await console.run_loop()
     finally:
         await engine.close()
 

@@ -11,6 +11,8 @@ from typing import TextIO
 
 from bot.config import ConfigError, shown_value
 from bot.engine import Engine, ReplyFailed
+from bot.line_editor import LineEditor
+from bot.logs import Held
 from bot.report import (
     autonomy_lines,
     autonomy_log_lines,
@@ -84,6 +86,8 @@ def console_run_id(scope: Scope) -> str:
 
 
 MAX_IDLE_SECONDS = 366 * 86_400.0
+COMMANDS = ("/thread", "/tree", "/context", "/recall", "/memory", "/config", "/playbooks", "/tasks", "/branches",
+            "/autonomy", "/idle", "/retry", "/help", "/quit")  # what Tab completes
 
 
 async def read_line(stream: TextIO) -> str | None:
@@ -117,6 +121,8 @@ class Console:
     user_name: str
     scope: Scope = field(default_factory=Scope.console)
     run: Run | None = None
+    editor: LineEditor | None = None  # a terminal's line editor; None reads plain lines (piped input)
+    held: Held | None = None  # warnings held for one status line, instead of printed over a reply
 
     @property
     def interactive(self) -> bool:
@@ -150,7 +156,7 @@ class Console:
             if line is None:
                 self._leaving(run)
                 return 0
-            line = line.strip()
+            line = line.strip()  # a pasted block stays one message: its inner newlines are kept
             if not line:
                 continue
             if line.startswith("//"):  # a message that starts with a slash: "//etc" says "/etc"
@@ -465,11 +471,21 @@ class Console:
         )
 
     async def _read_line(self) -> str | None:
+        self._status()
+        where = "" if self.run is None or not self.run.stack else f" [{thread_ref(self.run.current)}]"
+        if self.editor is not None:
+            return await self.editor.read(f"{self.user_name}{where}> ")
         if self.interactive:
-            where = "" if self.run is None or not self.run.stack else f" [{thread_ref(self.run.current)}]"
             self.stdout.write(f"{self.user_name}{where}> ")
             self.stdout.flush()
         return await read_line(self.stdin)
+
+    def _status(self) -> None:
+        """Warnings since the last line, as one line (the details are in the log file)."""
+        records = self.held.take() if self.held is not None else []
+        if records:
+            self._say(f"(!) {len(records)} warning(s), details in {self.engine.config.data_dir / 'stelis.log'}; "
+                      f"the last: {records[-1].getMessage()[:160]}")
 
     def _say(self, text: str) -> None:
         self.stdout.write(text + "\n")

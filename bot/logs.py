@@ -44,3 +44,29 @@ def configure(level: str, secrets: list[str], log_file: Path | None = None, *, s
     # The SDKs log request details (with headers) at DEBUG; keep them at WARNING.
     for noisy in ("anthropic", "httpx", "httpx2", "httpcore", "openai", "aiosqlite", "discord.http"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class Held(logging.Handler):
+    """Warnings kept for the console to show as one status line, never printed over what it is writing."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def take(self) -> list[logging.LogRecord]:
+        taken, self.records = self.records, []
+        return taken
+
+
+def hold_warnings() -> Held:
+    """Warnings stop going to the screen (they stay in the log file) and are held for a status line."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler:  # the screen, not the log file (a StreamHandler too)
+            root.removeHandler(handler)
+    held = Held()
+    root.addHandler(held)
+    return held
