@@ -56,7 +56,7 @@ HELP = """Commands:
   /tree                 the Stelis tree with status, depth and window sizes
   /context              the token breakdown of the next request
   /recall <words>       what the persona can recall about something (dates, speakers, sources)
-  /memory               this conversation's memory: versions, ranges, pins
+  /memory               this conversation's memory, one line per version (/memory full: every text)
   /memory history       every short-term version
   /memory pin <fact>    a fact summaries must keep (/memory unpin <fact> to drop it)
   /memory edit <text>   replace the current short-term memory (as a new version)
@@ -268,10 +268,9 @@ class Console:
         action, _, arg = rest.partition(" ")
         arg = arg.strip()
         engine = self.engine
-        if action in ("", "show"):
+        if action in ("", "show", "full"):
             view = await engine.memory_view(self.scope)
-            for line in memory_lines(view, engine.clock()):
-                self._say(line)
+            self._lines(memory_lines(view, engine.clock(), full=action == "full"))
             if not (view.long_term or view.short_term):
                 self._say("Talk a little, then /idle 7200 or /memory regenerate.")
         elif action == "history":
@@ -294,8 +293,8 @@ class Console:
             changed = await engine.memory_pause(self.scope, action == "pause")
             self._say(pause_text(action == "pause", "here", changed))
         else:
-            self._say("Usage: /memory [show | history | pin <fact> | unpin <fact> | edit <text> | rollback <v> | "
-                      "regenerate | pause | resume]")
+            self._say("Usage: /memory [show | full | history | pin <fact> | unpin <fact> | edit <text> | "
+                      "rollback <v> | regenerate | pause | resume]")
 
     async def _config(self, rest: str) -> None:
         """The console is one conversation: its overrides are its channel's (channel 0, never a Discord one)."""

@@ -48,22 +48,59 @@ def context_bars(parts: dict[str, int], total: int) -> list[str]:
     return lines
 
 
-def memory_lines(view: MemoryView, now: float) -> list[str]:
+def memory_lines(view: MemoryView, now: float, *, full: bool = False) -> list[str]:
+    """/memory: one line per layer and version (their days and first fact); `full`: every text in full."""
     ch = view.channel
     if ch.paused:
-        state = "paused"
+        state = "automatic updates are paused"
     elif ch.due_at is not None:
-        state = f"next update due in {max(0, ch.due_at - now):.0f} s"
+        state = f"the next version is due {in_time(ch.due_at - now)}"
     else:
-        state = "nothing pending"
+        state = "nothing waits to be written"
     lines = [f"Memory of this conversation: {ch.pending_count} message(s) since the last version; {state}."]
     if view.long_term:
-        lines.append(f"Long-term (v{view.long_term.version}):\n{view.long_term.content}")
-    lines += [f"Short-term v{r.version} (messages {r.first_seq}-{r.last_seq}):\n{r.content}" for r in view.short_term]
+        lt = view.long_term
+        lines.append(f"Long-term (v{lt.version}, {covered_days(lt)}):\n{lt.content}" if full else
+                     f"Long-term v{lt.version} ({covered_days(lt)}): {_facts(lt.content)} fact(s), first: "
+                     f"{_first_fact(lt.content)}")
+    if view.short_term:
+        lines.append("Short-term versions in prompts, oldest first:")
+        lines += [f"Short-term v{r.version} (messages {r.first_seq}-{r.last_seq}, {covered_days(r)}):\n{r.content}"
+                  if full else "  " + history_line(r) for r in view.short_term]
     if not (view.long_term or view.short_term):
         lines.append("No memory written yet.")
     lines += [f"Pinned: {fact}" for fact in view.pins]
+    if not full and (view.long_term or view.short_term):
+        lines.append("(the full texts: /memory full in the console, /memory show full:True in Discord)")
     return lines
+
+
+def in_time(seconds: float) -> str:
+    """A delay as people say it: "in 45 s", "in 12 min", "in 2 h", "in 3 days"; "now" when past."""
+    if seconds <= 0:
+        return "now"
+    return f"in {duration_text(seconds)}"
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        hours = seconds / 3600
+        return f"{hours:.1f} h" if hours < 10 else f"{hours:.0f} h"
+    return f"{seconds / 86_400:.0f} days"
+
+
+def _facts(text: str) -> int:
+    return sum(1 for ln in text.splitlines() if ln.strip() and not DAY_HEADER.match(ln.strip()))
+
+
+def _first_fact(text: str) -> str:
+    facts = [ln.strip() for ln in text.splitlines() if ln.strip() and not DAY_HEADER.match(ln.strip())]
+    first = facts[0] if facts else ""
+    return first[:160] + ("…" if len(first) > 160 else "")
 
 
 def history_line(record: MemoryRecord) -> str:
@@ -260,5 +297,4 @@ def pulse_text(outcome: PulseOutcome) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    minutes = max(0, round(seconds / 60))
-    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+    return duration_text(max(0.0, seconds))

@@ -97,13 +97,15 @@ class Admin(commands.Cog):
         return None
 
     @memory.command(name="show", description="Current memory of this channel (or another): versions, ranges, pins")
-    async def memory_show(self, interaction: discord.Interaction, channel: discord.TextChannel | None = None) -> None:
+    @app_commands.describe(full="Every version's whole text instead of one line each")
+    async def memory_show(self, interaction: discord.Interaction, channel: discord.TextChannel | None = None,
+                          full: bool = False) -> None:
         scope = await self.readable(interaction, channel)
         if scope is None:
             return
         view = await self.engine.peek_memory(scope)
-        await self.answer(interaction, "\n".join(memory_lines(view, self.engine.clock())) if view is not None
-                          else "No memory written yet.")
+        await self.answer(interaction, "\n".join(memory_lines(view, self.engine.clock(), full=full))
+                          if view is not None else "No memory written yet.")
 
     @memory.command(name="history", description="Every short-term version of this channel's (or another's) memory")
     async def memory_history(self, interaction: discord.Interaction,

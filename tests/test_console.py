@@ -155,8 +155,9 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM(), Clock())
     out = io.StringIO()
     script = "\n".join([
-        "/memory", "/idle 10", "I am Mahe, building calculator_v2", "/idle 10", "it ships on 2026-12-01",
-        "/memory pin Mahe likes green tea", "/idle 7200", "/memory", "/memory history", "/memory rollback 1",
+        "/memory", "/idle 10", "I am Mahe, building calculator_v2", "/idle 10", "it ships on 2026-12-01", "/memory",
+        "/memory pin Mahe likes green tea", "/idle 7200", "/memory", "/memory full", "/memory history",
+        "/memory rollback 1",
         "/memory rollback x", "/memory edit corrected by hand", "/memory pause", "/memory resume",
         "/memory regenerate", "/memory bogus", "/idle soon", "/memory unpin Mahe likes green tea",
     ]) + "\n"
@@ -166,6 +167,10 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     assert text.count("(no memory update was due)") == 2  # ten seconds after a message: not yet
     assert "Short-term memory v1 written (messages 1-4)" in text and "Long-term memory updated (v1)." in text
     assert "Pinned: Mahe likes green tea" in text
+    assert "the next version is due in 2.0 h" in text  # after a message: the idle time, as people say it
+    summary = text.split("Long-term memory updated (v1).")[1].split("(the full texts:")[0]
+    assert "Long-term v1 (" in summary and "  v1 (messages 1-4, " in summary  # one line each
+    assert "Short-term v1 (messages 1-4, " in text.split("(the full texts:")[1]  # /memory full: the text
     said_at = (await engine.store.tail((await engine.thread_for(Scope.console())).id, 100))[0].created_at
     day = dates.day_text(datetime.fromtimestamp(said_at, UTC).date())  # the day it was said, not after /idle
     assert f"v1 (messages 1-4, {day}): mahe: I am Mahe, building calculator_v2" in text
@@ -174,7 +179,7 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     assert "Short-term memory v3 written." in text
     assert "Automatic memory updates paused here." in text and "Automatic memory updates resumed here." in text
     assert "Short-term memory v4 written" in text
-    assert "Usage: /memory [show | history" in text and "Usage: /idle <seconds>" in text
+    assert "Usage: /memory [show | full | history" in text and "Usage: /idle <seconds>" in text
     assert "Unpinned: Mahe likes green tea" in text
     await engine.close()
 

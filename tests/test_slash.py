@@ -89,7 +89,8 @@ async def test_memory_commands(admin):
     assert "Short-term memory v1 written." in said(regenerated)
     assert "Pinned: Mahe likes tea" in said(await run(cog.memory_pin, cog, "Mahe likes tea"))
     shown = said(await run(cog.memory_show, cog))
-    assert "Short-term v1" in shown and "Long-term (v1)" in shown and "Pinned: Mahe likes tea" in shown
+    assert "  v1 (messages 1-1, " in shown and "Long-term v1 (" in shown and "Pinned: Mahe likes tea" in shown
+    assert "calculator_v2" in said(await run(cog.memory_show, cog, full=True))
     assert "v1 (messages" in said(await run(cog.memory_history, cog))
     assert "v2 written" in said(await run(cog.memory_edit, cog, "corrected by an admin"))
     assert "Version 1 is current again, as v3." in said(await run(cog.memory_rollback, cog, 1))
