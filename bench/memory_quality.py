@@ -28,7 +28,7 @@ from bench.conversations import Conversation, generate
 from bot.config import ConfigError, validate
 from bot.engine import Engine
 from bot.providers.anthropic_llm import to_params
-from bot.providers.offline import OfflineLLM
+from bot.providers.offline import OFFLINE_TAG, OfflineLLM
 from memory.llm import LLMRequest, LLMResult, TextSink, Usage
 from memory.records import Scope
 from memory.tokens import count_tokens
@@ -55,6 +55,17 @@ class SimClock:
         self.now += seconds
 
 
+def stand_in_reply(request: LLMRequest) -> str:
+    """A reply of a persona's usual size that quotes nothing: the offline model's own reply quotes what memory
+    holds (a demo), which would copy answers into the history and flatter the scores."""
+    earlier = sum(1 for t in request.turns for b in t.blocks if b.kind == "text" and b.text
+                  and not b.text.startswith(("[Now: ", "[Recall", "[Memory Summary]"))) - 1
+    remembered = f"I remember {earlier} earlier message(s) here" if earlier > 0 else "this is our first exchange"
+    memory = " and what my memory holds" if any(b.text.strip() for b in request.system[1:]) else ""
+    return (f"{OFFLINE_TAG} {request.persona or 'I'} here: no language model is configured, so I can listen and "
+            f"remember but not answer ({remembered}{memory}; /context shows what a model would see).")
+
+
 class Metered:
     """The offline model, with each reply's usage computed under the prompt-cache rules."""
 
@@ -75,8 +86,9 @@ class Metered:
         self.totals["creation"] += usage["cache_creation_input_tokens"]
         self.totals["read"] += usage["cache_read_input_tokens"]
         self.totals["replies"] += 1
-        usage["output_tokens"] = result.usage.output_tokens
-        return LLMResult(result.text, Usage(**usage), result.model, result.stop_reason)
+        text = stand_in_reply(request)
+        usage["output_tokens"] = count_tokens(text)
+        return LLMResult(text, Usage(**usage), result.model, result.stop_reason, placeholder=True)
 
     async def aclose(self) -> None:
         return None

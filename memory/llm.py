@@ -99,6 +99,7 @@ class LLMResult:
     model: str = ""
     stop_reason: str | None = None  # "tool_use" when the model waits for tool results
     tool_calls: tuple[ToolCall, ...] = ()
+    placeholder: bool = False  # a stand-in's text (no model wrote it): kept, but never recalled as the persona's
 
 
 def _as_text(block: Block) -> Block:

@@ -33,11 +33,11 @@ def test_piped_console_replies_per_line_and_remembers_across_runs(tmp_path):
     assert first.returncode == 0, first.stderr
     replies = [ln for ln in first.stdout.splitlines() if ln.startswith("Stelis: ")]
     assert len(replies) == 2 and all(OFFLINE_TAG in r for r in replies)
-    assert "I remember 2 earlier message(s)" in replies[1]  # hello and the first reply
+    assert "(1 earlier message(s) from people here and 1 of mine in view" in first.stdout  # hello, its reply
 
     second = run_console(tmp_path, "what is my project?\n/recall calculator_v2\n/quit\nnot read after quit\n")
     assert second.returncode == 0, second.stderr
-    assert "I remember 4 earlier message(s)" in second.stdout  # `run` with no token: the console, same database
+    assert "(2 earlier message(s) from people here and 2 of mine" in second.stdout  # `run`: the same database
     assert "mahe (this conversation): my project is calculator_v2" in second.stdout
     assert "not read after quit" not in second.stdout
     assert (tmp_path / "data" / "stelis.sqlite3").exists()

@@ -131,7 +131,7 @@ async def test_restart_remembers(make_config):
     thread = await e.thread_for(Scope.console())
     assert "[u] remember calculator_v2" in str((await e.context(thread.id)).request)
     reply = await e.reply(thread.id)
-    assert "I remember 2 earlier message(s)" in reply.content
+    assert "(1 earlier message(s) from people here and 1 of mine" in reply.content
     await e.close()
 
 

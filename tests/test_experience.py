@@ -165,3 +165,15 @@ def test_renaming_the_persona_renames_its_default_card():
     assert luna.persona.card.startswith("You are Luna, a warm") and "Stelis" not in luna.persona.card
     own = validate({"persona": {"name": "Eris", "card": "I am {name}; {name} reads old novels."}})
     assert own.persona.card == "I am Eris; Eris reads old novels."
+
+
+async def test_the_offline_models_words_are_kept_but_never_recalled_as_the_personas(make_config):
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    here = Scope.console()
+    await engine.hear(here, "the comet returns in 2061", author_name="mahe")
+    reply = await engine.reply((await engine.thread_for(here)).id)
+    stored = await engine.last_message(reply.thread_id)
+    assert stored.metadata == {"placeholder": True} and "language model is configured" in stored.content
+    assert await engine.recall(here, "configured language model") == []  # the stand-in's words
+    assert [h.text for h in await engine.recall(here, "comet 2061")] == ["the comet returns in 2061"]
+    await engine.close()

@@ -128,17 +128,30 @@ async def test_offline_summary_request_summarises_the_user_material():
     assert result.usage.output_tokens > 0
 
 
-async def test_offline_reply_says_so_in_one_line_and_quotes_nothing():
+async def test_offline_reply_says_it_is_offline_and_shows_what_memory_holds_with_its_layer():
     request = LLMRequest(
-        system=(Block("card"), Block("Long-term memory: Mahe likes tea.")),
-        turns=(Turn.text("user", "[mahe] my cat is Tama"), Turn.text("assistant", "nice"),
+        system=(Block("card"), Block("# Memory of this conversation\n## Long-term memory (v2)\n- Mahe likes tea.\n"
+                                     "- Mahe's cat is called Tama.\n### Memory 1 of 1 (newest), v5, messages 1-9\n"
+                                     "[Monday, 8 May 2023]\n[Stelis thread: cat names]\nmahe: the cat sleeps a lot")),
+        turns=(Turn.text("user", "[Monday, 8 May 2023]\n[mahe] my cat is Tama"),
+               Turn.text("assistant", f"{OFFLINE_TAG} Stelis here."),
                Turn(role="user", blocks=(Block("[Now: Monday, 8 May 2023, 10:00 UTC]"),
-                                         Block("[mahe] what is my cat called?")))),
+                                         Block("[mahe] what is my cat called?"),
+                                         Block("[Recall: from earlier, found for the message above]\n"
+                                               "- Sunday, 7 May 2023, mahe (#pets): the cat is a tabby")))),
         max_tokens=100, persona="Stelis",
     )
     pieces = []
     result = await OfflineLLM().complete(request, on_text=pieces.append)
-    assert result.text.startswith(f"{OFFLINE_TAG} Stelis here")
-    assert "I remember 2 earlier message(s) here and what my memory holds" in result.text
-    assert "Tama" not in result.text and "tea" not in result.text and "\n" not in result.text
+    lines = result.text.splitlines()
+    assert lines[0] == (f"{OFFLINE_TAG} Stelis here. No language model is configured, so I cannot answer; this is "
+                        "what I remember that fits:")
+    assert lines[1] == "- Mahe's cat is called Tama. (long-term memory v2)"  # the layer each line came from
+    assert "- mahe: the cat sleeps a lot (short-term memory v5)" in lines
+    assert "- the cat is a tabby (recall: Sunday, 7 May 2023, mahe (#pets))" in lines
+    assert not any("tea" in ln or "Stelis thread" in ln for ln in lines)  # not about the cat; never an anchor line
+    assert lines[-1].startswith("(1 earlier message(s) from people here and 1 of mine in view")  # not its own
     assert pieces == [result.text]
+    nothing = await OfflineLLM().complete(LLMRequest(system=(Block("card"),), turns=(Turn.text("user", "[m] hi"),),
+                                                     max_tokens=50, persona="Stelis"))
+    assert "nothing in my memory matches that yet" in nothing.text

@@ -132,7 +132,7 @@ async def test_profiles_shape_the_request(world):
     assert "message 3 about the deploy" in router.turns[0].blocks[0].text
     assert router.turns[0].blocks[0].text.endswith("Route this.")
     assert worker.tier == "standard" and worker.system[0].text == NEUTRAL_SYSTEM and len(worker.turns) == 1
-    assert "message" not in worker.turns[0].blocks[0].text  # no history, the state only
+    assert "about the deploy" not in worker.turns[0].blocks[0].text  # no history, the state only
     reply = (await engine.context((await engine.thread_for(HERE)).id)).request
     assert talk.system == reply.system and talk.turns[:-1] == reply.turns[:-1]  # the reply's request ...
     assert talk.turns[-1].blocks[-1].text == "Say it."  # ... and the instruction after it

@@ -117,5 +117,5 @@ def test_snapshot_cli_export_and_import(tmp_path):
     missing = bot("snapshot", "export", "99", data=tmp_path / "two")
     assert missing.returncode == 2 and "no thread 99" in missing.stderr
     chat = bot("console", data=tmp_path / "two", stdin="what did I say?\n/recall calculator_v2\n")
-    assert "I remember 2 earlier message(s)" in chat.stdout
+    assert "(1 earlier message(s) from people here and 1 of mine" in chat.stdout
     assert "(this conversation): hello from before, about calculator_v2" in chat.stdout

@@ -184,7 +184,7 @@ class Runner:
         if node.speak:
             await self._speak(ctx, node, result.text)
         elif node.memorize:
-            await self._keep(ctx, node, result.text)
+            await self._keep(ctx, node, result.text, placeholder=result.placeholder)
         return value, step
 
     async def _speak(self, ctx: _Context, node: LLMNode, text: str) -> None:
@@ -194,9 +194,12 @@ class Runner:
         except ToolError:  # no front end (a test, a script): the words are still the persona's
             await self._keep(ctx, node, text)
 
-    async def _keep(self, ctx: _Context, node: LLMNode, text: str) -> None:
-        await self._store.append(ctx.run.current, NewMessage(
-            "assistant", text, author_name=self._persona, metadata={"playbook": ctx.playbook.name, "node": node.id}))
+    async def _keep(self, ctx: _Context, node: LLMNode, text: str, *, placeholder: bool = False) -> None:
+        metadata: dict[str, object] = {"playbook": ctx.playbook.name, "node": node.id}
+        if placeholder:
+            metadata["placeholder"] = True
+        await self._store.append(ctx.run.current, NewMessage("assistant", text, author_name=self._persona,
+                                                             metadata=metadata))
 
     async def _request(self, node: LLMNode, ctx: _Context, instruction: str,
                        tools: tuple[Tool, ...] | None) -> LLMRequest:

@@ -27,8 +27,8 @@ PLAIN_SPEAKER_LINE = re.compile(r"^([^\s:\[\]][^:\[\]\n]{0,39}): (.+)$")  # "nam
 DATE_LINE = re.compile(r"^\[(?:[A-Z][a-z]+day, )?(\d{1,2} [A-Z][a-z]+ \d{4})\]$")
 SOURCE_LINE = re.compile(r"^\[(?:existing long-term memory (v\d+)|([^\]\n]{1,60}))\]$")
 FACT_LINE = re.compile(r"^(?:- )?(?:([^:\n\[\]]{1,40}): )?(.+?)(?: (\[[^\]\n]{1,40}\]))?$")
-BOILERPLATE = ("#", "Also mentioned:", "Kept from", "Pinned:", "[Memory Summary]", "- ID:", "- Started:",
-               "- Ended:", "- Messages:", "(partial:", "Older details", "(nothing to summarise)")
+BOILERPLATE = ("#", "[Stelis thread", "Also mentioned:", "Kept from", "Pinned:", "[Memory Summary]", "- ID:",
+               "- Started:", "- Ended:", "- Messages:", "(partial:", "Older details", "(nothing to summarise)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 _MORE = re.compile(r"\(\+(\d+) more\)\s*$")
 _DATE_NOTE = re.compile(r"\((?:\d{1,2} [A-Z][a-z]+ \d{4}|the week|the weekend|around|[A-Z][a-z]+ \d{4}|\d{4})")

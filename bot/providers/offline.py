@@ -9,11 +9,10 @@ import time
 from typing import Any
 
 from bot.providers.extractive import OFFLINE_TAG, extractive_summary
+from bot.providers.offline_reply import offline_reply
 from bot.providers.usage_log import log_call
 from memory.llm import LLMRequest, LLMResult, TextSink, ToolCall, Turn, Usage
 from memory.tokens import count_tokens
-
-VOLATILE_MARKS = ("[Now: ", "[Recall", "[Memory Summary]")  # context around the conversation, not messages
 
 _TRANSCRIPT = re.compile(r"<transcript>\n?(.*?)\n?</transcript>", re.DOTALL)
 
@@ -24,6 +23,7 @@ class OfflineLLM:
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         started = time.monotonic()
         calls: tuple[ToolCall, ...] = ()
+        placeholder = False
         if request.purpose == "summary":
             text = extractive_summary(_material(request.turns), request.max_tokens)
         elif (call := _tool_call(request)) is not None:
@@ -31,7 +31,7 @@ class OfflineLLM:
         elif request.response_schema is not None:  # no model judged anything: its texts say so, by name
             text = json.dumps(example(request.response_schema, "", label=True), ensure_ascii=False)
         else:
-            text = _reply(request)
+            text, placeholder = offline_reply(request), True
         if on_text:
             on_text(text)
         usage = Usage(
@@ -41,7 +41,7 @@ class OfflineLLM:
         )
         log_call(self.name, "offline", request, usage, time.monotonic() - started)
         return LLMResult(text=text, usage=usage, model="offline", stop_reason="tool_use" if calls else "end_turn",
-                         tool_calls=calls)
+                         tool_calls=calls, placeholder=placeholder)
 
     async def aclose(self) -> None:
         return None
@@ -52,22 +52,6 @@ def _material(turns: tuple[Turn, ...]) -> str:
     text = "\n".join(b.text for t in turns if t.role == "user" for b in t.blocks if b.text)
     inside = _TRANSCRIPT.search(text)
     return inside.group(1) if inside else text
-
-
-def _reply(request: LLMRequest) -> str:
-    """Say plainly, in one short line, that no model wrote this; quote nothing, so memory stays clean."""
-    persona = request.persona or "I"
-    earlier = _history_blocks(request.turns) - 1
-    remembered = f"I remember {earlier} earlier message(s) here" if earlier > 0 else "this is our first exchange"
-    memory = " and what my memory holds" if any(b.text.strip() for b in request.system[1:]) else ""
-    return (f"{OFFLINE_TAG} {persona} here: no language model is configured, so I can listen and remember "
-            f"but not answer ({remembered}{memory}; /context shows what a model would see).")
-
-
-def _history_blocks(turns: tuple[Turn, ...]) -> int:
-    """Messages the request carries: text blocks that are not the tail, recall or a summary."""
-    return sum(1 for t in turns for b in t.blocks
-               if b.kind == "text" and b.text and not b.text.startswith(VOLATILE_MARKS))
 
 
 def _last_text(request: LLMRequest) -> str:

@@ -91,8 +91,9 @@ class Conversations:
                 raise ReplyFailed(f"The conversation does not fit the model's context: {exc.notice}") from exc
             if not result.text.strip():
                 raise ReplyFailed("The model returned an empty reply.")
-            message, _ = await self._store.append(thread_id, NewMessage("assistant", result.text,
-                                                                        author_name=self._persona))
+            message, _ = await self._store.append(thread_id, NewMessage(
+                "assistant", result.text, author_name=self._persona,
+                metadata={"placeholder": True} if result.placeholder else {}))
             self._snapshots.changed(thread_id)
         if assembly.fold_soon:
             self._fold_ahead(thread_id)

@@ -1003,6 +1003,7 @@ class SqliteStore:
             "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
             " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
             f" WHERE messages_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL"
+            f" AND {_NOT_PLACEHOLDER}"
             " ORDER BY messages_fts.rank LIMIT ?", (_any_of(terms), persona, *scope_keys, limit),
         )
         return [MessageMatch(*row) for row in rows]
@@ -1015,7 +1016,8 @@ class SqliteStore:
             "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
             " FROM messages m JOIN threads t ON t.id = m.thread_id"
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - ? AND instr(lower(m.content), ?) > 0"
-            f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL ORDER BY m.seq DESC LIMIT ?",
+            f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
+            " ORDER BY m.seq DESC LIMIT ?",
             (window, needle, persona, *scope_keys, limit),
         )
         return [MessageMatch(*row) for row in rows]
@@ -1099,6 +1101,10 @@ def _record_params(persona: str, scope: str, scope_id: int, type_: str, content:
     return {"persona": persona, "scope": scope, "scope_id": scope_id, "type": type_, "content": content,
             "first_seq": first_seq, "last_seq": last_seq, "metadata": json.dumps(metadata or {}), "now": now,
             "version": version}
+
+
+# A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
+_NOT_PLACEHOLDER = "json_extract(m.metadata, '$.placeholder') IS NULL"
 
 
 async def _index_pending(db: aiosqlite.Connection) -> int:

@@ -1,0 +1,103 @@
+"""What the offline model says in reply: that it is offline, and what memory and recall hold that fits the
+message, each line with the layer it came from. Its replies are never quoted back into memory."""
+
+from __future__ import annotations
+
+import re
+
+from bot.providers.extractive import OFFLINE_TAG
+from memory.llm import LLMRequest, Turn
+from memory.words import content_words
+
+SHOWN = 3  # remembered lines a reply shows at most
+LINE_CHARS = 220
+VOLATILE_MARKS = ("[Now: ", "[Recall", "[Memory Summary]", "[Current situation")  # context, not messages
+_DAY = re.compile(r"^\[[^\]]*\d{4}\]$")
+_PERSON = re.compile(r"(?:^|\n)\[[^\]\n]{1,80}\] ")  # a person's message: "[name] text" (after a day line)
+
+
+def offline_reply(request: LLMRequest) -> str:
+    persona = request.persona or "I"
+    asked = _PERSON.sub("", _newest_message(request.turns))  # the words asked, not who asked
+    found = _best(_remembered(request), content_words(asked))
+    people, mine = _counts(request.turns)
+    head = f"{OFFLINE_TAG} {persona} here. No language model is configured, so I cannot answer"
+    lines = [f"{head}; this is what I remember that fits:" if found else
+             f"{head}, and nothing in my memory matches that yet."]
+    lines += [f"- {text} ({label})" for label, text in found]
+    lines.append(f"({people} earlier message(s) from people here and {mine} of mine in view; /context shows what "
+                 "a model would see.)")
+    return "\n".join(lines)
+
+
+def _remembered(request: LLMRequest) -> list[tuple[str, str]]:
+    """(where it came from, line) for every line of the memory layers and of recall, in order."""
+    out: list[tuple[str, str]] = []
+    for block in request.system[1:]:
+        label = "memory"
+        for raw in block.text.splitlines():
+            line = raw.strip()
+            if line.startswith("#"):
+                label = _layer(line.lstrip("# "), label)
+            elif line and not _DAY.match(line) and not line.startswith("[Stelis thread") and OFFLINE_TAG not in line:
+                out.append((label, line.removeprefix("- ")))
+    for turn in request.turns:
+        for block in turn.blocks:
+            if block.text.startswith("[Recall"):
+                for line in block.text.splitlines()[1:]:
+                    where, _, said = line.removeprefix("- ").partition(": ")
+                    if said:
+                        out.append((f"recall: {where}", said))
+    return out
+
+
+def _layer(heading: str, current: str) -> str:
+    if m := re.search(r"Memory of this server \(long-term, v(\d+)\)", heading):
+        return f"server memory v{m.group(1)}"
+    if m := re.search(r"Long-term memory \(v(\d+)", heading):
+        return f"long-term memory v{m.group(1)}"
+    if m := re.search(r"Memory \d+ of \d+.*?v(\d+)", heading):
+        return f"short-term memory v{m.group(1)}"
+    if heading.startswith("Pinned"):
+        return "pinned"
+    if heading.startswith("Memory of"):
+        return heading[len("Memory of "):]
+    return current
+
+
+def _best(lines: list[tuple[str, str]], asked: frozenset[str]) -> list[tuple[str, str]]:
+    """The lines sharing most words with the message, at most SHOWN, each once; on a tie memory before recall,
+    newer before older."""
+    scored = [(len(asked & content_words(text)), label.startswith("recall"), -i, label, text)
+              for i, (label, text) in enumerate(lines)]
+    chosen: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for score, _, _, label, text in sorted(scored, key=lambda s: (-s[0], s[1], s[2])):
+        if score == 0 or len(chosen) == SHOWN:
+            break
+        if text not in seen:
+            seen.add(text)
+            chosen.append((label, text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"))
+    return chosen
+
+
+def _newest_message(turns: tuple[Turn, ...]) -> str:
+    for turn in reversed(turns):
+        texts = [b.text for b in turn.blocks if b.kind == "text" and b.text and not b.text.startswith(VOLATILE_MARKS)]
+        if turn.role == "user" and texts:
+            return texts[-1]
+    return ""
+
+
+def _counts(turns: tuple[Turn, ...]) -> tuple[int, int]:
+    """People's messages before the newest, and the persona's own, among what the request carries."""
+    people = mine = 0
+    for turn in turns:
+        for block in turn.blocks:
+            if block.kind != "text" or not block.text or block.text.startswith(VOLATILE_MARKS):
+                continue
+            if turn.role == "assistant":
+                mine += 1
+            elif _PERSON.search(block.text):
+                people += 1
+    return max(0, people - 1), mine
