@@ -18,6 +18,7 @@ from bot.report import (
     autonomy_log_lines,
     branch_detail_lines,
     branch_line,
+    branch_list_lines,
     config_lines,
     context_bars,
     context_heading,
@@ -371,7 +372,7 @@ class Console:
         branch = branch.strip()
         statuses: dict[str, BranchStatus] = {"suspend": "suspended", "resume": "active", "complete": "completed"}
         if action in ("", "list"):
-            self._lines([branch_line(b) for b in await self.engine.branches_of(self.scope)] or ["No branches here."])
+            self._lines(branch_list_lines(await self.engine.branches_of(self.scope)))
         elif action in statuses and branch:
             found = await self.engine.set_branch_status(self.scope, branch, statuses[action])
             self._say(branch_line(found))

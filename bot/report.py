@@ -122,6 +122,18 @@ def recall_lines(query: str, hits: list[Hit]) -> list[str]:
     return lines
 
 
+SUSPENDED_MEANS = ("(suspended: its last session ended with a chronicle the conversation remembers; the next session "
+                   "starts from it, when a pulse, a message in its thread or /branches resume takes it up)")
+
+
+def branch_list_lines(branches: list[Branch]) -> list[str]:
+    """Branches one per line, and what "suspended" means when one is."""
+    if not branches:
+        return ["No branches here yet."]
+    lines = [branch_line(b) for b in branches]
+    return [*lines, SUSPENDED_MEANS] if any(b.status == "suspended" for b in branches) else lines
+
+
 def branch_line(branch: Branch) -> str:
     return f"{branch.id} [{branch.branch_type}, {branch.status}] {branch.label}"
 

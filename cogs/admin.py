@@ -18,6 +18,7 @@ from bot.engine import MemoryAdminError, Where
 from bot.report import (
     branch_detail_lines,
     branch_line,
+    branch_list_lines,
     config_lines,
     context_bars,
     context_heading,
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MANAGE = discord.Permissions(manage_guild=True)
 MAX_CHOICES = 25
+BRANCH_KINDS = ("task", "free", "social")  # what a branch row can be (the user conversation is the root)
 
 
 class Admin(commands.Cog):
@@ -250,17 +252,23 @@ class Admin(commands.Cog):
 
     # /branches
 
-    @branches.command(name="list", description="Branches of this channel")
-    @app_commands.choices(
-        status=[app_commands.Choice(name=s, value=s) for s in ("active", "suspended", "completed")],
-        kind=[app_commands.Choice(name=s, value=s) for s in ("user", "task", "social", "free")],
-    )
+    @branches.command(name="list", description="Branches of this channel: tasks, free, social")
+    @app_commands.choices(status=[app_commands.Choice(name=s, value=s) for s in ("active", "suspended", "completed")])
     async def branches_list(self, interaction: discord.Interaction, status: str | None = None,
                             kind: str | None = None) -> None:
         scope, _ = await self.where(interaction)
-        # the choices above allow only these values
+        if kind is not None and kind not in BRANCH_KINDS:
+            await self.answer(interaction, f"There is no kind {kind!r}: branches are {', '.join(BRANCH_KINDS)}.")
+            return
         found = await self.engine.branches_of(scope, cast(BranchStatus | None, status), cast(BranchKind | None, kind))
-        await self.answer(interaction, "\n".join(branch_line(b) for b in found) or "No branches here yet.")
+        await self.answer(interaction, "\n".join(branch_list_lines(found)))
+
+    @branches_list.autocomplete("kind")
+    async def _kinds(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        """Only the kinds this channel has branches of."""
+        scope, _ = await self.where(interaction)
+        present = {b.branch_type for b in await self.engine.branches_of(scope)}
+        return [app_commands.Choice(name=k, value=k) for k in BRANCH_KINDS if k in present and k.startswith(current)]
 
     @branches.command(name="show", description="A branch and its sessions")
     async def branches_show(self, interaction: discord.Interaction, branch: str) -> None:

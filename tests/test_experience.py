@@ -177,3 +177,26 @@ async def test_the_offline_models_words_are_kept_but_never_recalled_as_the_perso
     assert await engine.recall(here, "configured language model") == []  # the stand-in's words
     assert [h.text for h in await engine.recall(here, "comet 2061")] == ["the comet returns in 2061"]
     await engine.close()
+
+
+async def test_help_lists_every_command_and_branches_explain_suspended(make_config):
+    import discord.ext.test as dpytest
+
+    from tests.discord_helpers import start_bot
+    from tests.test_slash import run, said
+
+    config = make_config(snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    helped = said(await run(bot.get_cog("Help").help, bot.get_cog("Help")))
+    for command in ("/help: ", "/memory show: ", "/autonomy pulse-now: ", "/branches create: ", "/tasks list: "):
+        assert command in helped
+    admin = bot.get_cog("Admin")
+    await run(admin.branches_create, admin, "Stargazing", None)
+    listed = said(await run(admin.branches_list, admin))
+    assert "[free, suspended] Stargazing" in listed and "(suspended: its last session ended" in listed
+    assert "There is no kind 'user'" in said(await run(admin.branches_list, admin, None, "user"))
+    it = await run(admin.branches_list, admin)  # any interaction will do for the autocomplete
+    assert [c.value for c in await admin._kinds(it, "")] == ["free"]  # only kinds this channel has
+    await dpytest.empty_queue()
+    await engine.close()
