@@ -1,4 +1,4 @@
-"""Slash commands: /memory, /stelis, /branches, /context, /recall, /config, /persona. All answers are ephemeral.
+"""Slash commands: /memory, /threads, /branches, /context, /recall, /config, /persona. All answers are ephemeral.
 
 Commands that change anything need Manage Server, checked here on the server side whatever the
 guild's command permissions say (default_permissions is only a hint admins can change).
@@ -52,7 +52,8 @@ BRANCH_KINDS = ("task", "free", "social")  # what a branch row can be (the user 
 class Admin(commands.Cog):
     # Not guild-only: forget-me and optout work in DMs too; the other subcommands refuse there themselves.
     memory = app_commands.Group(name="memory", description="This channel's memory")
-    stelis = app_commands.Group(name="stelis", description="Stelis working threads", guild_only=True)
+    stelis = app_commands.Group(name="threads", description="Stelis working threads: the tree and one thread",
+                                guild_only=True)
     branches = app_commands.Group(name="branches", description="Branches of the persona's activity",
                                   guild_only=True)
     config = app_commands.Group(name="config", description="Settings per server or channel", guild_only=True,
@@ -220,7 +221,7 @@ class Admin(commands.Cog):
             text = str(exc)
         await self.answer(interaction, text)
 
-    # /stelis
+    # /threads (Stelis working threads)
 
     @stelis.command(name="tree", description="The Stelis threads of this channel: status, depth, window sizes")
     async def stelis_tree(self, interaction: discord.Interaction) -> None:
@@ -229,12 +230,12 @@ class Admin(commands.Cog):
         await self.answer(interaction, "\n".join(tree_lines(await self.engine.tree(root.id), current)))
 
     @stelis.command(name="show", description="A Stelis thread's chronicle and last exchanges")
-    @app_commands.describe(thread="The thread's number (see /stelis tree)")
+    @app_commands.describe(thread="The thread's number (see /threads tree)")
     async def stelis_show(self, interaction: discord.Interaction, thread: int) -> None:
         scope, _ = await self.where(interaction)
         detail = await self.engine.thread_detail(scope, thread)
         if detail is None:
-            await self.answer(interaction, f"There is no Stelis thread {thread} in this channel; see /stelis tree.")
+            await self.answer(interaction, f"There is no Stelis thread {thread} in this channel; see /threads tree.")
             return
         found = detail.thread
         await self.answer(interaction, "\n".join([

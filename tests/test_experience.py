@@ -189,6 +189,7 @@ async def test_help_lists_every_command_and_branches_explain_suspended(make_conf
     engine = await Engine.open(config, OfflineLLM())
     bot = await start_bot(engine, config)
     helped = said(await run(bot.get_cog("Help").help, bot.get_cog("Help")))
+    assert "/threads tree: " in helped and "/stelis" not in helped  # named for what it is, not the persona
     for command in ("/help: ", "/memory show: ", "/autonomy pulse-now: ", "/branches create: ", "/tasks list: "):
         assert command in helped
     admin = bot.get_cog("Admin")

@@ -224,7 +224,7 @@ async def test_a_subagent_runs_in_its_own_thread_and_leaves_the_parent_untouched
     done = await engine.run_playbook(HERE, "caller", {})
     assert set(done.outputs["found"]) == {"answer", "last"}
     sub = (await engine.tree(root.id))[1].thread
-    assert sub.kind == "subagent" and sub.status == "completed"  # kept for /stelis show
+    assert sub.kind == "subagent" and sub.status == "completed"  # kept for /threads show
     assert await engine.message_count(root.id) == 1  # no anchor, nothing of it in the parent
     assert (await engine.context(root.id)).request == before.request  # the parent's request is as it was
     asked = llm.requests[-1]

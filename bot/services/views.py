@@ -28,7 +28,7 @@ class MemoryView:
 
 @dataclass(frozen=True)
 class ThreadDetail:
-    """A Stelis thread with its last exchanges (/stelis show)."""
+    """A Stelis thread with its last exchanges (/threads show)."""
 
     thread: Thread
     last: list[Message]
