@@ -52,6 +52,9 @@ BRANCH_KINDS = ("task", "free", "social")  # what a branch row can be (the user 
 class Admin(commands.Cog):
     # Not guild-only: forget-me and optout work in DMs too; the other subcommands refuse there themselves.
     memory = app_commands.Group(name="memory", description="This channel's memory")
+    # Changes in a group of their own, so members never see commands they would be refused (still checked).
+    memory_admin = app_commands.Group(name="memory-admin", description="Change this channel's memory (Manage Server)",
+                                      guild_only=True, default_permissions=MANAGE)
     stelis = app_commands.Group(name="threads", description="Stelis working threads: the tree and one thread",
                                 guild_only=True)
     branches = app_commands.Group(name="branches", description="Branches of the persona's activity",
@@ -119,13 +122,13 @@ class Admin(commands.Cog):
         records = await self.engine.memory_history(scope)
         await self.answer(interaction, "\n".join(history_line(r) for r in records) or "No memory written yet.")
 
-    @memory.command(name="pin", description="A fact every summary of this channel must keep")
+    @memory_admin.command(name="pin", description="A fact every summary of this channel must keep")
     @app_commands.describe(fact="The fact, in a sentence")
     async def memory_pin(self, interaction: discord.Interaction, fact: app_commands.Range[str, 1, 500]) -> None:
         if await self.allowed(interaction):
             await self._memory_change(interaction, "pin", fact)
 
-    @memory.command(name="unpin", description="Stop keeping a pinned fact")
+    @memory_admin.command(name="unpin", description="Stop keeping a pinned fact")
     async def memory_unpin(self, interaction: discord.Interaction, fact: str) -> None:
         if await self.allowed(interaction):
             await self._memory_change(interaction, "unpin", fact)
@@ -136,12 +139,12 @@ class Admin(commands.Cog):
         pins = (await self.engine.memory_view(scope)).pins
         return [app_commands.Choice(name=p[:100], value=p) for p in pins if current.lower() in p.lower()][:MAX_CHOICES]
 
-    @memory.command(name="edit", description="Replace the current short-term memory (kept as a new version)")
+    @memory_admin.command(name="edit", description="Replace the current short-term memory (kept as a new version)")
     async def memory_edit(self, interaction: discord.Interaction, text: app_commands.Range[str, 1, 4000]) -> None:
         if await self.allowed(interaction):
             await self._memory_change(interaction, "edit", text)
 
-    @memory.command(name="rollback", description="Make an earlier version current again (as a new version)")
+    @memory_admin.command(name="rollback", description="Make an earlier version current again (as a new version)")
     async def memory_rollback(self, interaction: discord.Interaction, version: app_commands.Range[int, 1]) -> None:
         if await self.allowed(interaction):
             await self._memory_change(interaction, "rollback", version)
@@ -153,7 +156,7 @@ class Admin(commands.Cog):
         return [app_commands.Choice(name=f"v{r.version}: {r.content[:80]}", value=r.version)
                 for r in reversed(records) if str(r.version).startswith(current)][:MAX_CHOICES]
 
-    @memory.command(name="regenerate", description="Write a new short-term version now")
+    @memory_admin.command(name="regenerate", description="Write a new short-term version now")
     async def memory_regenerate(self, interaction: discord.Interaction) -> None:
         if await self.allowed(interaction):
             await interaction.response.defer(ephemeral=True, thinking=True)
@@ -170,7 +173,7 @@ class Admin(commands.Cog):
             done = await self.engine.forget_person(user, dm=Scope.dm(user, interaction.channel_id or 0))
         await self.answer(interaction, forget_report(done, "of yours"))
 
-    @memory.command(name="forget", description="Erase a member's messages in this server and what was "
+    @memory_admin.command(name="forget", description="Erase a member's messages in this server and what was "
                                                "remembered from them")
     @app_commands.guild_only()
     async def memory_forget(self, interaction: discord.Interaction, user: discord.User) -> None:
@@ -191,12 +194,12 @@ class Admin(commands.Cog):
         await self.engine.opt_out(interaction.user.id, out=False)
         await self.answer(interaction, "I remember what you say again, from now on.")
 
-    @memory.command(name="pause", description="Stop automatic memory updates in this channel")
+    @memory_admin.command(name="pause", description="Stop automatic memory updates in this channel")
     async def memory_pause(self, interaction: discord.Interaction) -> None:
         if await self.allowed(interaction):
             await self._memory_change(interaction, "pause", None)
 
-    @memory.command(name="resume", description="Restart automatic memory updates in this channel")
+    @memory_admin.command(name="resume", description="Restart automatic memory updates in this channel")
     async def memory_resume(self, interaction: discord.Interaction) -> None:
         if await self.allowed(interaction):
             await self._memory_change(interaction, "resume", None)

@@ -201,3 +201,14 @@ async def test_help_lists_every_command_and_branches_explain_suspended(make_conf
     assert [c.value for c in await admin._kinds(it, "")] == ["free"]  # only kinds this channel has
     await dpytest.empty_queue()
     await engine.close()
+
+
+def test_members_are_never_offered_memory_changes(make_config):
+    from cogs.admin import Admin
+
+    memory = {c.name for c in Admin.memory.commands}
+    changes = {c.name for c in Admin.memory_admin.commands}
+    assert memory == {"show", "history", "forget-me", "optout", "optin"}
+    assert changes == {"pin", "unpin", "edit", "rollback", "regenerate", "forget", "pause", "resume"}
+    assert Admin.memory_admin.default_permissions == discord.Permissions(manage_guild=True)
+    assert Admin.memory.default_permissions is None  # reading, forget-me and opt-out are everyone's
