@@ -15,6 +15,7 @@ from bot.splitting import split_message
 from bot.tools import ToolError
 from cogs.interactions import engine_of
 from cogs.places import Place, locate
+from cogs.reply_stream import ReplyStream, typing_until
 from memory.records import Scope
 from memory.store import StoreError
 
@@ -229,25 +230,25 @@ class Conversation(commands.Cog):
         return False
 
     async def _answer(self, message: discord.Message, target: int) -> None:
-        """One reply at a time per channel, in order; typing while generating; long replies split."""
+        """One reply at a time per channel, in order; typing until the first text, then the message is
+        edited as the text arrives; long replies split at the end."""
         channel = message.channel
         async with self._channel_locks[channel.id]:
+            allowed = mentions_for(await self.engine.participants(target) | {message.author.id})
+            stream = ReplyStream(message, allowed)
+            typing = asyncio.create_task(typing_until(channel, stream.started))
             try:
-                async with channel.typing():
-                    reply = await self.engine.reply(target)
+                reply = await self.engine.reply(target, on_text=stream.add)
             except ReplyFailed as exc:
-                await channel.send(f"⚠️ I couldn't answer just now: {exc.notice} Your message is remembered; "
-                                   "mention me again in a moment to retry.", allowed_mentions=SAFE_MENTIONS)
+                await stream.fail(f"⚠️ I couldn't answer just now: {exc.notice} Your message is remembered; "
+                                  "mention me again in a moment to retry.")
                 return
+            finally:
+                stream.started.set()
+                await asyncio.gather(typing, return_exceptions=True)
             if message.author.bot:
                 self._bot_turns[channel.id] += 1
-            allowed = mentions_for(await self.engine.participants(target) | {message.author.id})
-            chunks = split_message(reply.content)
-            for i, chunk in enumerate(chunks):
-                if i == 0:
-                    await message.reply(chunk, mention_author=False, allowed_mentions=allowed)
-                else:
-                    await channel.send(chunk, allowed_mentions=allowed)
+            await stream.finish(reply.content)
 
 
 def _content(message: discord.Message) -> str:

@@ -212,3 +212,68 @@ def test_members_are_never_offered_memory_changes(make_config):
     assert changes == {"pin", "unpin", "edit", "rollback", "regenerate", "forget", "pause", "resume"}
     assert Admin.memory_admin.default_permissions == discord.Permissions(manage_guild=True)
     assert Admin.memory.default_permissions is None  # reading, forget-me and opt-out are everyone's
+
+
+class Streaming:
+    """A model that writes its reply in pieces, or breaks off after the first ones."""
+
+    name = "streaming"
+
+    def __init__(self, pieces: list[str], fail: bool = False):
+        self.pieces, self.fail = pieces, fail
+
+    async def complete(self, request, on_text=None):
+        from memory.llm import LLMError, LLMResult
+
+        for piece in self.pieces:
+            if on_text:
+                on_text(piece)
+            await asyncio.sleep(0.03)
+        if self.fail:
+            raise LLMError("the connection dropped mid-answer")
+        return LLMResult(text="".join(self.pieces))
+
+    async def aclose(self):
+        return None
+
+
+async def _streamed(make_config, monkeypatch, llm):
+    import discord.ext.test as dpytest
+
+    from cogs import reply_stream
+    from tests.discord_helpers import mention, post, start_bot
+
+    monkeypatch.setattr(reply_stream, "EDIT_SECONDS", 0.01)
+    edits: list[str] = []
+    original = discord.Message.edit
+
+    async def edit(self, **fields):
+        edits.append(fields.get("content"))
+        return await original(self, **fields)
+
+    monkeypatch.setattr(discord.Message, "edit", edit)
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, llm)
+    bot = await start_bot(engine, config)
+    post(f"{mention(bot)} which one is the W?")
+    await dpytest.run_all_events()
+    await asyncio.sleep(0.3)
+    sent = []
+    while not dpytest.verify().message().nothing():
+        sent.append(dpytest.get_message())
+    await engine.close()
+    return sent, edits
+
+
+async def test_a_reply_is_shown_as_it_is_written_then_in_full(make_config, monkeypatch):
+    pieces = ["Cassiopeia ", "is the ", "W shape, ", "high in the autumn sky."]
+    sent, edits = await _streamed(make_config, monkeypatch, Streaming(pieces))
+    assert len(sent) == 1 and sent[0].content == pieces[0]  # one message, sent with the first words ...
+    assert len(edits) >= 2 and edits[-1] == "".join(pieces)  # ... edited as the text came, ending with all of it
+    assert edits[0] != edits[-1]
+
+
+async def test_a_reply_that_breaks_off_leaves_the_notice_not_half_an_answer(make_config, monkeypatch):
+    sent, edits = await _streamed(make_config, monkeypatch, Streaming(["Half an ", "answer"], fail=True))
+    assert len(sent) == 1 and sent[0].content.startswith("Half an")  # shown as it came ...
+    assert edits and edits[-1].startswith("⚠️ I couldn't answer just now")  # ... and replaced by the notice
