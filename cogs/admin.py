@@ -36,6 +36,7 @@ from bot.report import (
     written_text,
 )
 from cogs.interactions import answer, engine_of, manager
+from cogs.long_text import long_text
 from cogs.places import Place, locate, settings_channel
 from memory.anchors import exchange_lines, thread_ref
 from memory.errors import Failure
@@ -140,9 +141,20 @@ class Admin(commands.Cog):
         return [app_commands.Choice(name=p[:100], value=p) for p in pins if current.lower() in p.lower()][:MAX_CHOICES]
 
     @memory_admin.command(name="edit", description="Replace the current short-term memory (kept as a new version)")
-    async def memory_edit(self, interaction: discord.Interaction, text: app_commands.Range[str, 1, 4000]) -> None:
-        if await self.allowed(interaction):
-            await self._memory_change(interaction, "edit", text)
+    @app_commands.describe(text="One line; leave empty to edit the current memory in a form", file="A text file")
+    async def memory_edit(self, interaction: discord.Interaction, text: app_commands.Range[str, 1, 4000] | None = None,
+                          file: discord.Attachment | None = None) -> None:
+        if not await self.allowed(interaction):
+            return
+        scope, _ = await self.where(interaction)
+        view = await self.engine.peek_memory(scope)
+        current = view.short_term[-1].content if view is not None and view.short_term else ""
+
+        async def submit(it: discord.Interaction, new: str) -> None:
+            await self._memory_change(it, "edit", new)
+
+        await long_text(interaction, text, file, title="Edit this channel's memory", label="Short-term memory",
+                        current=current, submit=submit)
 
     @memory_admin.command(name="rollback", description="Make an earlier version current again (as a new version)")
     async def memory_rollback(self, interaction: discord.Interaction, version: app_commands.Range[int, 1]) -> None:
@@ -401,16 +413,23 @@ class Admin(commands.Cog):
         await self.answer(interaction, f"{effective.persona.name}\n{effective.persona.card}")
 
     @persona.command(name="set", description="Change the persona card for this server")
-    @app_commands.describe(card="Who the persona is (the name is fixed in config.yaml: memories are kept under it)")
-    async def persona_set(self, interaction: discord.Interaction, card: app_commands.Range[str, 1, 4000]) -> None:
+    @app_commands.describe(card="One line; leave empty to edit the current card in a form", file="A text file")
+    async def persona_set(self, interaction: discord.Interaction, card: app_commands.Range[str, 1, 4000] | None = None,
+                          file: discord.Attachment | None = None) -> None:
         if not await self.allowed(interaction):
             return
-        try:
-            await self.engine.set_setting("guild", interaction.guild_id or 0, "persona.card", card)
-        except ConfigError as exc:
-            await self.answer(interaction, not_set_text(exc.problems))
-            return
-        await self.answer(interaction, "Persona card updated for this server.")
+        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+
+        async def submit(it: discord.Interaction, new: str) -> None:
+            try:
+                await self.engine.set_setting("guild", it.guild_id or 0, "persona.card", new)
+            except ConfigError as exc:
+                await self.answer(it, not_set_text(exc.problems))
+                return
+            await self.answer(it, "Persona card updated for this server.")
+
+        await long_text(interaction, card, file, title=f"{effective.persona.name}'s card",
+                        label="Who the persona is", current=effective.persona.card, submit=submit)
 
     @staticmethod
     def _channel_id(interaction: discord.Interaction) -> int:

@@ -277,3 +277,38 @@ async def test_a_reply_that_breaks_off_leaves_the_notice_not_half_an_answer(make
     sent, edits = await _streamed(make_config, monkeypatch, Streaming(["Half an ", "answer"], fail=True))
     assert len(sent) == 1 and sent[0].content.startswith("Half an")  # shown as it came ...
     assert edits and edits[-1].startswith("⚠️ I couldn't answer just now")  # ... and replaced by the notice
+
+
+async def test_long_texts_come_from_a_prefilled_form_or_an_attached_file(make_config):
+    from unittest.mock import AsyncMock, MagicMock
+
+    import discord.ext.test as dpytest
+
+    from tests.discord_helpers import start_bot
+    from tests.test_slash import interaction, run, said
+
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    admin = bot.get_cog("Admin")
+    opened = await run(admin.persona_set, admin)  # no text: a form, filled with the card as it is
+    form = opened.response.modal
+    assert form.text.style == discord.TextStyle.paragraph and form.text.default.startswith("You are Stelis")
+    form.text._value = "You are Stelis.\nYou love the night sky.\nYou answer in two lines at most."
+    submitted = interaction()
+    await form.on_submit(submitted)
+    assert "Persona card updated" in said(submitted)
+    assert (await engine.settings_for(submitted.guild_id, submitted.channel_id)).persona.card.endswith("at most.")
+
+    card = MagicMock(spec=discord.Attachment, filename="memory.txt", size=40)
+    card.read = AsyncMock(return_value=b"[8 May 2023]\nmahe: the W is Cassiopeia")
+    assert "written" in said(await run(admin.memory_edit, admin, None, card))
+    view = await engine.memory_view(Scope.channel(submitted.guild_id, submitted.channel_id))
+    assert view.short_term[-1].content == "[8 May 2023]\nmahe: the W is Cassiopeia"
+    again = (await run(admin.memory_edit, admin)).response.modal  # the form holds the memory as it now is
+    assert again.text.default == "[8 May 2023]\nmahe: the W is Cassiopeia"
+    binary = MagicMock(spec=discord.Attachment, filename="photo.png", size=10)
+    binary.read = AsyncMock(return_value=b"\x89PNG\xff\xfe")
+    assert "Not changed: photo.png is not UTF-8 text." in said(await run(admin.memory_edit, admin, None, binary))
+    await dpytest.empty_queue()
+    await engine.close()

@@ -19,6 +19,7 @@ class Response:
     def __init__(self):
         self.sent: list[tuple[str, bool]] = []
         self.deferred: tuple[bool, bool] | None = None
+        self.modal = None
         self._done = False
 
     def is_done(self) -> bool:
@@ -27,6 +28,11 @@ class Response:
     async def send_message(self, content=None, *, ephemeral=False, **_):
         assert not self._done, "responded twice"
         self.sent.append((content, ephemeral))
+        self._done = True
+
+    async def send_modal(self, modal):
+        assert not self._done, "a modal after responding"
+        self.modal = modal
         self._done = True
 
     async def defer(self, *, ephemeral=False, thinking=False, **_):
