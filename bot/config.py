@@ -49,6 +49,17 @@ class DiscordConfig(_Model):
         "mentions and replies to the bot), chat (answer everything)."))
     personas: list[int] = Field(default_factory=list, description=(
         "User ids of other persona bots whose messages are remembered and answered like people's."))
+    dms: Literal["answer", "listen", "off"] = Field("answer", description=(
+        "Direct messages: answer them, listen (remember, never answer) or off (ignore them)."))
+    cooldown_seconds: int = Field(0, ge=0, le=3_600, description=(
+        "Seconds a person waits between answered messages in a channel (0: none); a message in the wait is "
+        "remembered, marked with a reaction, and not answered."))
+    allow_users: list[int] = Field(default_factory=list, description=(
+        "If not empty, only these users are answered (their messages are remembered either way). /access."))
+    allow_roles: list[int] = Field(default_factory=list, description=(
+        "If not empty, only members with one of these roles are answered (besides allow_users). /access."))
+    deny_users: list[int] = Field(default_factory=list, description="Users never answered. /access.")
+    deny_roles: list[int] = Field(default_factory=list, description="Members with these roles are never answered.")
 
 
 class _Endpoint(_Model):
@@ -247,9 +258,10 @@ OVERRIDABLE = (
     "discord.reply_policy", "persona.card", "short_term_history.enabled", "short_term_history.max_history_count",
     "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
     "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels", "memory.tier",
-    "autonomy.enabled", "autonomy.home_channel", "autonomy.interval_minutes", "autonomy.jitter_minutes",
-    "autonomy.quiet_minutes", "autonomy.quiet_hours", "autonomy.timezone", "autonomy.daily_calls",
-    "autonomy.daily_tokens", "autonomy.session_turns",
+    "discord.cooldown_seconds", "discord.allow_users", "discord.allow_roles", "discord.deny_users",
+    "discord.deny_roles", "autonomy.enabled", "autonomy.home_channel", "autonomy.interval_minutes",
+    "autonomy.jitter_minutes", "autonomy.quiet_minutes", "autonomy.quiet_hours", "autonomy.timezone",
+    "autonomy.daily_calls", "autonomy.daily_tokens", "autonomy.session_turns",
 )
 
 

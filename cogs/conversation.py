@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 
@@ -13,6 +14,7 @@ from bot.discord_bot import SAFE_MENTIONS, mentions_for
 from bot.engine import ReplyFailed
 from bot.splitting import split_message
 from bot.tools import ToolError
+from cogs.access import Cooldowns, permitted
 from cogs.interactions import engine_of
 from cogs.places import Place, locate
 from cogs.reply_stream import ReplyStream, typing_until
@@ -21,6 +23,7 @@ from memory.store import StoreError
 
 log = logging.getLogger(__name__)
 
+DM_POLICIES = {"answer": "chat", "listen": "listen", "off": "off"}  # discord.dms as a reply policy
 MAX_BOT_TURNS = 3  # consecutive replies to other bots before the persona stops: no reply loops
 BACKFILL_LIMIT = 200
 
@@ -34,6 +37,7 @@ class Conversation(commands.Cog):
         self._ingest_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._unstored: defaultdict[int, list[discord.Message]] = defaultdict(list)  # refused by storage, in order
         self._bot_turns: defaultdict[int, int] = defaultdict(int)
+        self._cooldowns = Cooldowns()
 
     async def cog_load(self) -> None:
         self.engine.attach(self)
@@ -146,7 +150,8 @@ class Conversation(commands.Cog):
             if policy != "listen":
                 await self._exchange(message, place, stored.thread_id)
             return
-        if answer and policy != "listen" and await self._should_answer(message, policy, place.session_id):
+        if answer and policy != "listen" and await self._should_answer(message, policy, place.session_id) \
+                and await self._may_answer(message, place):
             await self._answer(message, stored.thread_id)
 
     async def _thread_for(self, message: discord.Message, place: Place) -> int | None:
@@ -208,12 +213,12 @@ class Conversation(commands.Cog):
         return (await self.bot.get_context(message)).valid
 
     async def _place(self, channel: discord.abc.Messageable) -> tuple[Place | None, str]:
-        """Where the channel sits in memory, and its reply policy (a DM is always a chat)."""
+        """Where the channel sits in memory, and its reply policy (a DM's: discord.dms)."""
         place = await locate(self.engine, channel)
         if place is None:
             return None, "off"
         if place.guild_id is None:
-            return place, "chat"
+            return place, DM_POLICIES[self.engine.config.discord.dms]
         return place, await self.engine.reply_policy(place.guild_id, place.settings_channel)
 
     async def _should_answer(self, message: discord.Message, policy: str, thread_id: int | None) -> bool:
@@ -228,6 +233,20 @@ class Conversation(commands.Cog):
             return ((me is not None and message.channel.owner_id == me.id)
                     or await self.engine.spoke_in_discord_thread(message.channel.id))  # any of its sessions
         return False
+
+    async def _may_answer(self, message: discord.Message, place: Place) -> bool:
+        """The server's allow and deny lists, and the person's cooldown (a wait is marked, not answered)."""
+        if place.guild_id is None:
+            return True
+        config = (await self.engine.settings_for(place.guild_id, place.settings_channel)).discord
+        if not permitted(config, message.author):
+            return False
+        if self._cooldowns.waiting(message.channel.id, message.author.id, config.cooldown_seconds):
+            with contextlib.suppress(discord.HTTPException):
+                await message.add_reaction("⏳")
+            return False
+        self._cooldowns.answered(message.channel.id, message.author.id)
+        return True
 
     async def _answer(self, message: discord.Message, target: int) -> None:
         """One reply at a time per channel, in order; typing until the first text, then the message is

@@ -312,3 +312,53 @@ async def test_long_texts_come_from_a_prefilled_form_or_an_attached_file(make_co
     assert "Not changed: photo.png is not UTF-8 text." in said(await run(admin.memory_edit, admin, None, binary))
     await dpytest.empty_queue()
     await engine.close()
+
+
+async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(make_config, monkeypatch):
+    import discord.ext.test as dpytest
+
+    from tests.discord_helpers import channel, member, mention, post, start_bot
+    from tests.test_slash import run, said
+
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    access, talk = bot.get_cog("Access"), bot.get_cog("Conversation")
+    alice = member()
+    reactions: list[str] = []
+
+    async def add_reaction(self, emoji):  # dpytest's own fails on this discord.py (no reaction type)
+        reactions.append(str(emoji))
+
+    monkeypatch.setattr(discord.Message, "add_reaction", add_reaction)
+    here = Scope.channel(channel().guild.id, channel().id)
+
+    async def answered(text: str) -> bool:
+        post(f"{mention(bot)} {text}", author=alice)
+        await dpytest.run_all_events()
+        await asyncio.sleep(0.05)
+        got = not dpytest.verify().message().nothing()
+        while not dpytest.verify().message().nothing():
+            dpytest.get_message()
+        return got
+
+    assert await answered("first")
+    assert "on the deny list" in said(await run(access.deny, access, alice))
+    assert not await answered("denied, but remembered")
+    remembered = [m.content for m in await engine.store.tail((await engine.thread_for(here)).id, 20)]
+    assert any("denied, but remembered" in m for m in remembered)
+    assert "off both lists" in said(await run(access.remove, access, alice))
+    assert "needs the Manage Server permission" in said(await run(access.cooldown, access, 60, as_admin=False))
+    assert "Cooldown: 60 s." in said(await run(access.cooldown, access, 60))
+    assert not await answered("too soon after 'first'") and reactions == ["⏳"]  # marked instead of answered
+    shown = said(await run(access.show, access))
+    assert "Denied: nobody" in shown and "Cooldown: 60 s" in shown
+    assert "No cooldown." in said(await run(access.cooldown, access, 0))
+    assert await answered("no wait any more")
+
+    dm = await alice.create_dm()
+    assert (await talk._place(dm))[1] == "chat"
+    engine.config.discord.dms = "off"
+    assert (await talk._place(dm))[1] == "off"
+    await dpytest.empty_queue()
+    await engine.close()
