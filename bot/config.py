@@ -120,7 +120,8 @@ class LLMConfig(_Model):
 
 
 class ModelTiers(_Model):
-    standard: str = Field("claude-sonnet-5-5", min_length=1, description="Model for replies and chronicles.")
+    standard: str = Field("claude-sonnet-5-5", min_length=1, description=(
+        "Model for replies and chronicles; a server may choose its own for replies (/model)."))
     light: str = Field("claude-haiku-5-5", min_length=1, description="Cheaper model for summaries and small jobs.")
 
 
@@ -255,7 +256,8 @@ class Config(_Model):
 
 # Keys a server admin may override per server or per channel; the rest belong to config.yaml.
 OVERRIDABLE = (
-    "discord.reply_policy", "persona.card", "short_term_history.enabled", "short_term_history.max_history_count",
+    "discord.reply_policy", "persona.card", "persona.models.standard", "short_term_history.enabled",
+    "short_term_history.max_history_count",
     "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
     "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels", "memory.tier",
     "discord.cooldown_seconds", "discord.allow_users", "discord.allow_roles", "discord.deny_users",

@@ -346,6 +346,30 @@ class Admin(commands.Cog):
         await self.answer(interaction, branch_line(made) + "\nIt waits, suspended: a pulse (/autonomy) or "
                                        "/branches resume opens its first session.")
 
+    # /model
+
+    @app_commands.command(name="model", description="The model this server's replies use; an admin may choose")
+    @app_commands.guild_only()
+    @app_commands.describe(name="A model name your provider knows, or 'default' (Manage Server to change)")
+    async def model(self, interaction: discord.Interaction,
+                    name: app_commands.Range[str, 1, 100] | None = None) -> None:
+        guild = interaction.guild_id or 0
+        if name is not None:
+            if not await self.allowed(interaction):
+                return
+            if name == "default":
+                await self.engine.reset_setting("guild", guild, "persona.models.standard")
+            else:
+                await self.engine.set_setting("guild", guild, "persona.models.standard", name)
+        effective = await self.engine.settings_for(guild, self._channel_id(interaction))
+        chosen = effective.persona.models.standard
+        default = self.engine.config.persona.models.standard
+        offline = " (no model key is set, so the offline model answers for now)" \
+            if self.engine.model_name == "offline" else ""
+        await self.answer(interaction, f"Replies here use {chosen}{offline}"
+                                       + (": this server's choice; /model default undoes it." if chosen != default
+                                          else ": the default."))
+
     # /context
 
     @app_commands.command(name="context", description="How the next request's tokens are spent, by part")

@@ -97,10 +97,12 @@ class Conversation:
     persona: Persona
     memory_versions: int  # short-term versions shown
     shared_channels: int  # other channels whose memory is shown
+    model: str | None = None  # the model its replies use, when its server chose one
 
     @classmethod
-    def of(cls, persona: Persona, short_term: ShortTermSettings, work: MemoryWorkSettings) -> Conversation:
-        return cls(persona, short_term.max_history_count, work.shared_channels)
+    def of(cls, persona: Persona, short_term: ShortTermSettings, work: MemoryWorkSettings,
+           model: str | None = None) -> Conversation:
+        return cls(persona, short_term.max_history_count, work.shared_channels, model)
 
 
 @dataclass
@@ -461,10 +463,11 @@ class Assembler:
         system = [Block(system_text, cache="1h")]
         if layers.text:
             system.append(Block(layers.text, cache="1h"))
+        chosen = (await self.conversation_of(chain[-1])).model if shape.tier == "standard" else None
         request = LLMRequest(system=tuple(system), turns=tuple(to_turns(pieces + tail)),
                              max_tokens=self.budget.output, tier=shape.tier, persona=persona.name,
                              tools=self.conversation_tools if shape.tools is None else shape.tools,
-                             tool_choice=shape.tool_choice)
+                             tool_choice=shape.tool_choice, model=chosen)
         parts["output"] = self.budget.output
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)

@@ -75,6 +75,7 @@ class LLMRequest:
     # The answer must be a JSON object of this schema (the instruction says so in words; a provider
     # without a model, the offline one, writes a valid object from it).
     response_schema: dict[str, Any] | None = None
+    model: str | None = None  # this conversation's own model (a server's choice); None: the tier's
 
     def replayable(self) -> LLMRequest:
         """The request as a provider can send it: a history's tool blocks become text when no tools are

@@ -362,3 +362,31 @@ async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(make_conf
     assert (await talk._place(dm))[1] == "off"
     await dpytest.empty_queue()
     await engine.close()
+
+
+async def test_a_server_chooses_the_model_its_replies_use(make_config, fake_anthropic):
+    import discord.ext.test as dpytest
+
+    from bot.config import AnthropicConfig, ModelTiers
+    from bot.providers.anthropic_llm import AnthropicLLM
+    from tests.discord_helpers import start_bot
+    from tests.test_slash import interaction, run, said
+
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False},
+                         llm={"reply_tools": False})
+    engine = await Engine.open(config, llm)
+    bot = await start_bot(engine, config)
+    admin = bot.get_cog("Admin")
+    assert "Replies here use claude-sonnet-5-5: the default." in said(await run(admin.model, admin))
+    assert "needs the Manage Server permission" in said(await run(admin.model, admin, "claude-opus-5", as_admin=False))
+    assert "claude-opus-5: this server's choice" in said(await run(admin.model, admin, "claude-opus-5"))
+    it = interaction()
+    here, elsewhere = Scope.channel(it.guild_id, it.channel_id), Scope.channel(it.guild_id + 1, 5)
+    for scope in (here, elsewhere):
+        await engine.hear(scope, "hello", author_name="mahe")
+        await engine.reply((await engine.thread_for(scope)).id)
+    assert [c.body["model"] for c in fake_anthropic.calls] == ["claude-opus-5", "claude-sonnet-5-5"]
+    assert "the default." in said(await run(admin.model, admin, "default"))
+    await dpytest.empty_queue()
+    await engine.close()

@@ -28,7 +28,7 @@ class AnthropicLLM:
         )
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
-        params = to_params(request, getattr(self.tiers, request.tier))
+        params = to_params(request, request.model or getattr(self.tiers, request.tier))
         started = time.monotonic()
         try:
             if self.config.stream:

@@ -34,7 +34,7 @@ class OpenAILLM:
         )
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
-        model = getattr(self.tiers, request.tier)
+        model = request.model or getattr(self.tiers, request.tier)
         started = time.monotonic()
         try:
             response = await self.client.chat.completions.create(

@@ -61,8 +61,9 @@ class Settings:
     async def conversation(self, root: Thread) -> Conversation:
         """What a conversation's settings change in its prompt (the assembler asks before each build)."""
         config = await self.effective(root.guild_id, root.channel_id)
+        chosen = config.persona.models.standard
         return Conversation.of(Persona(config.persona.name, config.persona.card), config.short_term_history,
-                               config.memory)
+                               config.memory, chosen if chosen != self.config.persona.models.standard else None)
 
     async def memory(self, ch: MemoryChannel | None) -> MemorySettings:
         """How one conversation's memory is written (None: the base settings, for server-wide work)."""
