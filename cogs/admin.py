@@ -37,7 +37,7 @@ from bot.report import (
 )
 from cogs.interactions import answer, engine_of, manager
 from cogs.long_text import long_text
-from cogs.places import Place, locate, settings_channel
+from cogs.places import MemoryPlace, Place, locate, memory_scope, settings_channel
 from memory.anchors import exchange_lines, thread_ref
 from memory.errors import Failure
 from memory.forget import Rewritten
@@ -87,8 +87,7 @@ class Admin(commands.Cog):
 
     # /memory
 
-    async def readable(self, interaction: discord.Interaction,
-                       other: discord.TextChannel | None) -> Scope | None:
+    async def readable(self, interaction: discord.Interaction, other: MemoryPlace | None) -> Scope | None:
         """The scope to read: this channel, or another one the user may see (admins: any)."""
         if other is None or other.id == self._channel_id(interaction):
             return (await self.where(interaction))[0]
@@ -99,13 +98,13 @@ class Admin(commands.Cog):
         admin = permissions is not None and permissions.manage_guild
         member = interaction.user if isinstance(interaction.user, discord.Member) else None
         if admin or (member is not None and other.permissions_for(member).view_channel):
-            return Scope.channel(interaction.guild_id or 0, other.id)
+            return memory_scope(other)
         await self.answer(interaction, f"You cannot see #{other.name}, so you cannot read its memory.")
         return None
 
     @memory.command(name="show", description="Current memory of this channel (or another): versions, ranges, pins")
     @app_commands.describe(full="Every version's whole text instead of one line each")
-    async def memory_show(self, interaction: discord.Interaction, channel: discord.TextChannel | None = None,
+    async def memory_show(self, interaction: discord.Interaction, channel: MemoryPlace | None = None,
                           full: bool = False) -> None:
         scope = await self.readable(interaction, channel)
         if scope is None:
@@ -115,8 +114,7 @@ class Admin(commands.Cog):
                           if view is not None else "No memory written yet.")
 
     @memory.command(name="history", description="Every short-term version of this channel's (or another's) memory")
-    async def memory_history(self, interaction: discord.Interaction,
-                             channel: discord.TextChannel | None = None) -> None:
+    async def memory_history(self, interaction: discord.Interaction, channel: MemoryPlace | None = None) -> None:
         scope = await self.readable(interaction, channel)
         if scope is None:
             return
@@ -125,14 +123,16 @@ class Admin(commands.Cog):
 
     @memory_admin.command(name="pin", description="A fact every summary of this channel must keep")
     @app_commands.describe(fact="The fact, in a sentence")
-    async def memory_pin(self, interaction: discord.Interaction, fact: app_commands.Range[str, 1, 500]) -> None:
+    async def memory_pin(self, interaction: discord.Interaction, fact: app_commands.Range[str, 1, 500],
+                         channel: MemoryPlace | None = None) -> None:
         if await self.allowed(interaction):
-            await self._memory_change(interaction, "pin", fact)
+            await self._memory_change(interaction, "pin", fact, channel)
 
     @memory_admin.command(name="unpin", description="Stop keeping a pinned fact")
-    async def memory_unpin(self, interaction: discord.Interaction, fact: str) -> None:
+    async def memory_unpin(self, interaction: discord.Interaction, fact: str,
+                           channel: MemoryPlace | None = None) -> None:
         if await self.allowed(interaction):
-            await self._memory_change(interaction, "unpin", fact)
+            await self._memory_change(interaction, "unpin", fact, channel)
 
     @memory_unpin.autocomplete("fact")
     async def _pinned(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -143,23 +143,26 @@ class Admin(commands.Cog):
     @memory_admin.command(name="edit", description="Replace the current short-term memory (kept as a new version)")
     @app_commands.describe(text="One line; leave empty to edit the current memory in a form", file="A text file")
     async def memory_edit(self, interaction: discord.Interaction, text: app_commands.Range[str, 1, 4000] | None = None,
-                          file: discord.Attachment | None = None) -> None:
+                          file: discord.Attachment | None = None, channel: MemoryPlace | None = None) -> None:
         if not await self.allowed(interaction):
             return
-        scope, _ = await self.where(interaction)
+        scope = await self._target(interaction, channel)
+        if scope is None:
+            return
         view = await self.engine.peek_memory(scope)
         current = view.short_term[-1].content if view is not None and view.short_term else ""
 
         async def submit(it: discord.Interaction, new: str) -> None:
-            await self._memory_change(it, "edit", new)
+            await self._memory_change(it, "edit", new, channel)
 
         await long_text(interaction, text, file, title="Edit this channel's memory", label="Short-term memory",
                         current=current, submit=submit)
 
     @memory_admin.command(name="rollback", description="Make an earlier version current again (as a new version)")
-    async def memory_rollback(self, interaction: discord.Interaction, version: app_commands.Range[int, 1]) -> None:
+    async def memory_rollback(self, interaction: discord.Interaction, version: app_commands.Range[int, 1],
+                              channel: MemoryPlace | None = None) -> None:
         if await self.allowed(interaction):
-            await self._memory_change(interaction, "rollback", version)
+            await self._memory_change(interaction, "rollback", version, channel)
 
     @memory_rollback.autocomplete("version")
     async def _versions(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[int]]:
@@ -169,10 +172,10 @@ class Admin(commands.Cog):
                 for r in reversed(records) if str(r.version).startswith(current)][:MAX_CHOICES]
 
     @memory_admin.command(name="regenerate", description="Write a new short-term version now")
-    async def memory_regenerate(self, interaction: discord.Interaction) -> None:
+    async def memory_regenerate(self, interaction: discord.Interaction, channel: MemoryPlace | None = None) -> None:
         if await self.allowed(interaction):
             await interaction.response.defer(ephemeral=True, thinking=True)
-            await self._memory_change(interaction, "regenerate", None)
+            await self._memory_change(interaction, "regenerate", None, channel)
 
     @memory.command(name="forget-me", description="Erase your messages here (this server, or this DM) and "
                                                   "everything remembered from them")
@@ -207,18 +210,31 @@ class Admin(commands.Cog):
         await self.answer(interaction, "I remember what you say again, from now on.")
 
     @memory_admin.command(name="pause", description="Stop automatic memory updates in this channel")
-    async def memory_pause(self, interaction: discord.Interaction) -> None:
+    async def memory_pause(self, interaction: discord.Interaction, channel: MemoryPlace | None = None) -> None:
         if await self.allowed(interaction):
-            await self._memory_change(interaction, "pause", None)
+            await self._memory_change(interaction, "pause", None, channel)
 
     @memory_admin.command(name="resume", description="Restart automatic memory updates in this channel")
-    async def memory_resume(self, interaction: discord.Interaction) -> None:
+    async def memory_resume(self, interaction: discord.Interaction, channel: MemoryPlace | None = None) -> None:
         if await self.allowed(interaction):
-            await self._memory_change(interaction, "resume", None)
+            await self._memory_change(interaction, "resume", None, channel)
 
-    async def _memory_change(self, interaction: discord.Interaction, action: str, arg: Any) -> None:
-        scope, _ = await self.where(interaction)
+    async def _target(self, interaction: discord.Interaction, channel: MemoryPlace | None) -> Scope | None:
+        """The memory a change is about: this channel's, or another one's of this server."""
+        if channel is None:
+            return (await self.where(interaction))[0]
+        if channel.guild.id != interaction.guild_id:
+            await self.answer(interaction, f"#{channel.name} is not in this server.")
+            return None
+        return memory_scope(channel)
+
+    async def _memory_change(self, interaction: discord.Interaction, action: str, arg: Any,
+                             channel: MemoryPlace | None = None) -> None:
+        scope = await self._target(interaction, channel)
+        if scope is None:
+            return
         engine = self.engine
+        where = f"in #{channel.name}" if channel is not None else "in this channel"
         try:
             if action in ("pin", "unpin"):
                 changed = await engine.memory_pin(scope, arg, pinned=action == "pin")
@@ -231,7 +247,7 @@ class Admin(commands.Cog):
                 text = "\n".join(outcome_lines(await engine.memory_regenerate(scope)))
             else:
                 changed = await engine.memory_pause(scope, action == "pause")
-                text = pause_text(action == "pause", "in this channel", changed)
+                text = pause_text(action == "pause", where, changed)
         except MemoryAdminError as exc:
             text = str(exc)
         await self.answer(interaction, text)

@@ -32,6 +32,16 @@ def own_scope(channel: discord.abc.GuildChannel | discord.Thread) -> Scope:
     return Scope.channel(channel.guild.id, channel.id)
 
 
+MemoryPlace = discord.TextChannel | discord.ForumChannel | discord.Thread  # a channel option memory commands take
+
+
+def memory_scope(channel: MemoryPlace) -> Scope:
+    """Whose memory a channel option names: a public thread's is its parent channel's (it is a branch there)."""
+    if isinstance(channel, discord.Thread) and not channel.is_private() and channel.parent_id is not None:
+        return Scope.channel(channel.guild.id, channel.parent_id)
+    return own_scope(channel)
+
+
 async def interaction_scope(engine: Any, interaction: discord.Interaction) -> Scope:
     """The conversation a slash command is about (a channel outside the cache still has a scope)."""
     place = await locate(engine, interaction.channel)

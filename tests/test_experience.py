@@ -390,3 +390,27 @@ async def test_a_server_chooses_the_model_its_replies_use(make_config, fake_anth
     assert "the default." in said(await run(admin.model, admin, "default"))
     await dpytest.empty_queue()
     await engine.close()
+
+
+async def test_memory_commands_take_another_channel_a_forum_or_a_thread(make_config):
+    import discord.ext.test as dpytest
+    from discord.ext.test import backend
+
+    from tests.discord_helpers import channel, create_thread, start_bot
+    from tests.test_slash import run, said
+
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    admin = bot.get_cog("Admin")
+    general = channel()
+    other = backend.make_text_channel("stargazing", general.guild)
+    thread = create_thread(8123, general, "W shapes", bot.user.id)
+    assert "Pinned" in said(await run(admin.memory_pin, admin, "The W is Cassiopeia", other))
+    assert (await engine.memory_view(Scope.channel(general.guild.id, other.id))).pins == ["The W is Cassiopeia"]
+    assert (await engine.memory_view(Scope.channel(general.guild.id, general.id))).pins == []  # not here
+    assert "paused in #stargazing" in said(await run(admin.memory_pause, admin, other))
+    await run(admin.memory_pin, admin, "General's own fact")
+    assert "Pinned: General's own fact" in said(await run(admin.memory_show, admin, thread))  # its parent's memory
+    await dpytest.empty_queue()
+    await engine.close()
