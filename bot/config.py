@@ -160,11 +160,11 @@ class PlaybooksConfig(_Model):
 
 class AutonomyConfig(_Model):
     """The autonomous pulse (seed 001): between conversations the persona looks around, decides, and works on
-    its branches. Off by default; a server admin turns it on (/autonomy on) and sets a home channel."""
+    its branches. Off by default; a server admin turns it on (/autonomy-admin on) and sets a home channel."""
 
     enabled: bool = Field(False, description="Let the persona act on its own in this server.")
     home_channel: int | None = Field(None, description=(
-        "The channel whose conversation is the parent of every autonomous session (Discord: /autonomy home)."))
+        "The channel whose conversation is the parent of every autonomous session (Discord: /autonomy-admin home)."))
     interval_minutes: int = Field(60, ge=5, le=1_440, description="Minutes between pulses.")
     jitter_minutes: int = Field(10, ge=0, le=120, description=(
         "Each pulse comes up to this many minutes early or late, so pulses do not land on the clock."))

@@ -412,7 +412,7 @@ class Engine:
         return await self.tasks.close(scope, task_id, status)
 
     async def create_branch(self, scope: Scope, label: str, brief_state: str | None = None) -> Branch:
-        """A free branch of this conversation, suspended until a pulse (or /branches resume) opens its session."""
+        """A free branch of this conversation, suspended until a pulse (or a resume) opens its session."""
         return await self.branches.create(scope, "free", label, brief_state)
 
     async def set_branch_status(self, scope: Scope, branch_id: str, status: BranchStatus) -> Branch:

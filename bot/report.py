@@ -123,7 +123,7 @@ def recall_lines(query: str, hits: list[Hit]) -> list[str]:
 
 
 SUSPENDED_MEANS = ("(suspended: its last session ended with a chronicle the conversation remembers; the next session "
-                   "starts from it, when a pulse, a message in its thread or /branches resume takes it up)")
+                   "starts from it, when a pulse, a message in its thread or a resume takes it up)")
 
 
 def branch_list_lines(branches: list[Branch]) -> list[str]:
@@ -276,7 +276,7 @@ def autonomy_lines(status: AutonomyStatus, next_pulse: float | None, now: float)
     """/autonomy status: the switch, the home channel, the timer, the gates and today's spending."""
     c = status.config
     home = ("the console" if status.home.guild_id is None else f"<#{status.home.channel_id}>") \
-        if status.home else "not set (/autonomy home)"
+        if status.home else "not set (/autonomy-admin home)"
     lines = [f"Autonomy is {'on' if c.enabled else 'off'}; home channel: {home}.",
              f"A pulse every {c.interval_minutes} min (± {c.jitter_minutes}), when the home channel has been quiet "
              f"{c.quiet_minutes} min" + (f", never {c.quiet_hours} ({c.timezone})" if c.quiet_hours else "") + ".",

@@ -13,10 +13,9 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.config import DiscordConfig
-from cogs.interactions import answer, engine_of, manager
+from cogs.interactions import MANAGE, answer, engine_of, manager
 from memory.errors import Failure
 
-MANAGE = discord.Permissions(manage_guild=True)
 LISTS = {"allow": ("allow_users", "allow_roles"), "deny": ("deny_users", "deny_roles")}
 CHANGE = "Changing who the persona answers"
 

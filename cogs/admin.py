@@ -35,7 +35,7 @@ from bot.report import (
     tree_lines,
     written_text,
 )
-from cogs.interactions import answer, engine_of, manager
+from cogs.interactions import MANAGE, answer, engine_of, manager
 from cogs.long_text import long_text
 from cogs.places import MemoryPlace, Place, locate, memory_scope, settings_channel
 from memory.anchors import exchange_lines, thread_ref
@@ -45,7 +45,6 @@ from memory.records import BranchKind, BranchStatus, Scope
 
 log = logging.getLogger(__name__)
 
-MANAGE = discord.Permissions(manage_guild=True)
 MAX_CHOICES = 25
 BRANCH_KINDS = ("task", "free", "social")  # what a branch row can be (the user conversation is the root)
 
@@ -64,6 +63,8 @@ class Admin(commands.Cog):
                                 default_permissions=MANAGE)
     persona = app_commands.Group(name="persona", description="The persona", guild_only=True,
                                  default_permissions=MANAGE)
+    branches_admin = app_commands.Group(name="branches-admin", description="Suspend, resume, complete or create "
+                                        "branches (Manage Server)", guild_only=True, default_permissions=MANAGE)
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
@@ -330,15 +331,16 @@ class Admin(commands.Cog):
             return
         await self.answer(interaction, branch_line(found))
 
-    @branches.command(name="suspend", description="End a branch's session with a chronicle; it waits (Manage Server)")
+    @branches_admin.command(name="suspend", description="End a branch's session with a chronicle; it waits "
+                                                        "(Manage Server)")
     async def branches_suspend(self, interaction: discord.Interaction, branch: str) -> None:
         await self._set_branch(interaction, branch, "suspended")
 
-    @branches.command(name="resume", description="Open a new session of a branch, from its last (Manage Server)")
+    @branches_admin.command(name="resume", description="Open a new session of a branch, from its last (Manage Server)")
     async def branches_resume(self, interaction: discord.Interaction, branch: str) -> None:
         await self._set_branch(interaction, branch, "active")
 
-    @branches.command(name="complete", description="A branch is over: its session ends (Manage Server)")
+    @branches_admin.command(name="complete", description="A branch is over: its session ends (Manage Server)")
     async def branches_complete(self, interaction: discord.Interaction, branch: str) -> None:
         await self._set_branch(interaction, branch, "completed")
 
@@ -346,7 +348,7 @@ class Admin(commands.Cog):
     branches_resume.autocomplete("branch")(_branches)
     branches_complete.autocomplete("branch")(_branches)
 
-    @branches.command(name="create", description="A free branch for the persona to work on in its own time "
+    @branches_admin.command(name="create", description="A free branch for the persona to work on in its own time "
                                                  "(Manage Server)")
     @app_commands.describe(label="What it is about", brief="Where it stands, in one line")
     async def branches_create(self, interaction: discord.Interaction, label: app_commands.Range[str, 1, 100],
@@ -360,7 +362,7 @@ class Admin(commands.Cog):
             await self.answer(interaction, exc.notice)
             return
         await self.answer(interaction, branch_line(made) + "\nIt waits, suspended: a pulse (/autonomy) or "
-                                       "/branches resume opens its first session.")
+                                       "/branches-admin resume opens its first session.")
 
     # /model
 

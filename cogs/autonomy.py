@@ -7,7 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.report import autonomy_lines, autonomy_log_lines, pulse_text, set_text
-from cogs.interactions import answer, engine_of, manager
+from cogs.interactions import MANAGE, answer, engine_of, manager
 from memory.errors import Failure
 from memory.records import Scope
 
@@ -22,6 +22,9 @@ def server(interaction: discord.Interaction) -> Scope:
 class AutonomyCommands(commands.Cog):
     autonomy = app_commands.Group(name="autonomy", description="The persona's own time between conversations",
                                   guild_only=True)
+    # Changes in a group of their own: members never see what they would be refused (still checked).
+    autonomy_admin = app_commands.Group(name="autonomy-admin", description="Change the persona's own time here "
+                                        "(Manage Server)", guild_only=True, default_permissions=MANAGE)
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
@@ -57,14 +60,14 @@ class AutonomyCommands(commands.Cog):
             return False
         return True
 
-    @autonomy.command(name="on", description="Let the persona act on its own here (Manage Server)")
+    @autonomy_admin.command(name="on", description="Let the persona act on its own here (Manage Server)")
     async def on(self, interaction: discord.Interaction) -> None:
         if await self._set(interaction, {"enabled": True}):
             status = await self.engine.autonomy_status(server(interaction))
-            hint = "" if status.home else " Set its home channel with /autonomy home first: no pulse runs without."
+            hint = "" if status.home else " Set its home channel with /autonomy-admin home: no pulse runs without."
             await answer(interaction, "Autonomy is on." + hint)
 
-    @autonomy.command(name="off", description="Stop the persona's pulses here (Manage Server)")
+    @autonomy_admin.command(name="off", description="Stop the persona's pulses here (Manage Server)")
     async def off(self, interaction: discord.Interaction) -> None:
         if await self._set(interaction, {"enabled": False}):
             await answer(interaction, "Autonomy is off: no more pulses here.")
@@ -76,7 +79,7 @@ class AutonomyCommands(commands.Cog):
         now = discord.utils.utcnow().timestamp()
         await answer(interaction, "\n".join(autonomy_lines(status, self.engine.next_pulse(scope), now)))
 
-    @autonomy.command(name="home", description="The channel autonomous work hangs under (Manage Server)")
+    @autonomy_admin.command(name="home", description="The channel autonomous work hangs under (Manage Server)")
     @app_commands.describe(channel="A text channel (default: this one)")
     async def home(self, interaction: discord.Interaction, channel: discord.TextChannel | None = None) -> None:
         target = channel.id if channel is not None else interaction.channel_id
@@ -88,7 +91,7 @@ class AutonomyCommands(commands.Cog):
             await answer(interaction, f"Home channel: <#{target}>. Autonomous sessions anchor there, and task "
                                       "threads open under it.")
 
-    @autonomy.command(name="interval", description="Minutes between pulses (Manage Server)")
+    @autonomy_admin.command(name="interval", description="Minutes between pulses (Manage Server)")
     async def interval(self, interaction: discord.Interaction, minutes: app_commands.Range[int, 5, 1440],
                        jitter: app_commands.Range[int, 0, 120] | None = None) -> None:
         changes: dict[str, object] = {"interval_minutes": minutes}
@@ -97,7 +100,7 @@ class AutonomyCommands(commands.Cog):
         if await self._set(interaction, changes):
             await answer(interaction, set_text("autonomy.interval_minutes", minutes, "this server"))
 
-    @autonomy.command(name="quiet", description="Hours with no pulse, and how long the home must be quiet "
+    @autonomy_admin.command(name="quiet", description="Hours with no pulse, and how long the home must be quiet "
                                                 "(Manage Server)")
     @app_commands.describe(hours="HH:MM-HH:MM, or 'none'", timezone="IANA zone, e.g. Asia/Tokyo",
                            minutes="Minutes the home channel must be quiet before a pulse")
@@ -117,7 +120,8 @@ class AutonomyCommands(commands.Cog):
             await answer(interaction, "Quiet settings saved: " + ", ".join(f"{k} = {v or 'none'}"
                                                                           for k, v in changes.items()))
 
-    @autonomy.command(name="budget", description="Model calls and tokens the pulses may spend a day (Manage Server)")
+    @autonomy_admin.command(name="budget", description="Model calls and tokens the pulses may spend a day "
+                                                       "(Manage Server)")
     async def budget(self, interaction: discord.Interaction, calls: app_commands.Range[int, 0, 10_000],
                      tokens: app_commands.Range[int, 0, 100_000_000] | None = None) -> None:
         changes: dict[str, object] = {"daily_calls": calls, **({"daily_tokens": tokens} if tokens is not None else {})}
@@ -130,7 +134,7 @@ class AutonomyCommands(commands.Cog):
         entries = await self.engine.autonomy_log(server(interaction), limit)
         await answer(interaction, "\n".join(autonomy_log_lines(entries, discord.utils.utcnow().timestamp())))
 
-    @autonomy.command(name="pulse-now", description="Run a pulse now, budget permitting (Manage Server)")
+    @autonomy_admin.command(name="pulse-now", description="Run a pulse now, budget permitting (Manage Server)")
     async def pulse_now(self, interaction: discord.Interaction) -> None:
         if not await manager(interaction, "Running a pulse"):
             return

@@ -8,6 +8,8 @@ from discord.ext import commands
 from bot.engine import Engine
 from bot.splitting import split_message
 
+MANAGE = discord.Permissions(manage_guild=True)  # default_permissions of the groups that change things
+
 
 def engine_of(bot: commands.Bot) -> Engine:
     """The engine StelisBot carries (the cogs load only into it)."""

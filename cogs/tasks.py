@@ -9,7 +9,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.report import task_detail_lines, task_lines
-from cogs.interactions import answer, engine_of, manager
+from cogs.interactions import MANAGE, answer, engine_of, manager
 from cogs.places import interaction_scope
 from memory.errors import Failure
 from memory.records import TaskStatus
@@ -17,6 +17,9 @@ from memory.records import TaskStatus
 
 class TaskCommands(commands.Cog):
     tasks = app_commands.Group(name="tasks", description="The persona's tasks here", guild_only=True)
+    # Changes in a group of their own: members never see what they would be refused (still checked).
+    tasks_admin = app_commands.Group(name="tasks-admin", description="Create and close tasks (Manage Server)",
+                                       guild_only=True, default_permissions=MANAGE)
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
@@ -36,7 +39,7 @@ class TaskCommands(commands.Cog):
             return
         await answer(interaction, "\n".join(task_detail_lines(found)))
 
-    @tasks.command(name="create", description="Create a task with its own branch and session (Manage Server)")
+    @tasks_admin.command(name="create", description="Create a task with its own branch and session (Manage Server)")
     @app_commands.describe(steps="Steps separated by ';'")
     async def create(self, interaction: discord.Interaction, title: app_commands.Range[str, 1, 100],
                      goal: app_commands.Range[str, 1, 500], steps: str = "") -> None:
@@ -50,7 +53,7 @@ class TaskCommands(commands.Cog):
             return
         await answer(interaction, f"Task #{made.id} created, with its branch {made.branch_id} and a session.")
 
-    @tasks.command(name="close", description="Close a task, done or abandoned (Manage Server)")
+    @tasks_admin.command(name="close", description="Close a task, done or abandoned (Manage Server)")
     @app_commands.choices(status=[app_commands.Choice(name=s, value=s) for s in ("done", "abandoned")])
     async def close(self, interaction: discord.Interaction, task: int, status: str = "done") -> None:
         if not await manager(interaction, "Closing a task ends its session"):

@@ -186,7 +186,7 @@ async def test_budgets_quiet_channels_and_quiet_hours_hold_the_pulse_back(make_e
 async def test_autonomy_is_off_by_default_and_nothing_of_a_pulse_crosses_servers(make_engine):
     persona = Persona(CREATE)
     engine, clock = await make_engine(persona)
-    assert (await engine.autonomy.pulse(HOME)).detail == "no home channel is set (/autonomy home)"
+    assert (await engine.autonomy.pulse(HOME)).detail == "no home channel is set"
     await engine.set_autonomy(HOME, "home_channel", 100)
     assert "autonomy is off" in (await engine.autonomy.pulse(HOME)).detail
     await engine.hear(ELSEWHERE, "secret plans of the other server", author_name="eve", author_id=9)

@@ -72,7 +72,7 @@ async def test_autonomy_commands_and_a_task_that_works_in_its_own_thread(discord
     cog = bot.get_cog("AutonomyCommands")
     assert "Autonomy is off; home channel: not set" in said(await run(cog.status, cog))
     assert "needs the Manage Server permission" in said(await run(cog.on, cog, as_admin=False))
-    assert "Set its home channel with /autonomy home" in said(await run(cog.on, cog))
+    assert "Set its home channel with /autonomy-admin home: no pulse" in said(await run(cog.on, cog))
     engine.config.discord.personas.append(4242)
     assert f"Home channel: <#{channel().id}>" in said(await run(cog.home, cog))
     home = Scope.channel(channel().guild.id, channel().id)

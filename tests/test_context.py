@@ -217,6 +217,10 @@ def test_assembly_invariants_over_random_histories(events):
     asyncio.run(_check_invariants(events))
 
 
+def _kept(assembly):
+    return [b for b in blocks(assembly) if "[Recall: " not in b[0]]
+
+
 async def _check_invariants(events):
     with tempfile.TemporaryDirectory() as tmp:
         store = await open_store(Path(tmp) / "p.sqlite3")
@@ -246,7 +250,9 @@ async def _check_invariants(events):
                 await _locked_buffer_is_verbatim(store, r.id, current, asm.policy)
                 if not current.cut:  # what is kept between turns renders as a fresh assembler would
                     again = await assembler(store, context_tokens=4_000, locked_turns=2).assemble(r.id, persist=False)
-                    assert blocks(again) == blocks(current)
+                    # Recall is volatile (after the last breakpoint) and ranks by word frequencies an assembler
+                    # estimates and caches: a fresh one may choose other terms. Everything kept must match.
+                    assert _kept(again) == _kept(current)
                 if previous is not None and not current.cut:
                     prefix = stable_prefix(previous)
                     assert [c for c, _, _ in blocks(current)][: len(prefix)] == prefix

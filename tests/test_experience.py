@@ -190,7 +190,8 @@ async def test_help_lists_every_command_and_branches_explain_suspended(make_conf
     bot = await start_bot(engine, config)
     helped = said(await run(bot.get_cog("Help").help, bot.get_cog("Help")))
     assert "/threads tree: " in helped and "/stelis" not in helped  # named for what it is, not the persona
-    for command in ("/help: ", "/memory show: ", "/autonomy pulse-now: ", "/branches create: ", "/tasks list: "):
+    for command in ("/help: ", "/memory show: ", "/autonomy-admin pulse-now: ", "/branches-admin create: ",
+                    "/tasks list: "):
         assert command in helped
     admin = bot.get_cog("Admin")
     await run(admin.branches_create, admin, "Stargazing", None)
@@ -412,5 +413,25 @@ async def test_memory_commands_take_another_channel_a_forum_or_a_thread(make_con
     assert "paused in #stargazing" in said(await run(admin.memory_pause, admin, other))
     await run(admin.memory_pin, admin, "General's own fact")
     assert "Pinned: General's own fact" in said(await run(admin.memory_show, admin, thread))  # its parent's memory
+    await dpytest.empty_queue()
+    await engine.close()
+
+
+async def test_members_see_no_command_they_would_be_refused(make_config):
+    import discord.ext.test as dpytest
+
+    from cogs.help import command_lines
+    from tests.discord_helpers import start_bot
+
+    config = make_config(snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    offered = [c for c in bot.tree.get_commands() if c.default_permissions is None]
+    hidden = [c for c in bot.tree.get_commands() if c.default_permissions == discord.Permissions(manage_guild=True)]
+    everyone = [line for line in command_lines(bot.tree) if line.split(":")[0].split()[0][1:] in
+                {c.name for c in offered}]
+    assert everyone and not [line for line in everyone if "(Manage Server)" in line]  # only what members may do
+    assert {"memory-admin", "branches-admin", "tasks-admin", "autonomy-admin", "playbooks-admin", "access", "config",
+            "persona"} <= {c.name for c in hidden}
     await dpytest.empty_queue()
     await engine.close()

@@ -355,7 +355,7 @@ async def test_task_and_branch_commands(books):
     assert "task-1 [task, active] Notes" in said(await run(admin_cog.branches_resume, admin_cog, "task-1"))
     assert "Task #1 is done" in said(await run(tasks_cog.close, tasks_cog, 1, "done"))
     made = said(await run(admin_cog.branches_create, admin_cog, "Stargazing", "pick a clear night"))
-    assert "[free, suspended] Stargazing" in made and "/branches resume opens its first session" in made
+    assert "[free, suspended] Stargazing" in made and "/branches-admin resume opens its first session" in made
     free = made.split(" ")[0]
     assert "needs the Manage Server permission" in said(
         await run(admin_cog.branches_complete, admin_cog, free, as_admin=False))

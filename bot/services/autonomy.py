@@ -195,7 +195,7 @@ class Autonomy:
         place = place_of(scope)
         config = await self.config(scope)
         home = await self.home(scope)
-        reason = "no home channel is set (/autonomy home)" if home is None else \
+        reason = "no home channel is set" if home is None else \
             await self._held_back(home, config, force)
         if reason is not None or home is None:
             await self._log(place, "skip", reason or "")
@@ -225,7 +225,7 @@ class Autonomy:
         now = self._clock()
         if not force:
             if not config.enabled:
-                return "autonomy is off here (/autonomy on)"
+                return "autonomy is off here"
             if _in_quiet_hours(config, now):
                 return f"quiet hours ({config.quiet_hours}, {config.timezone})"
             root = await self._stelis.root(home)
