@@ -46,7 +46,7 @@ def _remembered(request: LLMRequest) -> list[tuple[str, str]]:
             if block.text.startswith("[Recall"):
                 for line in block.text.splitlines()[1:]:
                     where, _, said = line.removeprefix("- ").partition(": ")
-                    if said:
+                    if said and OFFLINE_TAG not in said:  # another stand-in's words (a duet partner's)
                         out.append((f"recall: {where}", said))
     return out
 
