@@ -435,3 +435,30 @@ async def test_members_see_no_command_they_would_be_refused(make_config):
             "persona"} <= {c.name for c in hidden}
     await dpytest.empty_queue()
     await engine.close()
+
+
+async def test_a_direct_message_user_can_read_their_memory(make_config):
+    from unittest.mock import MagicMock
+
+    import discord.ext.test as dpytest
+
+    from tests.discord_helpers import member, start_bot
+    from tests.test_slash import Followup, Response, said
+
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    admin = bot.get_cog("Admin")
+    alice = member()
+    dm = await alice.create_dm()
+    it = MagicMock(spec=discord.Interaction)
+    it.channel, it.channel_id, it.guild_id, it.user = dm, dm.id, None, alice
+    it.response, it.followup = Response(), Followup()
+    await engine.hear(Scope.dm(alice.id, dm.id), "my telescope is a 70 mm refractor", author_name="alice",
+                      author_id=alice.id)
+    await engine.memory_regenerate(Scope.dm(alice.id, dm.id))
+    await admin.memory_show.callback(admin, it)
+    assert "v1 (messages 1-1" in said(it) and "70 mm refractor" in said(it)
+    assert not type(admin).memory.guild_only and type(admin).memory_admin.guild_only  # /memory is offered in DMs
+    await dpytest.empty_queue()
+    await engine.close()
