@@ -95,7 +95,7 @@ class Engine:
         self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, self.tasks, self.autonomy,
                                  store.clock, persona)
         self.autonomy.front_end = lambda: self.tools.front_end
-        self.socials = Socials(store, self.stelis, self.branches, self.settings)
+        self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from bot.config import AutonomyConfig, quiet_span
 from bot.metering import Meter, metered
 from bot.pulse_scheduler import PulseScheduler
-from bot.services.branches import DiscordThreadBranches
+from bot.services.branches import DiscordThreadBranches, current_session
 from bot.services.playbooks import Playbooks
 from bot.services.settings import Settings, Where
 from bot.services.stelis import StelisThreads
@@ -279,7 +279,7 @@ class Autonomy:
             raise ToolError(f"meta_auto chose to resume {branch_id!r}, which is not an open branch here")
         if branch.branch_type not in ("task", "free"):
             raise ToolError(f"meta_auto chose {branch_id!r}: a {branch.branch_type} branch is not worked on alone")
-        session = await self._store.find_thread(branch.current_thread_id) if branch.current_thread_id else None
+        session = await current_session(self._store, branch)
         if session is None or session.status != "active":
             await self._branches.resume(branch)  # a new session, opened by an anchor to the previous one
         found = await self._store.branch(branch.id)
@@ -308,9 +308,7 @@ class Autonomy:
         for _ in range(config.session_turns):
             if self._over_budget(config, *await self._spent(home, config, meter)):
                 break
-            current = await self._store.branch(branch.id)
-            session = await self._store.find_thread(current.current_thread_id) \
-                if current and current.current_thread_id else None
+            session = await current_session(self._store, await self._store.branch(branch.id))
             if session is None or session.status != "active":
                 break  # closed from outside meanwhile
             args = {"label": branch.label, "goal": task.goal if task else branch.label,

@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 ALL_BRANCHES = 200  # what a branch list shows at most
 
 
+async def current_session(store: Store, branch: Branch | None) -> Thread | None:
+    """A branch's latest session (active or ended), if it has one."""
+    return await store.find_thread(branch.current_thread_id) if branch and branch.current_thread_id else None
+
+
 def branch_id_for(discord_thread_id: int) -> str:
     return f"discord-{discord_thread_id}"
 
@@ -143,7 +148,7 @@ class DiscordThreadBranches:
         return BranchDetail(found, await self._store.branch_threads(branch_id))
 
     async def _current(self, branch: Branch) -> Thread | None:
-        return await self._store.find_thread(branch.current_thread_id) if branch.current_thread_id else None
+        return await current_session(self._store, branch)
 
     async def _open(self, root: Thread, branch_id: str, label: str, discord_thread_id: int | None,
                     previous: Thread | None) -> Thread:

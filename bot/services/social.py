@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import logging
 
-from bot.services.branches import DiscordThreadBranches
+from bot.services.branches import DiscordThreadBranches, current_session
 from bot.services.settings import Settings
-from bot.services.stelis import StelisThreads
 from memory.records import Branch, Scope, Thread
 from memory.store import Store
 
@@ -24,9 +23,9 @@ def social_branch_id(scope: Scope, partner_id: int) -> str:
 
 
 class Socials:
-    def __init__(self, store: Store, stelis: StelisThreads, branches: DiscordThreadBranches, settings: Settings):
+    def __init__(self, store: Store, branches: DiscordThreadBranches, settings: Settings, persona: str):
+        self._persona = persona
         self._store = store
-        self._stelis = stelis
         self._branches = branches
         self._settings = settings
 
@@ -43,7 +42,7 @@ class Socials:
         """The session of the exchange going on with a partner: the active one, or a new one (anchored to the
         previous exchange)."""
         branch = (await self.prepare(scope, {partner_id: partner_name}))[0]
-        current = await self._store.find_thread(branch.current_thread_id) if branch.current_thread_id else None
+        current = await current_session(self._store, branch)
         if current is not None and current.status == "active":
             return current
         return await self._branches.resume(branch)
@@ -63,12 +62,12 @@ class Socials:
 
     async def end_all(self, scope: Scope) -> list[Branch]:
         """A person spoke here: every exchange going on in this conversation ends (its chronicle reaches it)."""
-        active = await self._store.branches(await self._persona(scope), scope.key, "active", "social")
+        active = await self._store.branches(self._persona, scope.key, "active", "social")
         return [await self._suspend(scope, branch) for branch in active]
 
     async def _suspend(self, scope: Scope, branch: Branch) -> Branch:
         ended = await self._branches.update(scope, branch.id, brief_state=None, status="suspended")
-        session = await self._store.find_thread(ended.current_thread_id) if ended.current_thread_id else None
+        session = await current_session(self._store, ended)
         said = [ln for ln in (session.chronicle_summary or "").splitlines()
                 if ln.strip() and not ln.startswith(("[", "system:"))] if session is not None else []
         if said:  # where the last exchange left things: its chronicle's first line said (not a date, not an anchor)
@@ -76,6 +75,3 @@ class Socials:
         found = await self._store.branch(branch.id)
         assert found is not None
         return found
-
-    async def _persona(self, scope: Scope) -> str:
-        return (await self._stelis.root(scope)).persona

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from bot.services.branches import current_session
 from bot.services.stelis import StelisThreads
 from bot.tools import ToolError
 from memory import threads
@@ -76,8 +77,7 @@ class Tasks:
         if task.status != "open":
             raise ToolError(f"task {task_id} is already {task.status}")
         branch = await self._store.branch(task.branch_id) if task.branch_id else None
-        session = await self._store.find_thread(branch.current_thread_id) \
-            if branch is not None and branch.current_thread_id else None
+        session = await current_session(self._store, branch)
         if session is not None and session.status == "active":
             try:
                 await threads.finish(self._store, self._llm, session, self._stelis.settings,
