@@ -98,6 +98,7 @@ class Engine:
         self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
+        self.assembler.images_enabled = getattr(llm, "supports_images", False)
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):
             self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)
         runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
@@ -244,9 +245,9 @@ class Engine:
 
     async def hear(self, scope: Scope, content: str, *, author_name: str | None = None, author_id: int | None = None,
                    external_id: int | None = None, role: Role = "user", thread_id: int | None = None,
-                   ) -> Message | None:
+                   images: list[dict[str, Any]] | None = None) -> Message | None:
         return await self.conversations.hear(scope, content, author_name=author_name, author_id=author_id,
-                                             external_id=external_id, role=role, thread_id=thread_id)
+                                             external_id=external_id, role=role, thread_id=thread_id, images=images)
 
     async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
         return await self.conversations.reply(thread_id, on_text)

@@ -128,7 +128,7 @@ class Conversation(commands.Cog):
                     stored = await self.engine.hear(
                         place.scope, _content(waiting[0]), author_name=waiting[0].author.display_name,
                         author_id=waiting[0].author.id, external_id=waiting[0].id,
-                        thread_id=await self._thread_for(waiting[0], place))
+                        thread_id=await self._thread_for(waiting[0], place), images=_images(waiting[0]))
                     waiting.pop(0)
             except StoreError as exc:
                 log.error("%d message(s) in channel %d not stored yet: %s; retried with the next message, and "
@@ -270,9 +270,24 @@ class Conversation(commands.Cog):
             await stream.finish(reply.content)
 
 
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # larger images are named, not sent (the API's own limit per image)
+
+
+def _is_image(attachment: discord.Attachment) -> bool:
+    return (attachment.content_type or "").startswith("image/") and attachment.size <= MAX_IMAGE_BYTES
+
+
 def _content(message: discord.Message) -> str:
-    parts = [message.content] + [f"[attachment: {a.filename} {a.url}]" for a in message.attachments]
+    """The text kept: what was written, an image by its name (sent to the model as an image), other files by link."""
+    parts = [message.content] + [f"[image: {a.filename}]" if _is_image(a) else f"[attachment: {a.filename} {a.url}]"
+                                 for a in message.attachments]
     return "\n".join(p for p in parts if p) or "(empty message)"
+
+
+def _images(message: discord.Message) -> list[dict[str, object]]:
+    """References to a message's images (kept with it; the model is shown them while the links are fresh)."""
+    return [{"url": a.url, "name": a.filename, "media_type": a.content_type, "size": a.size}
+            for a in message.attachments if _is_image(a)]
 
 
 def _replies_to(message: discord.Message, me: discord.ClientUser | None) -> bool:

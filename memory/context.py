@@ -90,6 +90,20 @@ class Shape:
 REPLY = Shape()
 
 
+IMAGE_TOKENS = 1_600  # what a model charges for a mid-sized image (Anthropic: about width x height / 750)
+MAX_IMAGES = 3  # of one message
+IMAGE_FRESH_SECONDS = 3_600.0  # a chat service's attachment links expire: only a new message's are sent
+
+
+def _fresh_images(trigger: Message | None, now: float, room: int) -> list[str]:
+    """The image URLs of the message being answered, while its links are fresh and as many as fit."""
+    if trigger is None or now - trigger.created_at > IMAGE_FRESH_SECONDS:
+        return []
+    refs = trigger.metadata.get("images") or []
+    urls = [str(r.get("url")) for r in refs if isinstance(r, dict) and str(r.get("url", "")).startswith("https://")]
+    return urls[:min(MAX_IMAGES, max(0, room // IMAGE_TOKENS))]
+
+
 @dataclass(frozen=True)
 class Conversation:
     """What a conversation's own settings change in its prompt."""
@@ -229,6 +243,7 @@ class Assembler:
         self.clock = clock
         self.conversation = Conversation.of(persona, ShortTermSettings(), MemoryWorkSettings())
         self.conversation_tools: tuple[Tool, ...] = ()  # what every reply (and conversation-profile request) offers
+        self.images_enabled = False  # the model reads images: the newest message's are sent with it
         self.recall_enabled = True
         self.frequencies = recall.Frequencies()
         self.visibilities = recall.Visibilities()
@@ -458,6 +473,12 @@ class Assembler:
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))
                 parts["recall"] = cached_tokens(recall_text)
+        trigger = window[-1] if window and window[-1].role == "user" else None
+        images = _fresh_images(trigger, self.clock(), budget.input - sum(parts.values())) \
+            if self.images_enabled and not shape.naive else []
+        if images:  # what the newest message shows, in the tail: volatile, never in a cached prefix
+            tail += [Piece("user", Block(url, kind="image")) for url in images]
+            parts["images"] = IMAGE_TOKENS * len(images)
         if shape.instruction:  # after everything cached: the history's prefix is the normal reply's
             tail.append(Piece("user", Block(shape.instruction)))
         system = [Block(system_text, cache="1h")]

@@ -16,10 +16,11 @@ Purpose = Literal["reply", "summary"]
 
 @dataclass(frozen=True)
 class Block:
-    """One content block: text, a tool call or a tool result; `cache` marks a cache breakpoint."""
+    """One content block: text, a tool call, a tool result or an image (`text` holds its URL); `cache` marks
+    a cache breakpoint."""
 
     text: str = ""
-    kind: Literal["text", "tool_use", "tool_result"] = "text"
+    kind: Literal["text", "tool_use", "tool_result", "image"] = "text"
     tool_id: str | None = None
     tool_name: str | None = None
     tool_input: dict[str, Any] | None = None
@@ -80,7 +81,7 @@ class LLMRequest:
     def replayable(self) -> LLMRequest:
         """The request as a provider can send it: a history's tool blocks become text when no tools are
         defined (the Messages API rejects tool blocks in a request without tools)."""
-        if self.tools or not any(b.kind != "text" for t in self.turns for b in t.blocks):
+        if self.tools or not any(b.kind in ("tool_use", "tool_result") for t in self.turns for b in t.blocks):
             return self
         return replace(self, turns=tuple(Turn(t.role, tuple(_as_text(b) for b in t.blocks)) for t in self.turns))
 

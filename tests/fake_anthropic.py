@@ -300,6 +300,12 @@ def _validate_block(block: dict[str, Any], where: str, role: str) -> None:
             raise RequestRejected(f"{where}: tool_use blocks are only allowed in assistant messages")
         if not block.get("id") or not block.get("name") or not isinstance(block.get("input"), dict):
             raise RequestRejected(f"{where}: tool_use needs id, name and an input object")
+    elif kind == "image":
+        source = block.get("source") or {}
+        if role != "user":
+            raise RequestRejected(f"{where}: image blocks are only allowed in user messages")
+        if source.get("type") != "url" or not str(source.get("url", "")).startswith("https://"):
+            raise RequestRejected(f"{where}.source: an image needs a url source with an https URL")
     elif kind == "tool_result":
         if role != "user":
             raise RequestRejected(f"{where}: tool_result blocks are only allowed in user messages")
@@ -343,6 +349,9 @@ def _leading_tool_results(content: list[dict[str, Any]]) -> list[dict[str, Any]]
 # the cache's view of a request: tools, then system, then message blocks
 
 
+IMAGE_TOKENS = 1_600
+
+
 def flatten(body: dict[str, Any]) -> list[tuple[str, int, str | None]]:
     """(canonical JSON, tokens, breakpoint TTL or None) per block, in cache-prefix order."""
     blocks: list[dict[str, Any]] = [{**tool, "_tool": True} for tool in body.get("tools") or []]
@@ -361,6 +370,9 @@ def flatten(body: dict[str, Any]) -> list[tuple[str, int, str | None]]:
         canonical = json.dumps(plain, sort_keys=True, ensure_ascii=False)
         if plain.pop("_tool", False):  # a tool definition weighs its name, description and schema
             text = json.dumps(plain, sort_keys=True)
+        elif plain.get("type") == "image":  # what Anthropic charges for a mid-sized image
+            out.append((canonical, IMAGE_TOKENS, (control.get("ttl", "5m") if control else None)))
+            continue
         else:
             text = plain.get("text") or plain.get("content") or json.dumps(plain.get("input", ""))
         tokens = count_tokens(text if isinstance(text, str) else json.dumps(text)) + 3

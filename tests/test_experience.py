@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import os
 import re
@@ -461,4 +462,62 @@ async def test_a_direct_message_user_can_read_their_memory(make_config):
     assert "v1 (messages 1-1" in said(it) and "70 mm refractor" in said(it)
     assert not type(admin).memory.guild_only and type(admin).memory_admin.guild_only  # /memory is offered in DMs
     await dpytest.empty_queue()
+    await engine.close()
+
+
+async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_links_are_fresh(make_config,
+                                                                                               fake_anthropic):
+    from unittest.mock import MagicMock
+
+    from bot.clock import Clock
+    from bot.config import AnthropicConfig, ModelTiers
+    from bot.providers.anthropic_llm import AnthropicLLM
+    from cogs.conversation import _content, _images
+
+    clock = Clock()
+    llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}, llm={"reply_tools": False}), llm,
+                               clock=clock)
+    here = Scope.channel(1, 10)
+    star = {"url": "https://cdn.example/att/cassiopeia.png", "name": "cassiopeia.png", "media_type": "image/png"}
+    await engine.hear(here, "what is this W?\n[image: cassiopeia.png]", author_name="mahe", images=[star])
+    root = (await engine.thread_for(here)).id
+    await engine.reply(root)
+    sent = fake_anthropic.calls[-1]
+    assert sent.status == 200
+    last = sent.body["messages"][-1]["content"]
+    images = [i for i, b in enumerate(last) if b.get("type") == "image"]
+    assert [last[i]["source"] for i in images] == [{"type": "url", "url": star["url"]}]
+    marked = [i for i, b in enumerate(last) if b.get("cache_control")]
+    assert all(i < images[0] for i in marked)  # in the volatile tail: no cached prefix holds it
+
+    await engine.hear(here, "and now a plain question", author_name="mahe")
+    await engine.reply(root)
+    assert not any(b.get("type") == "image" for m in fake_anthropic.calls[-1].body["messages"] for b in m["content"]
+                   if isinstance(m["content"], list))  # only the message being answered shows its images
+    await engine.hear(here, "look again\n[image: cassiopeia.png]", author_name="mahe", images=[star])
+    clock.advance(7_200)  # the chat service's link has expired meanwhile: named, not sent
+    await engine.reply(root)
+    assert fake_anthropic.calls[-1].status == 200
+    assert "image" not in json.dumps(fake_anthropic.calls[-1].body["messages"][-1]["content"][-1])
+    await engine.close()
+
+    photo = MagicMock(spec=discord.Attachment, filename="sky.jpg", url="https://cdn.example/sky.jpg",
+                      content_type="image/jpeg", size=200_000)
+    huge = MagicMock(spec=discord.Attachment, filename="raw.tiff", url="https://cdn.example/raw.tiff",
+                     content_type="image/tiff", size=40_000_000)
+    notes = MagicMock(spec=discord.Attachment, filename="notes.txt", url="https://cdn.example/notes.txt",
+                      content_type="text/plain", size=100)
+    message = MagicMock(spec=discord.Message, content="tonight's sky", attachments=[photo, huge, notes])
+    assert _content(message) == ("tonight's sky\n[image: sky.jpg]\n[attachment: raw.tiff https://cdn.example/raw.tiff]"
+                                 "\n[attachment: notes.txt https://cdn.example/notes.txt]")
+    assert [i["url"] for i in _images(message)] == ["https://cdn.example/sky.jpg"]
+
+
+async def test_a_model_without_images_gets_none(make_config):
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    here = Scope.channel(1, 10)
+    await engine.hear(here, "[image: a.png]", author_name="mahe", images=[{"url": "https://cdn.example/a.png"}])
+    request = (await engine.context((await engine.thread_for(here)).id)).request
+    assert not any(b.kind == "image" for t in request.turns for b in t.blocks)
     await engine.close()

@@ -16,6 +16,7 @@ from memory.llm import Block, LLMError, LLMRequest, LLMResult, TextSink, Tool, T
 class AnthropicLLM:
     name = "anthropic"
     supports_tools = True
+    supports_images = True  # image blocks with a URL source
 
     def __init__(self, config: AnthropicConfig, tiers: ModelTiers):
         self.config = config
@@ -96,6 +97,8 @@ def _block(block: Block) -> dict[str, Any]:
                                "input": block.tool_input or {}}
     elif block.kind == "tool_result":
         out = {"type": "tool_result", "tool_use_id": block.tool_id, "content": block.text}
+    elif block.kind == "image":
+        out = {"type": "image", "source": {"type": "url", "url": block.text}}
     else:
         out = {"type": "text", "text": block.text}
     if block.cache:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from typing import Any
 
 from bot.memory_scheduler import MemoryScheduler
 from bot.services.forgetting import Forgetting
@@ -56,6 +57,7 @@ class Conversations:
     async def hear(
         self, scope: Scope, content: str, *, author_name: str | None = None, author_id: int | None = None,
         external_id: int | None = None, role: Role = "user", thread_id: int | None = None,
+        images: list[dict[str, Any]] | None = None,
     ) -> Message | None:
         """Remember a message in the scope's root thread, or in the given thread; duplicates stored once.
 
@@ -64,7 +66,8 @@ class Conversations:
         if not self._forgetting.remembers(author_id):
             return None
         thread = await (self._store.thread(thread_id) if thread_id is not None else self._root(scope))
-        new = NewMessage(role, content, author_id, author_name, external_id=external_id)
+        new = NewMessage(role, content, author_id, author_name, external_id=external_id,
+                         metadata={"images": images} if images else {})
         triggers = await self._settings.counted(thread)
         if triggers is None:
             message, created = await self._store.append(thread.id, new)
