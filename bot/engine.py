@@ -98,7 +98,7 @@ class Engine:
         self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
-        self.assembler.images_enabled = getattr(llm, "supports_images", False)
+        self.assembler.images_enabled = self.conversations.describes_images = getattr(llm, "supports_images", False)
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):
             self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)
         runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
@@ -190,7 +190,8 @@ class Engine:
                 await asyncio.wait(self.forgetting.rewrites, timeout=self.shutdown_grace)
             # Summaries prepared ahead are only a head start, and what is not indexed yet is at the next start.
             background = [t for t in (self._chronicler, self.conversations.indexer,
-                                      *self.conversations.folding.values()) if t is not None]
+                                      *self.conversations.folding.values(), *self.conversations.describing)
+                          if t is not None]
             for task in (self._snapshotter, *background):
                 if task is not None:
                     task.cancel()

@@ -215,6 +215,10 @@ class Store(Protocol):
     async def opted_out(self, persona: str) -> set[int]:
         ...
 
+    async def set_metadata(self, seq: int, metadata: dict[str, Any]) -> None:
+        """Replace a message's metadata (its text never changes)."""
+        ...
+
     async def delete_message(self, external_id: int) -> bool:
         """Erase one message (see purge); False when there was nothing left to erase."""
         ...

@@ -6,6 +6,7 @@ from collections.abc import Collection, Iterable
 
 from memory.anchors import is_anchor, render_anchor
 from memory.dates import day_line, resolve_relative, same_day
+from memory.images import described
 from memory.observation import reduce_message, reduce_observation
 from memory.records import Message, Thread
 from memory.settings import ContextSettings
@@ -23,7 +24,7 @@ def message_text(message: Message, lineage: Collection[int], policy: ContextSett
     """
     if is_anchor(message):
         return render_anchor(message, lineage)
-    text = message.content
+    text = described(message, message.content) if message.metadata.get("images") else message.content
     if message.role == "tool":
         text = reduce_observation(text, policy.observation_max_lines, policy.observation_keep_lines)
     if max_tokens is not None and message.token_count > max_tokens:

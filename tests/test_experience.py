@@ -480,10 +480,16 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
                                clock=clock)
     here = Scope.channel(1, 10)
     star = {"url": "https://cdn.example/att/cassiopeia.png", "name": "cassiopeia.png", "media_type": "image/png"}
-    await engine.hear(here, "what is this W?\n[image: cassiopeia.png]", author_name="mahe", images=[star])
+    heard = await engine.hear(here, "what is this W?\n[image: cassiopeia.png]", author_name="mahe", images=[star])
+    await engine.settle()  # described once, in the background, by the light model
+    described = fake_anthropic.calls[-1].body
+    assert described["model"] == ModelTiers().light and described["messages"][0]["content"][0]["type"] == "image"
+    kept = await engine.store.message_by_seq(heard.seq)
+    assert kept.content == heard.content and kept.metadata["images"][0]["description"].startswith("fake reply")
     root = (await engine.thread_for(here)).id
     await engine.reply(root)
     sent = fake_anthropic.calls[-1]
+    assert "[image: cassiopeia.png: fake reply to" in json.dumps(sent.body["messages"])  # memory keeps what it showed
     assert sent.status == 200
     last = sent.body["messages"][-1]["content"]
     images = [i for i, b in enumerate(last) if b.get("type") == "image"]
@@ -496,6 +502,7 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
     assert not any(b.get("type") == "image" for m in fake_anthropic.calls[-1].body["messages"] for b in m["content"]
                    if isinstance(m["content"], list))  # only the message being answered shows its images
     await engine.hear(here, "look again\n[image: cassiopeia.png]", author_name="mahe", images=[star])
+    await engine.settle()
     clock.advance(7_200)  # the chat service's link has expired meanwhile: named, not sent
     await engine.reply(root)
     assert fake_anthropic.calls[-1].status == 200

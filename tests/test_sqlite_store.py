@@ -333,3 +333,11 @@ async def test_a_claim_is_held_by_one_owner_until_released_or_its_lease_runs_out
     await store.release("memory:7", "b")
     assert await store.claim("memory:7", "a", 60)
     await store.close()
+
+
+async def test_set_metadata_replaces_what_is_kept_with_a_message_never_its_text(store):
+    root = await store.root_thread("Stelis", Scope.console(), 0.8)
+    message, _ = await store.append(root.id, NewMessage("user", "[image: w.png]", metadata={"images": [{"name": "w"}]}))
+    await store.set_metadata(message.seq, {"images": [{"name": "w", "description": "five stars in a W"}]})
+    kept = await store.message_by_seq(message.seq)
+    assert kept.content == "[image: w.png]" and kept.metadata["images"][0]["description"] == "five stars in a W"

@@ -17,6 +17,7 @@ from memory import recall
 from memory.budget import ContextError
 from memory.context import REPLY, Assembler, Assembly, Shape
 from memory.errors import Failure
+from memory.images import describe
 from memory.llm import LLM, LLMError, LLMResult, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
 from memory.store import Store
@@ -51,6 +52,8 @@ class Conversations:
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
         self.folding: dict[int, asyncio.Task[None]] = {}  # thread -> its next cut being summarised ahead
+        self.describing: set[asyncio.Task[None]] = set()  # images being described once
+        self.describes_images = False  # the model reads images (the engine says so)
         self.indexer: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -76,6 +79,10 @@ class Conversations:
             message, created, due = await self._store.append_counted(thread, new, triggers)
         self._snapshots.changed(thread.id)
         self._index_soon()
+        if created and images and self.describes_images and not self.closed:
+            task = asyncio.create_task(self._describe(message))
+            self.describing.add(task)
+            task.add_done_callback(self.describing.discard)
         if not created:
             log.debug("duplicate message %s ignored", external_id)
         elif triggers is not None and self.scheduler is not None:
@@ -166,6 +173,15 @@ class Conversations:
     async def message_count(self, thread_id: int) -> int:
         return await self._store.count_messages(thread_id)
 
+    async def _describe(self, message: Message) -> None:
+        """Each image of a message described once, in a line its text shows from then on (memory keeps it)."""
+        try:
+            images = await describe(self._llm, list(message.metadata["images"]))
+        except LLMError as exc:  # the image stays named; its description is only a help
+            log.warning("could not describe the images of message %d: %s", message.seq, exc.notice)
+            return
+        await self._store.set_metadata(message.seq, {**message.metadata, "images": images})
+
     async def settle(self) -> None:
         """Do the background work a pause in the talk allows: summaries prepared ahead, recall's index."""
         if self.indexer is not None and not self.indexer.done():
@@ -173,7 +189,7 @@ class Conversations:
             await asyncio.gather(self.indexer, return_exceptions=True)
             await self._store.index_messages()
             await self._store.merge_index()
-        await asyncio.gather(*self.folding.values(), return_exceptions=True)
+        await asyncio.gather(*self.folding.values(), *self.describing, return_exceptions=True)
 
     def start_recall(self) -> None:
         """At start-up, in the background: index what the last run left, merge, count the newest words."""

@@ -560,6 +560,12 @@ class SqliteStore:
         rows = await self._all("SELECT user_id FROM optouts WHERE persona = ?", (persona,))
         return {r["user_id"] for r in rows}
 
+    async def set_metadata(self, seq: int, metadata: dict[str, Any]) -> None:
+        """Replace a message's metadata (its text never changes)."""
+        async with self._transaction() as db:
+            await db.execute("UPDATE messages SET metadata = ? WHERE seq = ?",
+                             (json.dumps(metadata, ensure_ascii=False), seq))
+
     async def delete_message(self, external_id: int) -> bool:
         """Erase one message (see purge); False when there was nothing left to erase."""
         return bool(await self.purge(external_id=external_id))
