@@ -209,6 +209,15 @@ def quiet_span(text: str) -> tuple[int, int] | None:
     return h1 * 60 + m1, h2 * 60 + m2
 
 
+class MetricsConfig(_Model):
+    """Prometheus metrics at http://host:port/metrics, per process (the Discord bot)."""
+
+    port: int | None = Field(None, ge=0, le=65_535, description=(
+        "Port for /metrics; null: no endpoint; 0: any free port (logged)."))
+    host: str = Field("127.0.0.1", min_length=1, description=(
+        "Address to listen on; 0.0.0.0 to let a Prometheus outside this machine (or container) scrape."))
+
+
 class ConsoleConfig(_Model):
     user_name: str = Field("you", min_length=1, max_length=80, description="Your name in the console chat.")
 
@@ -228,6 +237,7 @@ class Config(_Model):
     console: ConsoleConfig = ConsoleConfig()
     playbooks: PlaybooksConfig = PlaybooksConfig()
     autonomy: AutonomyConfig = AutonomyConfig()
+    metrics: MetricsConfig = MetricsConfig()
     snapshots: SnapshotConfig = SnapshotConfig()
     short_term_history: ShortTermSettings = ShortTermSettings()
     memory: MemoryWorkSettings = MemoryWorkSettings()

@@ -11,9 +11,11 @@ import aiohttp
 import discord
 from discord.ext import commands
 
+from bot import metrics
 from bot.config import Config
 from bot.engine import Engine
 from bot.health import beat, heartbeat_path
+from bot.metrics_server import MetricsServer
 from memory.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,17 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
             self.engine = engine
             self.config = config
             self._heartbeat: asyncio.Task[None] | None = None
+            self._metrics: MetricsServer | None = None
+
+        def gateway_metrics(self) -> None:
+            """Each shard's latency and connection, as the gateway reports them now (read at each scrape)."""
+            shards = getattr(self, "shards", None)  # AutoShardedBot; a plain Bot is shard 0 (or its shard_id)
+            pairs = self.latencies if shards is not None else [(self.shard_id or 0, self.latency)]
+            for shard_id, latency in pairs:
+                up = not (shards[shard_id].is_closed() if shards is not None else self.is_closed()) and self.is_ready()
+                metrics.GATEWAY_CONNECTED.labels(str(shard_id)).set(1 if up else 0)
+                if latency == latency and latency != float("inf"):  # nan and inf before the first heartbeat
+                    metrics.GATEWAY_LATENCY.labels(str(shard_id)).set(latency)
 
         async def setup_hook(self) -> None:
             started_here = self.engine is None
@@ -65,6 +78,9 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
                     await self.load_extension(extension)
             await engine.start_memory()
             self._heartbeat = asyncio.create_task(beat(heartbeat_path(config.data_dir), self.is_ready))
+            if config.metrics.port is not None and self._metrics is None:
+                self._metrics = MetricsServer(config.metrics.host, config.metrics.port, self.gateway_metrics)
+                await self._metrics.start()
             if started_here:  # the real bot (tests pass their own engine): start-up objects live as long as it
                 gc.freeze()  # ... so full collections need not walk them again (they were the p95)
 
@@ -72,6 +88,8 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
             log.info("shutting down: stopping the scheduler, writing snapshots, closing the database")
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
+            if self._metrics is not None:
+                await self._metrics.stop()
             await super().close()
             if self.engine is not None:
                 await self.engine.close()

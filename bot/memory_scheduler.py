@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from bot import metrics
 from memory import short_term
 from memory.llm import LLM, LLMError
 from memory.records import MemoryChannel
@@ -60,6 +61,7 @@ class MemoryWorker:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         due = await self.store.due_channels(self.clock())
+        metrics.MEMORY_DUE.set(len(due))
         outcomes = list(await asyncio.gather(*(self.run_channel(ch.thread_id) for ch in due)))
         guilds = {(ch.persona, ch.guild_id) for ch, done in zip(due, outcomes, strict=True)
                   if done.long_term is not None and ch.shared and ch.guild_id is not None}
@@ -80,6 +82,7 @@ class MemoryWorker:
                 return Outcome(thread_id)
             key = f"memory:{thread_id}"
             if not await self.store.claim(key, self.owner, CLAIM_LEASE_SECONDS):
+                metrics.LEASE_CONFLICTS.inc()
                 return Outcome(thread_id)  # another worker has it
             try:
                 async with self._slots:

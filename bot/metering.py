@@ -1,4 +1,5 @@
-"""What a piece of work costs: the model calls and tokens spent inside a `metered()` block.
+"""What a piece of work costs: the model calls and tokens spent inside a `metered()` block (and, for the
+process as a whole, in the operators' metrics).
 
 The engine's model is wrapped once; a block (a pulse) counts every call made in its task and in
 the tasks it starts, whichever service makes them, so a budget sees chronicles and tool rounds too.
@@ -12,6 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from bot import metrics
 from memory.llm import LLM, LLMRequest, LLMResult, TextSink
 
 
@@ -48,9 +50,13 @@ class MeteredLLM:
         meter = _meter.get()
         if meter is not None:
             meter.calls += 1
+        metrics.MODEL_CALLS.labels(request.tier, request.purpose).inc()
         result = await self.inner.complete(request, on_text)
+        u = result.usage
+        for kind, tokens in (("input", u.input_tokens), ("output", u.output_tokens),
+                             ("cache_read", u.cache_read_input_tokens), ("cache_write", u.cache_creation_input_tokens)):
+            metrics.MODEL_TOKENS.labels(kind).inc(tokens)
         if meter is not None:
-            u = result.usage
             meter.tokens += u.input_tokens + u.output_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens
         return result
 

@@ -1,0 +1,53 @@
+"""Operators' metrics (issue 15, point 6): what a process did, scraped at /metrics."""
+
+from __future__ import annotations
+
+import aiohttp
+import discord.ext.test as dpytest
+
+from bot.engine import Engine
+from bot.metrics import REGISTRY
+from bot.metrics_server import MetricsServer
+from bot.providers.offline import OfflineLLM
+from memory.records import Scope
+from tests.discord_helpers import start_bot
+
+
+def value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_replies_model_calls_and_memory_work_are_counted_and_served(make_config):
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    replies, calls = value("stelis_replies_total", outcome="ok"), value("stelis_model_calls_total", tier="standard",
+                                                                        purpose="reply")
+    tokens = value("stelis_model_tokens_total", kind="input")
+    here = Scope.console()
+    await engine.hear(here, "hello", author_name="mahe")
+    await engine.reply((await engine.thread_for(here)).id)
+    assert value("stelis_replies_total", outcome="ok") == replies + 1
+    assert value("stelis_model_calls_total", tier="standard", purpose="reply") == calls + 1
+    assert value("stelis_model_tokens_total", kind="input") > tokens
+    assert value("stelis_reply_seconds_count") >= 1
+    await engine.run_due_memory()
+    assert value("stelis_memory_due_conversations") == 0  # nothing due right after a message
+
+    scraped: list[bool] = []
+    server = MetricsServer("127.0.0.1", 0, lambda: scraped.append(True))
+    port = await server.start()
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as response:
+        body = await response.text()
+        assert response.status == 200 and response.headers["Content-Type"].startswith("text/plain")
+    await server.stop()
+    assert scraped == [True] and 'stelis_replies_total{outcome="ok"}' in body
+    await engine.close()
+
+
+async def test_the_discord_bot_reports_each_shards_gateway(make_config):
+    config = make_config(snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    bot.gateway_metrics()
+    assert REGISTRY.get_sample_value("stelis_gateway_connected", {"shard": "0"}) == (1.0 if bot.is_ready() else 0.0)
+    await dpytest.empty_queue()
+    await engine.close()
