@@ -112,7 +112,8 @@ class Store(Protocol):
         ...
 
     async def active_internal_threads(self) -> list[Thread]:
-        """Active non-root threads not backed by a Discord thread: candidates for the start-up sweep."""
+        """Active non-root threads that are not a branch's session (a Discord thread's, a task's: those live by
+        their branch, suspended and resumed): candidates for the start-up sweep."""
         ...
 
     async def active_threads_of_run(self, run_id: str) -> list[Thread]:

@@ -201,7 +201,7 @@ async def write_chronicle(store: Store, llm: LLM, thread: Thread, settings: Stel
 
 
 async def sweep(store: Store, llm: LLM | None, settings: StelisSettings, live_runs: set[str]) -> list[Thread]:
-    """At start-up: abort active internal threads whose run is gone (Discord-backed ones stay active)."""
+    """At start-up: abort active internal threads whose run is gone (a branch's session stays: its branch decides)."""
     swept = []
     for thread in await store.active_internal_threads():
         if thread.run_id in live_runs:

@@ -244,3 +244,19 @@ async def test_the_pulse_timer_is_armed_per_server_with_jitter(make_engine):
     assert engine.next_pulse(HOME) is not None and engine.next_pulse(ELSEWHERE) is None
     await engine.set_autonomy(HOME, "enabled", False)
     assert engine.autonomy.timers.scheduler.get_job("pulse-guild:1") is None
+
+
+async def test_a_restart_keeps_a_tasks_open_session_and_sweeps_an_orphan_thread(make_config):
+    from bot.providers.offline import OfflineLLM
+
+    config = make_config(snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, OfflineLLM())
+    task = await engine.create_task(HOME, "Star map", "draw the autumn sky", ["list", "sketch"])
+    session_id = (await engine.store.branch(task.branch_id)).current_thread_id
+    orphan = await engine.start_thread(await engine.new_run(HOME), "left open by a run that is gone")
+    await engine.close()
+
+    again = await Engine.open(config, OfflineLLM())  # the sweep runs at every exclusive start
+    assert (await again.store.thread(session_id)).status == "active"  # its branch decides when it ends
+    assert (await again.store.thread(orphan.id)).status == "aborted"
+    await again.close()

@@ -282,10 +282,11 @@ class SqliteStore:
         return [_thread(r) for r in rows]
 
     async def active_internal_threads(self) -> list[Thread]:
-        """Active non-root threads not backed by a Discord thread: candidates for the start-up sweep."""
+        """Active non-root threads that are not a branch's session (a Discord thread's, a task's: those live by
+        their branch, suspended and resumed): candidates for the start-up sweep."""
         rows = await self._all(
             "SELECT * FROM threads WHERE status = 'active' AND kind != 'root' AND discord_thread_id IS NULL"
-            " ORDER BY depth DESC, id DESC", (),
+            " AND branch_id IS NULL ORDER BY depth DESC, id DESC", (),
         )
         return [_thread(r) for r in rows]
 
