@@ -22,6 +22,8 @@ log = logging.getLogger("stelis")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description="Stelis persona bot")
     parser.add_argument("--config", type=Path, help="config file (default: STELIS_CONFIG or config.yaml)")
+    parser.add_argument("--shards", help="the Discord shards this process runs, e.g. 0-3 (discord.shards)")
+    parser.add_argument("--shard-count", type=int, help="shards across all processes (discord.shard_count)")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="Discord when DISCORD_TOKEN is set, else the console (default)")
     sub.add_parser("console", help="chat with the persona in this terminal")
@@ -58,8 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         print(render(), end="")
         return 0
 
+    environ = dict(os.environ)
+    if args.shards is not None:  # flags are read like the variables they stand for: one validation, one message
+        environ["STELIS_DISCORD_SHARDS"] = args.shards
+    if args.shard_count is not None:
+        environ["STELIS_DISCORD_SHARD_COUNT"] = str(args.shard_count)
     try:
-        loaded = load_config(args.config)
+        loaded = load_config(args.config, environ)
     except ConfigError as exc:
         print(f"stelis: {exc}", file=sys.stderr)
         return 2

@@ -43,7 +43,13 @@ class DiscordConfig(_Model):
         "chat."))
     command_prefix: str = Field("!", min_length=1, max_length=5,
                                 description="Prefix for owner text commands such as !sync.")
-    sharded: bool = Field(False, description="Use AutoShardedBot (only for very large bots).")
+    sharded: bool = Field(False, description=(
+        "Use AutoShardedBot (only for very large bots): all shards in this process unless `shards` names some."))
+    shards: str = Field("", description=(
+        "The shards this process runs, as a range or list (0-3, or 0,2), with shard_count; empty: all. A "
+        "server's events always go to shard (guild_id >> 22) % shard_count, direct messages to shard 0."))
+    shard_count: int | None = Field(None, ge=1, le=100_000, description=(
+        "Shards across all processes (required with `shards`); null: Discord's recommendation."))
     reply_policy: Literal["off", "listen", "mention", "chat"] = Field("mention", description=(
         "Where the persona speaks: off (ignore the channel), listen (remember, never answer), mention (answer "
         "mentions and replies to the bot), chat (answer everything)."))
@@ -60,6 +66,34 @@ class DiscordConfig(_Model):
         "If not empty, only members with one of these roles are answered (besides allow_users). /access."))
     deny_users: list[int] = Field(default_factory=list, description="Users never answered. /access.")
     deny_roles: list[int] = Field(default_factory=list, description="Members with these roles are never answered.")
+
+    @field_validator("shards")
+    @classmethod
+    def _shard_list(cls, value: str) -> str:
+        if value.strip() and shard_ids(value) is None:
+            raise ValueError("write shards as a range (0-3) or a list (0,2,5) of shard numbers")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _shards_fit(self) -> DiscordConfig:
+        ids = shard_ids(self.shards) if self.shards else None
+        if ids and self.shard_count is None:
+            raise ValueError("discord.shards needs discord.shard_count (the shards across all processes)")
+        if ids and self.shard_count is not None and max(ids) >= self.shard_count:
+            raise ValueError(f"discord.shards {self.shards} goes past shard_count {self.shard_count} "
+                             f"(shards are numbered 0 to {self.shard_count - 1})")
+        return self
+
+
+def shard_ids(text: str) -> list[int] | None:
+    """"0-3" or "0,2,5" as shard numbers; None when malformed."""
+    ids: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and (not high.isdigit() or int(high) < int(low))):
+            return None
+        ids.update(range(int(low), int(high) + 1) if dash else [int(low)])
+    return sorted(ids)
 
 
 class _Endpoint(_Model):

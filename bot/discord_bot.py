@@ -12,7 +12,7 @@ import discord
 from discord.ext import commands
 
 from bot import metrics
-from bot.config import Config
+from bot.config import Config, shard_ids
 from bot.engine import Engine
 from bot.health import beat, heartbeat_path
 from bot.metrics_server import MetricsServer
@@ -45,7 +45,11 @@ def intents() -> discord.Intents:
 
 def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bool = False) -> commands.Bot:
     """A Bot, or an AutoShardedBot when config says so; setup_hook opens the engine (store) unless given one."""
-    base = commands.AutoShardedBot if config.discord.sharded else commands.Bot
+    sharding = config.discord.sharded or bool(config.discord.shards)
+    base = commands.AutoShardedBot if sharding else commands.Bot
+    shard_options: dict[str, object] = {}
+    if sharding and config.discord.shards:  # this process's share of the shards (others run elsewhere)
+        shard_options = {"shard_ids": shard_ids(config.discord.shards), "shard_count": config.discord.shard_count}
     # A text persona never joins voice: no warning at every start that voice libraries are missing.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
 
@@ -54,7 +58,7 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
             chosen = intents()
             chosen.members = members_intent  # the tests' fake gateway needs the member cache
             super().__init__(command_prefix=config.discord.command_prefix, intents=chosen,
-                             allowed_mentions=SAFE_MENTIONS, help_command=None)
+                             allowed_mentions=SAFE_MENTIONS, help_command=None, **shard_options)
             self.engine = engine
             self.config = config
             self._heartbeat: asyncio.Task[None] | None = None

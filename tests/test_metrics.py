@@ -51,3 +51,31 @@ async def test_the_discord_bot_reports_each_shards_gateway(make_config):
     assert REGISTRY.get_sample_value("stelis_gateway_connected", {"shard": "0"}) == (1.0 if bot.is_ready() else 0.0)
     await dpytest.empty_queue()
     await engine.close()
+
+
+def test_a_process_runs_its_share_of_the_shards(make_config, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pytest
+    from discord.ext import commands
+
+    from bot.config import ConfigError, shard_ids
+    from bot.discord_bot import make_bot
+
+    assert shard_ids("0-3") == [0, 1, 2, 3] and shard_ids("0,2, 5") == [0, 2, 5] and shard_ids("3-1") is None
+    bot = make_bot(make_config(discord={"shards": "4-7", "shard_count": 16}))
+    assert isinstance(bot, commands.AutoShardedBot) and bot.shard_ids == [4, 5, 6, 7] and bot.shard_count == 16
+    assert not isinstance(make_bot(make_config()), commands.AutoShardedBot)
+    with pytest.raises(ConfigError, match=r"discord\.shards needs discord\.shard_count"):
+        make_config(discord={"shards": "0-3"})
+    with pytest.raises(ConfigError, match="goes past shard_count 4"):
+        make_config(discord={"shards": "2-5", "shard_count": 4})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env["STELIS_DATA_DIR"] = str(tmp_path)
+    shown = subprocess.run([sys.executable, "-m", "bot", "--shards", "0-3", "--shard-count", "16", "check-config"],
+                           capture_output=True, text=True, env=env, timeout=60,
+                           cwd=Path(__file__).resolve().parent.parent)
+    assert shown.returncode == 0 and '"shards": "0-3"' in shown.stdout and '"shard_count": 16' in shown.stdout
