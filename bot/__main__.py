@@ -109,7 +109,8 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
     if command == "discord" or (command == "run" and config.discord.token is not None):
         from bot.discord_bot import run_discord
 
-        logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log", screen=True)
+        logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log", screen=True,
+                       json_lines=config.log_format == "json")
         log.info("data in %s", config.data_dir.resolve())
         return asyncio.run(run_discord(config))
     logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")

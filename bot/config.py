@@ -259,6 +259,8 @@ class ConsoleConfig(_Model):
 class Config(_Model):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description=(
         "Logging level: DEBUG, INFO, WARNING or ERROR. Secrets are never logged."))
+    log_format: Literal["text", "json"] = Field("text", description=(
+        "Log lines as text, or as one JSON object each (with guild, channel, thread and run ids), for a collector."))
     data_dir: Path = Field(Path("data"), description=(
         "Directory for the database and snapshots (relative to the working directory)."))
     database: str = Field("stelis.sqlite3", min_length=1, description=(

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+_ids: ContextVar[dict[str, object] | None] = ContextVar("stelis_log_ids", default=None)
+
+
+@contextmanager
+def tagged(**ids: object) -> Iterator[None]:
+    """Log lines written inside carry these ids (guild, channel, thread, run) in JSON logs."""
+    token = _ids.set({**(_ids.get() or {}), **{k: v for k, v in ids.items() if v is not None}})
+    try:
+        yield
+    finally:
+        _ids.reset(token)
 
 
 class OneLineScrubbed(logging.Formatter):
@@ -23,14 +40,27 @@ class OneLineScrubbed(logging.Formatter):
         return text.replace("\n", " | ")
 
 
-def configure(level: str, secrets: list[str], log_file: Path | None = None, *, screen: bool = False) -> None:
+class JsonScrubbed(OneLineScrubbed):
+    """One JSON object per line (time, level, logger, message, and the ids the line was written under)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage() + (f" | {self.formatException(record.exc_info)}" if record.exc_info else "")
+        line = json.dumps({"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+                           "message": message, **(_ids.get() or {})}, ensure_ascii=False, default=str)
+        for secret in self.secrets:
+            line = line.replace(secret, "***")
+        return line
+
+
+def configure(level: str, secrets: list[str], log_file: Path | None = None, *, screen: bool = False,
+              json_lines: bool = False) -> None:
     """Log to stderr, or to a file with only warnings on stderr (the console keeps its screen); `screen`:
     everything on stderr as well as in the file (the Discord bot: `docker logs` and data/stelis.log)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
     root.setLevel(level)
-    formatter = OneLineScrubbed(secrets)
+    formatter = JsonScrubbed(secrets) if json_lines else OneLineScrubbed(secrets)
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setFormatter(formatter)
     if log_file is not None:

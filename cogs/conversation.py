@@ -10,6 +10,7 @@ from collections import defaultdict
 import discord
 from discord.ext import commands
 
+from bot import logs
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
 from bot.engine import ReplyFailed
 from bot.splitting import split_message
@@ -81,7 +82,9 @@ class Conversation(commands.Cog):
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
-        await self.handle(message, answer=True)
+        with logs.tagged(guild=message.guild.id if message.guild else None, channel=message.channel.id,
+                         message=message.id):
+            await self.handle(message, answer=True)
 
     @commands.Cog.listener()
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:

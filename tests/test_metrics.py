@@ -79,3 +79,27 @@ def test_a_process_runs_its_share_of_the_shards(make_config, tmp_path):
                            capture_output=True, text=True, env=env, timeout=60,
                            cwd=Path(__file__).resolve().parent.parent)
     assert shown.returncode == 0 and '"shards": "0-3"' in shown.stdout and '"shard_count": 16' in shown.stdout
+
+
+def test_json_log_lines_carry_the_ids_they_were_written_under(tmp_path):
+    import json
+    import logging
+
+    from bot import logs
+
+    root = logging.getLogger()
+    kept = list(root.handlers), root.level
+    try:
+        logs.configure("INFO", ["sk-secret-key"], log_file=tmp_path / "stelis.log", json_lines=True)
+        with logs.tagged(guild=1, channel=10), logs.tagged(thread=7):
+            logging.getLogger("stelis.test").warning("model failed with sk-secret-key\nsecond line")
+        logging.getLogger("stelis.test").info("untagged")
+        for handler in root.handlers:
+            handler.flush()
+    finally:
+        root.handlers[:] = kept[0]
+        root.setLevel(kept[1])
+    first, second = (json.loads(line) for line in (tmp_path / "stelis.log").read_text().splitlines())
+    assert first["guild"] == 1 and first["channel"] == 10 and first["thread"] == 7 and first["level"] == "WARNING"
+    assert first["message"] == "model failed with ***\nsecond line" and "sk-secret" not in json.dumps(first)
+    assert "guild" not in second and second["message"] == "untagged"

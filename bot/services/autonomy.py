@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, time
 from zoneinfo import ZoneInfo
 
+from bot import logs
 from bot.config import AutonomyConfig, quiet_span
 from bot.metering import Meter, metered
 from bot.pulse_scheduler import PulseScheduler
@@ -163,7 +164,8 @@ class Autonomy:
         place = place_of(scope)
         if place in self.running and not self.running[place].done():
             return PulseOutcome(place, "skip", "a pulse is already running")
-        task = asyncio.create_task(self._beat(scope, force), name=f"pulse {place}")
+        with logs.tagged(guild=scope.guild_id, pulse=place):  # the pulse's task copies the tags
+            task = asyncio.create_task(self._beat(scope, force), name=f"pulse {place}")
         self.running[place] = task
         try:
             await asyncio.wait({task})

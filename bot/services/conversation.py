@@ -8,7 +8,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from bot import metrics
+from bot import logs, metrics
 from bot.memory_scheduler import MemoryScheduler
 from bot.services.forgetting import Forgetting
 from bot.services.settings import Settings
@@ -93,29 +93,35 @@ class Conversations:
 
     async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
         """Answer what the thread holds now; store and return the reply. Raises ReplyFailed."""
-        async with self._reply_locks[thread_id]:
-            started = time.monotonic()
-            try:
-                assembly, result = await self._answer(thread_id, on_text)
-            except LLMError as exc:
-                log.warning("reply failed in thread %d: %s", thread_id, exc.notice)
-                metrics.REPLIES.labels("failed").inc()
-                raise ReplyFailed(exc.notice) from exc
-            except (LockedBufferTooLarge, ContextError) as exc:
-                metrics.REPLIES.labels("failed").inc()
-                raise ReplyFailed(f"The conversation does not fit the model's context: {exc.notice}") from exc
-            metrics.REPLY_SECONDS.observe(time.monotonic() - started)
-            if not result.text.strip():
-                metrics.REPLIES.labels("failed").inc()
-                raise ReplyFailed("The model returned an empty reply.")
-            metrics.REPLIES.labels("ok").inc()
-            message, _ = await self._store.append(thread_id, NewMessage(
-                "assistant", result.text, author_name=self._persona,
-                metadata={"placeholder": True} if result.placeholder else {}))
-            self._snapshots.changed(thread_id)
-        if assembly.fold_soon:
-            self._fold_ahead(thread_id)
-        return message
+        with logs.tagged(thread=thread_id):
+            async with self._reply_locks[thread_id]:
+                assembly, message = await self._write_reply(thread_id, on_text)
+            if assembly.fold_soon:
+                self._fold_ahead(thread_id)
+            return message
+
+    async def _write_reply(self, thread_id: int, on_text: TextSink | None) -> tuple[Assembly, Message]:
+        """The answer, stored (under the thread's reply lock), counted in the metrics."""
+        started = time.monotonic()
+        try:
+            assembly, result = await self._answer(thread_id, on_text)
+        except LLMError as exc:
+            log.warning("reply failed in thread %d: %s", thread_id, exc.notice)
+            metrics.REPLIES.labels("failed").inc()
+            raise ReplyFailed(exc.notice) from exc
+        except (LockedBufferTooLarge, ContextError) as exc:
+            metrics.REPLIES.labels("failed").inc()
+            raise ReplyFailed(f"The conversation does not fit the model's context: {exc.notice}") from exc
+        metrics.REPLY_SECONDS.observe(time.monotonic() - started)
+        if not result.text.strip():
+            metrics.REPLIES.labels("failed").inc()
+            raise ReplyFailed("The model returned an empty reply.")
+        metrics.REPLIES.labels("ok").inc()
+        message, _ = await self._store.append(thread_id, NewMessage(
+            "assistant", result.text, author_name=self._persona,
+            metadata={"placeholder": True} if result.placeholder else {}))
+        self._snapshots.changed(thread_id)
+        return assembly, message
 
     async def _answer(self, thread_id: int, on_text: TextSink | None) -> tuple[Assembly, LLMResult]:
         """The model's answer, after the tool calls it makes on the way (each stored as a paired exchange)."""
