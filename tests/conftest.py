@@ -79,3 +79,25 @@ def make_config(tmp_path: Path):
         return validate(raw)
 
     return make
+
+
+BACKENDS_RUN: set[str] = set()  # the summary line says which storage backends the tests ran against
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A throwaway PostgreSQL server for the session; the tests that need it are skipped, visibly, without one."""
+    from tests.postgres_cluster import Cluster, find_binaries
+
+    binaries = find_binaries()
+    if binaries is None:
+        pytest.skip("PostgreSQL is not installed (.ci/run installs it): the PostgreSQL backend tests did not run")
+    cluster = Cluster(binaries).start()
+    BACKENDS_RUN.add("postgresql")
+    yield cluster
+    cluster.stop()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    ran = ", ".join(["sqlite", *sorted(BACKENDS_RUN)])
+    terminalreporter.write_line(f"storage backends tested: {ran}")

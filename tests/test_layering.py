@@ -103,8 +103,9 @@ def test_sql_and_connections_live_only_in_a_store_backend():
     backend = ROOT / "memory" / "sqlite"
     offenders = []
     for path in sources(*PACKAGES, "tests"):
-        if backend in path.parents or path.name.startswith("test_sqlite_") or path.name == "test_layering.py":
-            continue  # the backend, and the tests of that backend alone
+        if backend in path.parents or path.name.startswith(("test_sqlite_", "test_postgres_")) \
+                or path.name == "test_layering.py":
+            continue  # the backend, and the tests of a backend alone
         if path == ROOT / "memory" / "backends.py":
             continue  # where a backend is chosen
         for name in imported(path):
