@@ -89,19 +89,20 @@ class Admin(commands.Cog):
     # /memory
 
     async def readable(self, interaction: discord.Interaction, other: MemoryPlace | None) -> Scope | None:
-        """The scope to read: this channel, or another one the user may see (admins: any)."""
-        if other is None or other.id == self._channel_id(interaction):
-            return (await self.where(interaction))[0]
-        if other.guild.id != interaction.guild_id:  # records are keyed by channel: never read across servers
-            await self.answer(interaction, f"#{other.name} is not in this server.")
+        """The scope to read: this channel, or another one of this server the user may see (admins: any)."""
+        if other is not None and other.id == self._channel_id(interaction):
+            other = None
+        if other is not None and other.guild.id == interaction.guild_id and not self._sees(interaction, other):
+            await self.answer(interaction, f"You cannot see #{other.name}, so you cannot read its memory.")
             return None
+        return await self._target(interaction, other)  # records are keyed by channel: never across servers
+
+    @staticmethod
+    def _sees(interaction: discord.Interaction, channel: MemoryPlace) -> bool:
         permissions = getattr(interaction.user, "guild_permissions", None)
-        admin = permissions is not None and permissions.manage_guild
         member = interaction.user if isinstance(interaction.user, discord.Member) else None
-        if admin or (member is not None and other.permissions_for(member).view_channel):
-            return memory_scope(other)
-        await self.answer(interaction, f"You cannot see #{other.name}, so you cannot read its memory.")
-        return None
+        return (permissions is not None and permissions.manage_guild) or (
+            member is not None and channel.permissions_for(member).view_channel)
 
     @memory.command(name="show", description="Current memory of this channel (or another): versions, ranges, pins")
     @app_commands.describe(full="Every version's whole text instead of one line each")

@@ -99,10 +99,9 @@ class Autonomy:
     async def status(self, scope: Scope) -> AutonomyStatus:
         config = await self.config(scope)
         place = place_of(scope)
-        calls, tokens = await self._store.autonomy_spent(self._persona, place, self._day_start(config))
-        last = await self._store.autonomy_log(self._persona, place, 1, kind="pulse")
+        calls, tokens = await self._spent(scope, config)
         running = place in self.running and not self.running[place].done()
-        return AutonomyStatus(config, await self.home(scope), calls, tokens, last[0] if last else None, running)
+        return AutonomyStatus(config, await self.home(scope), calls, tokens, await self._last_pulse(place), running)
 
     async def set(self, scope: Scope, key: str, value: object) -> object:
         """Change an autonomy setting of this server (validated; `key` without `autonomy.`), and its timer."""
@@ -121,22 +120,26 @@ class Autonomy:
         when = self.timers.next_pulse(place_of(scope)) if self.timers is not None else None
         return when.timestamp() if when else None
 
+    async def _last_pulse(self, place: str) -> AutonomyEntry | None:
+        found = await self._store.autonomy_log(self._persona, place, 1, kind="pulse")
+        return found[0] if found else None
+
     async def log(self, scope: Scope, limit: int = 20) -> list[AutonomyEntry]:
         return await self._store.autonomy_log(self._persona, place_of(scope), limit)
 
     async def due(self, scope: Scope) -> bool:
         """Has an interval passed since the server's last pulse (the console's /idle asks; Discord has timers)?"""
         config = await self.config(scope)
-        last = await self._store.autonomy_log(self._persona, place_of(scope), 1, kind="pulse")
-        return config.enabled and (not last or self._clock() - last[0].at >= config.interval_minutes * 60)
+        last = await self._last_pulse(place_of(scope))
+        return config.enabled and (last is None or self._clock() - last.at >= config.interval_minutes * 60)
 
     # what tools see
 
     async def perceive(self, scope: Scope) -> str:
         """What was said in the server since the last pulse, and the open tasks: what `perceive` returns."""
         place = place_of(scope)
-        last = await self._store.autonomy_log(self._persona, place, 1, kind="pulse")
-        since = last[0].at if last else self._clock() - FIRST_LOOK_SECONDS
+        last = await self._last_pulse(place)
+        since = last.at if last else self._clock() - FIRST_LOOK_SECONDS
         said = await self._store.messages_since(self._persona, scope.guild_id, scope.key, since, PERCEIVED_MESSAGES)
         lines = [f"Now: {dates.now_text(self._clock())}. Since your last look ({dates.now_text(since)}): "
                  + (f"{len(said)} message(s)." if said else "nothing was said.")]
