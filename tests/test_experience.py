@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import discord
+import pytest
 import yaml
 
 from bot import health, logs
@@ -25,6 +26,21 @@ from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
 from bot.report import context_bars, context_heading
 from memory.records import Scope
+
+
+@pytest.fixture
+async def offline_bot(make_config):
+    """The Discord bot on the offline model, automatic memory updates off (tests drive them)."""
+    import discord.ext.test as dpytest
+
+    from tests.discord_helpers import start_bot
+
+    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
+    engine = await Engine.open(config, OfflineLLM())
+    bot = await start_bot(engine, config)
+    yield bot, engine
+    await dpytest.empty_queue()
+    await engine.close()
 
 
 class Tree:
@@ -180,15 +196,10 @@ async def test_the_offline_models_words_are_kept_but_never_recalled_as_the_perso
     await engine.close()
 
 
-async def test_help_lists_every_command_and_branches_explain_suspended(make_config):
-    import discord.ext.test as dpytest
-
-    from tests.discord_helpers import start_bot
+async def test_help_lists_every_command_and_branches_explain_suspended(offline_bot):
     from tests.test_slash import run, said
 
-    config = make_config(snapshots={"interval_seconds": 0})
-    engine = await Engine.open(config, OfflineLLM())
-    bot = await start_bot(engine, config)
+    bot, _ = offline_bot
     helped = said(await run(bot.get_cog("Help").help, bot.get_cog("Help")))
     assert "/threads tree: " in helped and "/stelis" not in helped  # named for what it is, not the persona
     for command in ("/help: ", "/memory show: ", "/autonomy-admin pulse-now: ", "/branches-admin create: ",
@@ -201,8 +212,6 @@ async def test_help_lists_every_command_and_branches_explain_suspended(make_conf
     assert "There is no kind 'user'" in said(await run(admin.branches_list, admin, None, "user"))
     it = await run(admin.branches_list, admin)  # any interaction will do for the autocomplete
     assert [c.value for c in await admin._kinds(it, "")] == ["free"]  # only kinds this channel has
-    await dpytest.empty_queue()
-    await engine.close()
 
 
 def test_members_are_never_offered_memory_changes(make_config):
@@ -281,17 +290,12 @@ async def test_a_reply_that_breaks_off_leaves_the_notice_not_half_an_answer(make
     assert edits and edits[-1].startswith("⚠️ I couldn't answer just now")  # ... and replaced by the notice
 
 
-async def test_long_texts_come_from_a_prefilled_form_or_an_attached_file(make_config):
+async def test_long_texts_come_from_a_prefilled_form_or_an_attached_file(offline_bot):
     from unittest.mock import AsyncMock, MagicMock
 
-    import discord.ext.test as dpytest
-
-    from tests.discord_helpers import start_bot
     from tests.test_slash import interaction, run, said
 
-    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
-    engine = await Engine.open(config, OfflineLLM())
-    bot = await start_bot(engine, config)
+    bot, engine = offline_bot
     admin = bot.get_cog("Admin")
     opened = await run(admin.persona_set, admin)  # no text: a form, filled with the card as it is
     form = opened.response.modal
@@ -312,19 +316,15 @@ async def test_long_texts_come_from_a_prefilled_form_or_an_attached_file(make_co
     binary = MagicMock(spec=discord.Attachment, filename="photo.png", size=10)
     binary.read = AsyncMock(return_value=b"\x89PNG\xff\xfe")
     assert "Not changed: photo.png is not UTF-8 text." in said(await run(admin.memory_edit, admin, None, binary))
-    await dpytest.empty_queue()
-    await engine.close()
 
 
-async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(make_config, monkeypatch):
+async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(offline_bot, monkeypatch):
     import discord.ext.test as dpytest
 
-    from tests.discord_helpers import channel, member, mention, post, start_bot
+    from tests.discord_helpers import channel, member, mention, post
     from tests.test_slash import run, said
 
-    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
-    engine = await Engine.open(config, OfflineLLM())
-    bot = await start_bot(engine, config)
+    bot, engine = offline_bot
     access, talk = bot.get_cog("Access"), bot.get_cog("Conversation")
     alice = member()
     reactions: list[str] = []
@@ -362,8 +362,6 @@ async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(make_conf
     assert (await talk._place(dm))[1] == "chat"
     engine.config.discord.dms = "off"
     assert (await talk._place(dm))[1] == "off"
-    await dpytest.empty_queue()
-    await engine.close()
 
 
 async def test_a_server_chooses_the_model_its_replies_use(make_config, fake_anthropic):
@@ -394,16 +392,13 @@ async def test_a_server_chooses_the_model_its_replies_use(make_config, fake_anth
     await engine.close()
 
 
-async def test_memory_commands_take_another_channel_a_forum_or_a_thread(make_config):
-    import discord.ext.test as dpytest
+async def test_memory_commands_take_another_channel_a_forum_or_a_thread(offline_bot):
     from discord.ext.test import backend
 
-    from tests.discord_helpers import channel, create_thread, start_bot
+    from tests.discord_helpers import channel, create_thread
     from tests.test_slash import run, said
 
-    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
-    engine = await Engine.open(config, OfflineLLM())
-    bot = await start_bot(engine, config)
+    bot, engine = offline_bot
     admin = bot.get_cog("Admin")
     general = channel()
     other = backend.make_text_channel("stargazing", general.guild)
@@ -414,19 +409,12 @@ async def test_memory_commands_take_another_channel_a_forum_or_a_thread(make_con
     assert "paused in #stargazing" in said(await run(admin.memory_pause, admin, other))
     await run(admin.memory_pin, admin, "General's own fact")
     assert "Pinned: General's own fact" in said(await run(admin.memory_show, admin, thread))  # its parent's memory
-    await dpytest.empty_queue()
-    await engine.close()
 
 
-async def test_members_see_no_command_they_would_be_refused(make_config):
-    import discord.ext.test as dpytest
-
+async def test_members_see_no_command_they_would_be_refused(offline_bot):
     from cogs.help import command_lines
-    from tests.discord_helpers import start_bot
 
-    config = make_config(snapshots={"interval_seconds": 0})
-    engine = await Engine.open(config, OfflineLLM())
-    bot = await start_bot(engine, config)
+    bot, _ = offline_bot
     offered = [c for c in bot.tree.get_commands() if c.default_permissions is None]
     hidden = [c for c in bot.tree.get_commands() if c.default_permissions == discord.Permissions(manage_guild=True)]
     everyone = [line for line in command_lines(bot.tree) if line.split(":")[0].split()[0][1:] in
@@ -434,21 +422,15 @@ async def test_members_see_no_command_they_would_be_refused(make_config):
     assert everyone and not [line for line in everyone if "(Manage Server)" in line]  # only what members may do
     assert {"memory-admin", "branches-admin", "tasks-admin", "autonomy-admin", "playbooks-admin", "access", "config",
             "persona"} <= {c.name for c in hidden}
-    await dpytest.empty_queue()
-    await engine.close()
 
 
-async def test_a_direct_message_user_can_read_their_memory(make_config):
+async def test_a_direct_message_user_can_read_their_memory(offline_bot):
     from unittest.mock import MagicMock
 
-    import discord.ext.test as dpytest
-
-    from tests.discord_helpers import member, start_bot
+    from tests.discord_helpers import member
     from tests.test_slash import Followup, Response, said
 
-    config = make_config(snapshots={"interval_seconds": 0}, short_term_history={"enabled": False})
-    engine = await Engine.open(config, OfflineLLM())
-    bot = await start_bot(engine, config)
+    bot, engine = offline_bot
     admin = bot.get_cog("Admin")
     alice = member()
     dm = await alice.create_dm()
@@ -461,8 +443,6 @@ async def test_a_direct_message_user_can_read_their_memory(make_config):
     await admin.memory_show.callback(admin, it)
     assert "v1 (messages 1-1" in said(it) and "70 mm refractor" in said(it)
     assert not type(admin).memory.guild_only and type(admin).memory_admin.guild_only  # /memory is offered in DMs
-    await dpytest.empty_queue()
-    await engine.close()
 
 
 async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_links_are_fresh(make_config,
