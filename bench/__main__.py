@@ -9,6 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 from bench import cache_efficiency, context_latency, due_scan, growth, ingest, memory_quality
+from bench.backends import BACKENDS
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
     "cache_efficiency": cache_efficiency.run,
@@ -20,15 +21,47 @@ BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
 }
 
 
+# Benchmarks that run on either storage backend; the others measure SQLite only.
+ON_EITHER_BACKEND: dict[str, Callable[[str], Awaitable[list[dict]]]] = {
+    "context_latency": context_latency.run,
+    "ingest": ingest.run,
+}
+# What the PostgreSQL/SQLite ratios are taken of: lines of the same size (the key), these figures.
+COMPARED = {"context_latency": ("messages", ("p50_ms", "p50_ms_without_recall")),
+            "ingest": ("channels", ("per_second",))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("name", choices=[*BENCHES, "all"])
+    parser.add_argument("--backend", choices=[*BACKENDS, "both"], default="sqlite",
+                        help="storage for context_latency and ingest (both: each, then PostgreSQL/SQLite ratios)")
     args = parser.parse_args(argv)
     names = list(BENCHES) if args.name == "all" else [args.name]
     for name in names:
-        for line in asyncio.run(BENCHES[name]()):
-            print(json.dumps(line), flush=True)
+        if name not in ON_EITHER_BACKEND:
+            _print(asyncio.run(BENCHES[name]()))
+            continue
+        backends = BACKENDS if args.backend == "both" else (args.backend,)
+        by_backend = {backend: asyncio.run(ON_EITHER_BACKEND[name](backend)) for backend in backends}
+        for lines in by_backend.values():
+            _print(lines)
+        if len(by_backend) == 2:
+            _print(ratios(name, by_backend["sqlite"], by_backend["postgresql"]))
     return 0
+
+
+def ratios(name: str, sqlite: list[dict], postgresql: list[dict]) -> list[dict]:
+    """PostgreSQL's figures over SQLite's, line by line where both measured the same size."""
+    key, figures = COMPARED[name]
+    return [{"bench": name, key: a[key], **{f"postgresql_over_sqlite_{f}": round(b[f] / a[f], 2) for f in figures}}
+            for a in sqlite for b in postgresql
+            if a.get(key) == b.get(key) and all(f in a and f in b for f in figures)]
+
+
+def _print(lines: list[dict]) -> None:
+    for line in lines:
+        print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.backends import bare_window_select, place
 from bench.history import assistant_message, tool_pair, user_message
 from memory import threads
 from memory.backends import open_store
@@ -18,7 +19,6 @@ from memory.context import Assembler, Budget, Persona
 from memory.llm import LLMResult
 from memory.records import NewMessage, Scope
 from memory.settings import ContextSettings, StelisSettings
-from memory.sqlite.baseline import bare_window_select
 from memory.store import Store
 from memory.threads import Run
 
@@ -72,11 +72,11 @@ async def settle_index(store: Store) -> None:
     await store.merge_index()
 
 
-async def measure(size: int) -> dict:
+async def measure(size: int, backend: str = "sqlite") -> dict:
     """Turns alternate recall on and off on the same history, so the two are timed under the same load."""
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
-        store = await open_store(Path(tmp) / "bench.sqlite3")
+        store = await open_store(await place(backend, Path(tmp)))
         thread_id = await build(store, size, rng)
         assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
                               Budget(CONTEXT_TOKENS, 1_024), ContextSettings(), StelisSettings())
@@ -99,7 +99,7 @@ async def measure(size: int) -> dict:
         await store.close()
     on, off = sorted(timings[True]), sorted(timings[False])
     floor = statistics.median(bare)
-    return {"bench": "context_latency", "messages": size, "p50_ms": round(statistics.median(on), 2),
+    return {"bench": "context_latency", "backend": backend, "messages": size, "p50_ms": round(statistics.median(on), 2),
             "p95_ms": round(on[int(len(on) * 0.95) - 1], 2), "p50_ms_without_recall": round(statistics.median(off), 2),
             "recall_p50_ms": round(statistics.median(on) - statistics.median(off), 2),
             "bare_select_p50_ms": round(floor, 2), "ratio_to_bare": round(statistics.median(on) / floor, 1)}
@@ -121,13 +121,13 @@ async def crowd(store: Store, channels_: int, rng: random.Random) -> None:
         await store.add_record("Stelis", "channel", 100 + c, "short_term", f"In room-{c} they planned trip {c}.", 1, 2)
 
 
-async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS) -> dict:
+async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS, backend: str = "sqlite") -> dict:
     """One channel's assembly alone in its server, and the same channel among `crowded` others."""
     p50 = []
     for others in (0, crowded):
         rng = random.Random(size)
         with tempfile.TemporaryDirectory() as tmp:
-            store = await open_store(Path(tmp) / "bench.sqlite3")
+            store = await open_store(await place(backend, Path(tmp)))
             await crowd(store, others, rng)
             thread_id = await build(store, size, rng)
             assembler = Assembler(store, InstantSummary(), Persona("Stelis", "You are Stelis."),
@@ -145,12 +145,13 @@ async def server_cost(size: int = 10_000, crowded: int = SERVER_CHANNELS) -> dic
                 await settle_index(store)
             await store.close()
         p50.append(statistics.median(timings))
-    return {"bench": "context_latency", "server_channels": crowded, "messages": size, "lone_p50_ms": round(p50[0], 2),
+    return {"bench": "context_latency", "backend": backend, "server_channels": crowded, "messages": size,
+            "lone_p50_ms": round(p50[0], 2),
             "crowded_p50_ms": round(p50[1], 2), "ratio_crowded_to_lone": round(p50[1] / p50[0], 2)}
 
 
-async def run() -> list[dict]:
-    results = [await measure(size) for size in SIZES]
+async def run(backend: str = "sqlite") -> list[dict]:
+    results = [await measure(size, backend) for size in SIZES]
     ratio = results[-1]["p50_ms"] / results[0]["p50_ms"]
-    return [*results, {"bench": "context_latency", "ratio_p50_100k_1k": round(ratio, 2), "recall": True},
-            await server_cost()]
+    return [*results, {"bench": "context_latency", "backend": backend, "ratio_p50_100k_1k": round(ratio, 2),
+                       "recall": True}, await server_cost(backend=backend)]

@@ -37,6 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     duet.add_argument("--exchanges", type=int, default=2, help="exchanges to run (default 2)")
     duet.add_argument("--opening", default="Hello! What have you been up to?", help="the first persona's opening")
     duet.add_argument("--live", action="store_true", help="use the configured models instead of the offline one")
+    move = sub.add_parser("migrate", help="copy a whole database into another (SQLite to PostgreSQL, or back): "
+                          "ids, versions, branches, settings; counts compared; run again to finish a stopped copy")
+    move.add_argument("--from", dest="source", required=True,
+                      help="sqlite:///data/stelis.sqlite3 (or a file path) or postgresql://...")
+    move.add_argument("--to", dest="target", required=True,
+                      help="postgresql://user:password@host/db (or a SQLite file)")
+    work = sub.add_parser("memory-worker", help="run memory updates only, no chat: one of several processes "
+                          "sharing a PostgreSQL database (each claims different conversations)")
+    work.add_argument("--until-idle", action="store_true", help="stop once nothing is due instead of running on")
     sub.add_parser("check-config", help="print the effective config (secrets masked); non-zero if invalid")
     sub.add_parser("config-template", help="print config.yaml as the settings models define it (every key, "
                    "its description, range and default)")
@@ -89,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         return _check_config(loaded)
     if command == "playbooks":
         return _playbooks(loaded, args)
+    if command == "migrate":
+        from bot.migrate import migrate
+
+        logs.configure(loaded.config.log_level, loaded.config.secrets())
+        return asyncio.run(migrate(args.source, args.target))
     from memory.store import StoreError
 
     try:
@@ -103,6 +117,12 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
     if command == "snapshot":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
         return asyncio.run(_snapshot(loaded, args))
+    if command == "memory-worker":
+        from bot.memory_only import run_memory_worker
+
+        logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log", screen=True,
+                       json_lines=config.log_format == "json")
+        return asyncio.run(run_memory_worker(config, until_idle=args.until_idle))
     if command == "duet":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
         return asyncio.run(_duet(loaded, args))
@@ -163,7 +183,7 @@ async def _console(loaded: LoadedConfig) -> int:
                                store_clock=time.time)  # /idle moves the scheduler's clock, never stored times
     gc.freeze()  # what start-up made lives for the whole session: no full collection walks it again
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.model_name,
-             loaded.config.database_path)
+             loaded.config.database_name)
     await engine.start_memory()
     console = Console(engine, sys.stdin, sys.stdout, _user_name(loaded))
     if sys.stdin.isatty():  # a person at a terminal: line editing, history, completion; warnings as a status line
@@ -208,7 +228,7 @@ async def _snapshot(loaded: LoadedConfig, args: argparse.Namespace) -> int:
             try:
                 snapshot = await engine.export_snapshot(args.thread)
             except KeyError:
-                print(f"stelis: no thread {args.thread} in {loaded.config.database_path}", file=sys.stderr)
+                print(f"stelis: no thread {args.thread} in {loaded.config.database_name}", file=sys.stderr)
                 return 2
             if str(args.out) == "-":
                 print(json.dumps(snapshot, ensure_ascii=False, indent=1))

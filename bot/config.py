@@ -9,11 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from memory.database_url import safe_url
 from memory.errors import Failure
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 
@@ -26,6 +28,7 @@ ENV_ALIASES: dict[str, str] = {
     "ANTHROPIC_BASE_URL": "llm.anthropic.base_url",
     "OPENAI_API_KEY": "llm.openai.api_key",
     "OPENAI_BASE_URL": "llm.openai.base_url",
+    "DATABASE_URL": "database.url",
     "STELIS_DEFAULT_WINDOW_RATIO": "stelis.default_window_ratio",
     "STELIS_MAX_DEPTH": "stelis.max_depth",
 }
@@ -252,6 +255,26 @@ class MetricsConfig(_Model):
         "Address to listen on; 0.0.0.0 to let a Prometheus outside this machine (or container) scrape."))
 
 
+class DatabaseConfig(_Model):
+    """Where memory lives: one SQLite file (the default, nothing to set up), or a shared PostgreSQL."""
+
+    file: str = Field("stelis.sqlite3", min_length=1, description=(
+        "SQLite database file name inside data_dir (WAL), used when no url is set."))
+    url: SecretStr | None = Field(None, description=(
+        "postgresql://user:password@host:5432/dbname to share one PostgreSQL among bot processes (sharding); "
+        "or set DATABASE_URL. The database needs the pg_trgm extension (trusted since PostgreSQL 13) and a "
+        "UTF-8 locale other than C."))
+    pool_size: int = Field(10, ge=1, le=200, description=(
+        "PostgreSQL connections this process may open at once."))
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
+            raise ValueError("must start with postgresql:// (leave it empty for the SQLite file)")
+        return value or None
+
+
 class ConsoleConfig(_Model):
     user_name: str = Field("you", min_length=1, max_length=80, description="Your name in the console chat.")
 
@@ -263,8 +286,7 @@ class Config(_Model):
         "Log lines as text, or as one JSON object each (with guild, channel, thread and run ids), for a collector."))
     data_dir: Path = Field(Path("data"), description=(
         "Directory for the database and snapshots (relative to the working directory)."))
-    database: str = Field("stelis.sqlite3", min_length=1, description=(
-        "Database file name inside data_dir. One SQLite file (WAL) is the source of truth."))
+    database: DatabaseConfig = DatabaseConfig()
     discord: DiscordConfig = DiscordConfig()
     llm: LLMConfig = LLMConfig()
     persona: PersonaConfig = PersonaConfig()
@@ -283,6 +305,11 @@ class Config(_Model):
     def _any_case(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    @field_validator("database", mode="before")
+    @classmethod
+    def _file_name(cls, value: object) -> object:
+        return {"file": value} if isinstance(value, str) else value  # older configs named the file alone
+
     @field_validator("data_dir", mode="before")
     @classmethod
     def _not_empty(cls, value: object) -> object:
@@ -292,12 +319,26 @@ class Config(_Model):
 
     @property
     def database_path(self) -> Path:
-        return self.data_dir / self.database
+        return self.data_dir / self.database.file
+
+    @property
+    def database_target(self) -> str | Path:
+        """The PostgreSQL URL when one is set, else the SQLite file."""
+        url = self.database.url
+        return url.get_secret_value() if url is not None else self.database_path
+
+    @property
+    def database_name(self) -> str:
+        """Where the memory is, fit to print: the file, or the server without its password."""
+        url = self.database.url
+        return safe_url(url.get_secret_value()) if url is not None else str(self.database_path)
 
     def secrets(self) -> list[str]:
         """Every secret value set, so logging can scrub them."""
-        found = [self.discord.token, self.llm.anthropic.api_key, self.llm.openai.api_key]
-        return [s.get_secret_value() for s in found if s is not None and s.get_secret_value()]
+        found = [self.discord.token, self.llm.anthropic.api_key, self.llm.openai.api_key, self.database.url]
+        values = [s.get_secret_value() for s in found if s is not None and s.get_secret_value()]
+        password = urlsplit(self.database.url.get_secret_value()).password if self.database.url else None
+        return [*values, *([password] if password else [])]  # a driver's message may quote the password alone
 
 
 # Keys a server admin may override per server or per channel; the rest belong to config.yaml.
@@ -503,9 +544,13 @@ def _describe(err: Mapping[str, Any], raw: dict[str, Any], sources: Mapping[str,
         siblings = [k[len(parent) + 1:] if parent else k for k in flat_keys() if k.startswith(parent)]
         return f"{dotted}: unknown key{_suggest(loc[-1], siblings)}"
     msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "value_error" and isinstance(_get_dotted(raw, loc), dict | None):
+    value = _get_dotted(raw, loc)
+    if err["type"] == "value_error" and isinstance(value, dict | None):
         return msg  # a rule across keys: its message names them
-    shown = "***" if _is_secret(dotted) else shown_value(_get_dotted(raw, loc))
+    if dotted == "database.url" and isinstance(value, str):
+        shown = repr(safe_url(value))  # where it points helps; its password never shows
+    else:
+        shown = "***" if _is_secret(dotted) else shown_value(value)
     allowed = _allowed_range(loc)
     return f"{dotted} = {shown}{origin}: {msg}" + (f" (allowed: {allowed})" if allowed else "")
 

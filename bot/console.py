@@ -466,7 +466,7 @@ class Console:
         remembered = await self.engine.message_count(run.root_id)
         self._say(
             f"Stelis console: chatting with {self.engine.persona} on the {self.engine.model_name} model"
-            f" ({remembered} message(s) remembered in {self.engine.config.database_path}). /help for commands,"
+            f" ({remembered} message(s) remembered in {self.engine.config.database_name}). /help for commands,"
             " /quit to leave; //text sends a message that starts with a slash."
         )
 

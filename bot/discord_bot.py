@@ -65,7 +65,10 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
             self._metrics: MetricsServer | None = None
 
         def gateway_metrics(self) -> None:
-            """Each shard's latency and connection, as the gateway reports them now (read at each scrape)."""
+            """Each shard's latency and connection, as the gateway reports them now, and the database pool's
+            use (read at each scrape)."""
+            if self.engine is not None:
+                metrics.read_pool(self.engine.database_usage())
             shards = getattr(self, "shards", None)  # AutoShardedBot; a plain Bot is shard 0 (or its shard_id)
             pairs = self.latencies if shards is not None else [(self.shard_id or 0, self.latency)]
             for shard_id, latency in pairs:
@@ -73,6 +76,11 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
                 metrics.GATEWAY_CONNECTED.labels(str(shard_id)).set(1 if up else 0)
                 if latency == latency and latency != float("inf"):  # nan and inf before the first heartbeat
                     metrics.GATEWAY_LATENCY.labels(str(shard_id)).set(latency)
+
+        async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+            """Processes sharing a database take turns to log in; alone, discord.py's own pause."""
+            if self.engine is None or not await self.engine.pace_identify(shard_id or 0):
+                await super().before_identify_hook(shard_id, initial=initial)
 
         async def setup_hook(self) -> None:
             started_here = self.engine is None

@@ -36,8 +36,9 @@ async def duet(first: Config, second: Config, out: TextIO, *, turns: int, exchan
     """Run `exchanges` exchanges of at most `turns` turns each; print them and what each persona keeps."""
     if first.persona.name == second.persona.name:
         raise DuetError(f"both configs are the persona {first.persona.name!r}: give the second another name")
-    if first.database_path.resolve() == second.database_path.resolve():
-        raise DuetError(f"both configs use {first.database_path}: give the second its own data_dir")
+    if first.database_name == second.database_name or (
+            first.database.url is None and first.database_path.resolve() == second.database_path.resolve()):
+        raise DuetError(f"both configs use {first.database_name}: give the second its own data_dir or database")
     a = await Engine.open(first, None if live else OfflineLLM())
     try:
         b = await Engine.open(second, None if live else OfflineLLM())

@@ -14,9 +14,11 @@ from typing import Any
 
 from bot.clock import Clock
 from bot.config import Config
+from bot.identify import IdentifyGate
 from bot.instance_lock import AlreadyRunning, InstanceLock
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
 from bot.metering import MeteredLLM
+from bot.owner import HEARTBEAT_SECONDS, process_owner
 from bot.playbooks.checker import Problem
 from bot.playbooks.model import Playbook
 from bot.playbooks.runtime import Progress, Runner, RunResult
@@ -42,6 +44,7 @@ from memory import forget, recall, threads
 from memory.backends import open_store
 from memory.budget import Budget
 from memory.context import Assembler, Assembly, Persona
+from memory.database_url import is_shared
 from memory.llm import LLM, TextSink
 from memory.records import (
     AutonomyEntry,
@@ -81,7 +84,8 @@ class Engine:
         )
         self.assembler.recall_enabled = config.context.recall
         self.assembler.conversation_for = self.settings.conversation
-        self.memory = MemoryWorker(store, llm, self.settings.memory, self.clock, config.memory.concurrency)
+        self.memory = MemoryWorker(store, llm, self.settings.memory, self.clock, config.memory.concurrency,
+                                   config.memory.lease_seconds)
         self.scheduler: MemoryScheduler | None = None
         self.stelis = StelisThreads(store, llm, config.stelis, persona, config.llm.context_tokens)
         self.snapshots = Snapshots(store, self.assembler, config.data_dir / "snapshots")
@@ -109,6 +113,7 @@ class Engine:
         self.autonomy.playbooks = self.playbooks
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
+        self._heart: asyncio.Task[None] | None = None
         self._lock = InstanceLock(config.database_path)  # held only when opened exclusive
         self._closed = False
         self.shutdown_grace = 10.0  # seconds running memory updates get to finish at shutdown
@@ -125,26 +130,34 @@ class Engine:
         only the scheduler's view, so /idle never writes made-up times.
         """
         clock = clock or Clock()
+        shared = is_shared(config.database_target)  # PostgreSQL: other processes work on it at the same time
         lock = InstanceLock(config.database_path)
-        if exclusive:
+        if exclusive and not shared:
             try:
                 lock.acquire()
             except (AlreadyRunning, OSError) as exc:
                 raise StoreError(str(exc)) from None
         try:
-            store = await open_store(config.database_path, clock=store_clock or clock)
+            store = await open_store(config.database_target, clock=store_clock or clock,
+                                     pool_size=config.database.pool_size)
         except BaseException:
             lock.release()
             raise
         try:
+            store.owner = process_owner()
             engine = cls(config, store, llm or make_llm(config), clock)
             engine._lock = lock
             if not exclusive:
                 return engine
+            # A thread is swept once its process stopped beating; alone on a file, every other process is gone.
+            now = store.clock()
+            stale_before = now - HEARTBEAT_SECONDS * 3 if shared else now + 1
+            await store.beat(store.owner)
             # No model call before the bot is up: swept threads get their chronicles in the background.
-            swept = await threads.sweep(store, None, config.stelis, live_runs=set(keep_runs))
+            swept = await threads.sweep(store, None, config.stelis, live_runs=set(keep_runs),
+                                        stale_before=stale_before)
             await engine.forgetting.load()
-            if dropped := await store.clear_claims():  # a crash left them: nobody else holds this database
+            if dropped := await store.clear_claims():  # a crash left them (shared: only those run out)
                 log.info("%d memory update(s) a stopped process had claimed are free again", dropped)
             if repaired := await store.recount_pending(clock()):
                 log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
@@ -156,9 +169,33 @@ class Engine:
             engine._chronicler = asyncio.create_task(threads.chronicle_swept(store, engine.llm, swept, config.stelis))
         if config.context.recall:
             engine.conversations.start_recall()
+        engine._heart = asyncio.create_task(engine._beat())
         if config.snapshots.interval_seconds > 0:
             engine._snapshotter = asyncio.create_task(engine.snapshots.every(config.snapshots.interval_seconds))
         return engine
+
+    def database_usage(self) -> tuple[int, int]:
+        """Database connections in use and the pool's size (metrics)."""
+        return self.store.pool_usage()
+
+    async def pace_identify(self, shard_id: int) -> bool:
+        """On a database other processes share, wait for this shard's turn to log in to Discord (one login per
+        five seconds across them all); False when the database is this process's alone (discord.py paces)."""
+        if not is_shared(self.config.database_target):
+            return False
+        assert self.store.owner is not None
+        await IdentifyGate(self.store, self.store.owner).wait(shard_id)
+        return True
+
+    async def _beat(self) -> None:
+        """Say this process is alive, so no other process sweeps the Stelis threads it has open."""
+        assert self.store.owner is not None
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                await self.store.beat(self.store.owner)
+            except StoreError as exc:
+                log.warning("heartbeat not written: %s", exc)
 
     async def start_memory(self) -> None:
         """Start the memory scheduler once (front ends call this; tests drive the worker directly)."""
@@ -192,7 +229,7 @@ class Engine:
             background = [t for t in (self._chronicler, self.conversations.indexer,
                                       *self.conversations.folding.values(), *self.conversations.describing)
                           if t is not None]
-            for task in (self._snapshotter, *background):
+            for task in (self._snapshotter, self._heart, *background):
                 if task is not None:
                     task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

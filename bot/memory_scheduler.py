@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -13,16 +11,17 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import metrics
+from bot.owner import process_owner
 from memory import short_term
 from memory.llm import LLM, LLMError
 from memory.records import MemoryChannel
 from memory.settings import MemorySettings
 from memory.short_term import Outcome
-from memory.store import Store
+from memory.store import StaleUpdate, Store
 
 log = logging.getLogger(__name__)
 
-CLAIM_LEASE_SECONDS = 900.0  # a memory update longer than this (a stuck model call) may be taken over
+DUE_BATCH = 1_000  # channels one scan updates at most; the next scan takes the rest
 
 SettingsFor = Callable[[MemoryChannel | None], Awaitable[MemorySettings]]  # None: the base settings
 
@@ -31,15 +30,17 @@ class MemoryWorker:
     """One update at a time per channel, at most `concurrency` updates (and so LLM calls) at once."""
 
     def __init__(self, store: Store, llm: LLM, settings_for: SettingsFor, clock: Callable[[], float],
-                 concurrency: int):
+                 concurrency: int, lease_seconds: float):
         self.store = store
         self.llm = llm
         self.settings_for = settings_for
         self.clock = clock
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._slots = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds  # a crashed process's updates are taken over after this
         self._running: set[asyncio.Task[object]] = set()
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"  # who holds a claim
+        self.owner = store.owner or process_owner()  # who holds a lease
 
     async def drain(self, grace: float = 10.0) -> None:
         """At shutdown: let running updates finish for a moment, then cancel them.
@@ -55,52 +56,81 @@ class MemoryWorker:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
     async def run_due(self) -> list[Outcome]:
-        """Update every due channel, then each touched guild's workspace memory once."""
+        """Update every due channel this worker can claim, then each touched guild's workspace memory once.
+
+        `concurrency` runners each claim a channel, update it and claim the next; workers sharing a
+        database never take the same one (rows held by another are skipped).
+        """
         task = asyncio.current_task()
         if task is not None:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
-        due = await self.store.due_channels(self.clock())
-        metrics.MEMORY_DUE.set(len(due))
-        outcomes = list(await asyncio.gather(*(self.run_channel(ch.thread_id) for ch in due)))
-        guilds = {(ch.persona, ch.guild_id) for ch, done in zip(due, outcomes, strict=True)
-                  if done.long_term is not None and ch.shared and ch.guild_id is not None}
+        now = self.clock()
+        metrics.MEMORY_DUE.set(len(await self.store.due_channels(now, DUE_BATCH)))
+        done: list[tuple[MemoryChannel, Outcome]] = []
+
+        async def runner() -> None:  # claims one channel at a time: leases cover only work under way
+            while len(done) < DUE_BATCH and (
+                    claimed := await self.store.claim_due(now, self.owner, self.lease_seconds, 1)):
+                done.append((claimed[0], await self._claimed(claimed[0].thread_id, now, force=False)))
+
+        await asyncio.gather(*(runner() for _ in range(self.concurrency)))
+        guilds = {(ch.persona, ch.guild_id) for ch, outcome in done
+                  if outcome.long_term is not None and ch.shared and ch.guild_id is not None}
         for persona, guild_id in sorted(guilds):
             await self._workspace(persona, guild_id)
-        return outcomes
+        return [outcome for _, outcome in done]
 
     async def run_channel(self, thread_id: int, force: bool = False) -> Outcome:
-        """Update one channel if it is (still) due, or now when forced; a failure never escapes.
+        """Update one channel if it is (still) due, or now when forced; a failure never escapes."""
+        now = self.clock()
+        claimed = await self.store.claim_due(now, self.owner, self.lease_seconds, 1, thread_id=thread_id)
+        if not claimed:
+            if await self.store.memory_channel(thread_id) is not None:
+                metrics.LEASE_CONFLICTS.inc()  # another worker has it
+            return Outcome(thread_id)
+        return await self._claimed(thread_id, now, force)
 
-        The store hands the update to one worker at a time (a lease), so workers sharing a database
-        never write the same version twice; in this process a lock keeps the order.
+    async def _claimed(self, thread_id: int, now: float, force: bool) -> Outcome:
+        """Run the update of a channel this worker holds the lease of (if still due), then let it go.
+
+        Across processes the lease keeps one update per channel at a time, and the store refuses a save
+        over a range another worker saved first; in this process a lock does, and the channel is read
+        after it so an update queued behind another starts from where that one ended.
         """
-        async with self._locks[thread_id]:
-            ch = await self.store.memory_channel(thread_id)
-            now = self.clock()
-            if ch is None or (not force and (ch.paused or ch.due_at is None or ch.due_at > now)):
-                return Outcome(thread_id)
-            key = f"memory:{thread_id}"
-            if not await self.store.claim(key, self.owner, CLAIM_LEASE_SECONDS):
-                metrics.LEASE_CONFLICTS.inc()
-                return Outcome(thread_id)  # another worker has it
-            try:
+        try:
+            async with self._locks[thread_id]:
+                ch = await self.store.memory_channel(thread_id)
+                if ch is None or (not force and (ch.paused or ch.due_at is None or ch.due_at > now)):
+                    return Outcome(thread_id)
                 async with self._slots:
                     return await short_term.update(self.store, self.llm, ch, await self.settings_for(ch), now, force)
-            except Exception as exc:  # one channel's bug must not stop the others
-                log.exception("memory update of thread %d crashed", thread_id)
-                await self.store.memory_failed(thread_id, now, (await self.settings_for(ch)).work.retry_seconds)
-                return Outcome(thread_id, error=f"internal error: {exc}")
-            finally:
-                await self.store.release(key, self.owner)
+        except StaleUpdate as exc:
+            metrics.LEASE_CONFLICTS.inc()
+            log.info("memory update of thread %d dropped: %s", thread_id, exc)
+            return Outcome(thread_id)
+        except Exception as exc:  # one channel's bug must not stop the others
+            log.exception("memory update of thread %d crashed", thread_id)
+            ch = await self.store.memory_channel(thread_id)
+            await self.store.memory_failed(thread_id, now, (await self.settings_for(ch)).work.retry_seconds)
+            return Outcome(thread_id, error=f"internal error: {exc}")
+        finally:
+            await self.store.release_channel(thread_id, self.owner)
 
     async def _workspace(self, persona: str, guild_id: int) -> None:
+        """Merge a server's workspace memory, by one worker at a time across processes."""
+        key = f"workspace:{persona}:{guild_id}"
+        if not await self.store.claim(key, self.owner, self.lease_seconds):
+            metrics.LEASE_CONFLICTS.inc()
+            return  # another process is merging it now, and reads the newest channel memories too
         try:
             async with self._slots:
                 await short_term.update_workspace(self.store, self.llm, persona, guild_id,
                                                   await self.settings_for(None))
         except LLMError as exc:
             log.warning("workspace memory of guild %d not updated: %s (next run tries again)", guild_id, exc.notice)
+        finally:
+            await self.store.release(key, self.owner)
 
 
 class MemoryScheduler:

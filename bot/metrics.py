@@ -24,3 +24,12 @@ GATEWAY_LATENCY = Gauge("stelis_gateway_latency_seconds", "Discord gateway heart
                         registry=REGISTRY)
 GATEWAY_CONNECTED = Gauge("stelis_gateway_connected", "1 while the shard's gateway connection is up", ["shard"],
                           registry=REGISTRY)
+DATABASE_CONNECTIONS = Gauge("stelis_database_connections", "Database connections in use and the pool's size",
+                             ["state"], registry=REGISTRY)
+
+
+def read_pool(usage: tuple[int, int]) -> None:
+    """The store's connections (in use, size), read at each scrape."""
+    in_use, size = usage
+    DATABASE_CONNECTIONS.labels("in_use").set(in_use)
+    DATABASE_CONNECTIONS.labels("size").set(size)

@@ -83,6 +83,7 @@ class Thread:
     window_bridge_last_at: float | None = None
     window_trims: int = 0  # trims since the window last restarted
     window_cached_after: int | None = None  # the newest message of the last request that rewrote the prefix
+    owner: str | None = None  # the process that opened it (a sweep aborts it only once that process is gone)
 
     @property
     def is_root(self) -> bool:
@@ -136,6 +137,8 @@ class MemoryChannel:
     due_at: float | None
     failures: int
     long_term_pending: int
+    lease_owner: str | None = None  # the worker updating its memory now, until the lease runs out
+    lease_until: float | None = None
 
     @property
     def shared(self) -> bool:

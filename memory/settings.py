@@ -117,6 +117,9 @@ class MemoryWorkSettings(Settings):
         "Seconds between due-scans, which recompute pending memory work from the database."))
     concurrency: int = Field(2, ge=1, le=32, description=(
         "Memory updates running at once (each makes LLM calls)."))
+    lease_seconds: int = Field(900, ge=5, le=86_400, description=(
+        "How long a process holds a conversation's memory update; a crashed process's work is taken over by "
+        "another after this (keep it above the longest update)."))
     retry_seconds: int = Field(60, ge=1, le=86_400, description=(
         "First retry delay after a failed update; it doubles each time, up to an hour."))
     short_term_tokens: int = Field(600, ge=64, le=8_000, description=(

@@ -83,14 +83,11 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
     pins = await store.pins(ch.persona, scope, scope_id)
     merged = await merge(llm, f"channel {ch.name or ch.channel_id}", existing,
                          [(f"v{new.version}", new.content)], pins, settings)
-    record = await store.add_record(
-        ch.persona, scope, scope_id, "long_term", merged, existing.first_seq if existing else new.first_seq,
-        new.last_seq, {"from_short_term": new.version,
-                       "first_at": (existing or new).metadata.get("first_at", (existing or new).created_at),
-                       "last_at": new.metadata.get("last_at", new.created_at)},
-    )
-    await store.long_term_saved(ch.thread_id, now, settings.triggers)
-    return record
+    return await store.save_long_term(
+        ch, merged, existing.first_seq if existing else new.first_seq, new.last_seq,
+        {"from_short_term": new.version,
+         "first_at": (existing or new).metadata.get("first_at", (existing or new).created_at),
+         "last_at": new.metadata.get("last_at", new.created_at)}, now, settings.triggers)
 
 
 async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,

@@ -8,6 +8,7 @@ opens one.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from memory.errors import Failure
@@ -42,8 +43,46 @@ WINDOW_GAP: dict[str, Any] = {
 }
 
 
+MAX_BACKOFF = 3_600.0  # the longest wait before a failed memory update is tried again
+
+
+# What a copy between databases carries, in an order that keeps every reference valid, each table with the
+# columns that order its rows (a page starts after the last key of the one before).
+COPIED_TABLES: dict[str, tuple[str, ...]] = {
+    "branches": ("id",), "threads": ("id",), "messages": ("seq",), "memory_records": ("id",),
+    "memory_channels": ("thread_id",), "memory_pins": ("id",), "settings": ("scope", "scope_id", "key"),
+    "optouts": ("persona", "user_id"), "playbook_runs": ("id",), "playbook_steps": ("id",), "tasks": ("id",),
+    "autonomy_log": ("id",),
+}
+
+
+def copy_keys(table: str) -> tuple[str, ...]:
+    """The key columns of a table a copy carries; any other name is refused before it reaches SQL."""
+    if table not in COPIED_TABLES:
+        raise ValueError(f"{table!r} is not a table a copy carries ({', '.join(COPIED_TABLES)})")
+    return COPIED_TABLES[table]
+
+
 class StoreError(Failure):
     """The database cannot be used as it is (for example, written by a newer Stelis, or a full disk)."""
+
+
+class StaleUpdate(StoreError):
+    """Another worker wrote this memory update first (its lease ran out while this one worked): nothing saved."""
+
+
+def backoff(base_delay: float, failures: int) -> float:
+    """How long a memory update waits after its n-th failure in a row: doubling, at most an hour."""
+    return float(min(MAX_BACKOFF, base_delay * 2 ** (failures - 1)))
+
+
+def numbered_migrations(folder: Path) -> list[Path]:
+    """A backend's numbered migration scripts, in order; a gap in the numbering is a packaging error."""
+    files = sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    numbers = [int(f.name[:4]) for f in files]
+    if numbers != list(range(1, len(files) + 1)):
+        raise StoreError(f"migrations in {folder} are not numbered 1..n: {numbers}")
+    return files
 
 
 class Store(Protocol):
@@ -53,6 +92,7 @@ class Store(Protocol):
     """
 
     clock: Clock
+    owner: str | None  # the process writing (recorded on the Stelis threads it opens); set by whoever opens it
     sharing_version: int  # a conversation's visibility or sharing changed
     rewrites: int  # a stored message changed (an edit, an erasure, an anchor's final form)
     memory_changes: int  # a memory version was removed or a pin changed
@@ -60,6 +100,10 @@ class Store(Protocol):
     branch_changes: int  # a branch was created or changed (the working memory)
 
     async def close(self) -> None:
+        ...
+
+    def pool_usage(self) -> tuple[int, int]:
+        """Connections in use and how many there may be (for the metrics)."""
         ...
 
     async def schema_version(self) -> int:
@@ -111,9 +155,14 @@ class Store(Protocol):
     async def children(self, thread_id: int) -> list[Thread]:
         ...
 
-    async def active_internal_threads(self) -> list[Thread]:
+    async def active_internal_threads(self, stale_before: float | None = None) -> list[Thread]:
         """Active non-root threads that are not a branch's session (a Discord thread's, a task's: those live by
-        their branch, suspended and resumed): candidates for the start-up sweep."""
+        their branch, suspended and resumed) whose process has not beaten since `stale_before` (when given):
+        candidates for the start-up sweep."""
+        ...
+
+    async def beat(self, owner: str) -> None:
+        """`owner` is alive now: the threads it opened are not swept while it beats."""
         ...
 
     async def active_threads_of_run(self, run_id: str) -> list[Thread]:
@@ -293,13 +342,30 @@ class Store(Protocol):
         """Conversations whose deadline has passed, earliest first (an index range scan)."""
         ...
 
+    async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
+                        thread_id: int | None = None) -> list[MemoryChannel]:
+        """Take due conversations (or the one given, due or not) for `owner` until the lease runs out, earliest
+        first; those another worker holds are skipped, never waited for or taken twice (a conversation asked
+        for by name may be taken again by its holder: its in-process lock keeps the order)."""
+        ...
+
+    async def release_channel(self, thread_id: int, owner: str) -> None:
+        ...
+
     async def upcoming_deadlines(self, limit: int = ...) -> list[tuple[int, float]]:
         """(thread id, deadline) of every conversation with work pending, to re-arm timers after a restart."""
         ...
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
                               now: float, triggers: Triggers, metadata: dict[str, Any]) -> MemoryRecord:
-        """The new short-term version and the bookkeeping that it was written, in one transaction."""
+        """The new short-term version and the bookkeeping that it was written, in one transaction, only if no
+        other worker saved over `ch.covered_seq` meanwhile: otherwise StaleUpdate and nothing is written."""
+        ...
+
+    async def save_long_term(self, ch: MemoryChannel, content: str, first_seq: int | None, last_seq: int | None,
+                             metadata: dict[str, Any], now: float, triggers: Triggers) -> MemoryRecord:
+        """The merged long-term version and the bookkeeping that it was written, in one transaction, only while
+        the merge is pending: otherwise StaleUpdate (another worker wrote it)."""
         ...
 
     async def long_term_saved(self, thread_id: int, now: float, triggers: Triggers) -> None:
@@ -437,6 +503,20 @@ class Store(Protocol):
         ...
 
     async def settings(self, scope: str, scope_id: int) -> dict[str, Any]:
+        ...
+
+    # copying a whole database (python -m bot migrate): tables of COPIED_TABLES, row by row, ids kept
+
+    async def table_rows(self, table: str, after: tuple[Any, ...] | None, limit: int) -> list[dict[str, Any]]:
+        """A page of a table's rows as column -> value, in key order, after the key `after` (None: from the
+        start)."""
+        ...
+
+    async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
+        """Insert rows as they are (ids included), skipping those already present; how many were new."""
+        ...
+
+    async def count_rows(self, table: str) -> int:
         ...
 
     async def set_setting(self, scope: str, scope_id: int, key: str, value: Any) -> None:

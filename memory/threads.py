@@ -200,10 +200,12 @@ async def write_chronicle(store: Store, llm: LLM, thread: Thread, settings: Stel
     return f"{PARTIAL_NOTE}\n{text}" if partial else text
 
 
-async def sweep(store: Store, llm: LLM | None, settings: StelisSettings, live_runs: set[str]) -> list[Thread]:
-    """At start-up: abort active internal threads whose run is gone (a branch's session stays: its branch decides)."""
+async def sweep(store: Store, llm: LLM | None, settings: StelisSettings, live_runs: set[str],
+                stale_before: float | None = None) -> list[Thread]:
+    """At start-up: abort active internal threads whose run is gone, that is whose process has not beaten since
+    `stale_before` (a branch's session stays: its branch decides)."""
     swept = []
-    for thread in await store.active_internal_threads():
+    for thread in await store.active_internal_threads(stale_before):
         if thread.run_id in live_runs:
             continue
         current = await store.thread(thread.id)

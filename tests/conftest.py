@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
+import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -56,8 +59,34 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", lookup)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path | str]:
+    """Where a store lives, once per backend: a SQLite file, or a fresh database on the test PostgreSQL."""
+    if request.param == "sqlite":
+        yield tmp_path / "test.sqlite3"
+        return
+    cluster = request.getfixturevalue("postgres_cluster")
+    name = await cluster.fresh_database()
+    yield cluster.url_for(name)
+    await cluster.drop_database(name)
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
+def database(backend: Path | str) -> dict:
+    """The `database` config section of each backend, for tests of the whole engine on both."""
+    return {"url": backend} if isinstance(backend, str) else {}
+
+
+@pytest.fixture
+async def store(backend: Path | str) -> AsyncIterator[Store]:
+    """A store of each backend: the tests that take it are the contract every backend keeps."""
+    s = await open_store(backend)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
     s = await open_store(tmp_path / "test.sqlite3")
     yield s
     await s.close()
@@ -101,3 +130,14 @@ def postgres_cluster():
 def pytest_terminal_summary(terminalreporter) -> None:
     ran = ", ".join(["sqlite", *sorted(BACKENDS_RUN)])
     terminalreporter.write_line(f"storage backends tested: {ran}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A thread left running (a store never closed) would hold the exit until CI's time limit: fail at once."""
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in left:
+        thread.join(timeout=5)
+    if still := [t.name for t in left if t.is_alive()]:
+        sys.stderr.write(f"the tests left threads running (a store never closed?): {', '.join(still)}\n")
+        sys.stderr.flush()
+        os._exit(1)

@@ -219,3 +219,20 @@ def test_playbooks_check_on_the_command_line_names_each_problem_and_fails(tmp_pa
     assert main(["playbooks", "check"]) == 0 and "No problems" in capsys.readouterr().out  # the built-in ones
     assert main(["playbooks", "list"]) == 0 and "research:" in capsys.readouterr().out
     assert main(["playbooks", "check", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_database_url_is_checked_and_its_password_never_shown(tmp_path):
+    from bot.config import ConfigError, load_config
+
+    environ = {"DATABASE_URL": "postgresql://stelis:hunter2@db:5432/stelis", "STELIS_DATA_DIR": str(tmp_path)}
+    config = load_config(None, environ).config
+    assert config.database_name == "postgresql://stelis:***@db:5432/stelis"
+    assert "hunter2" in config.secrets() and str(config.database_target).endswith("@db:5432/stelis")
+    with pytest.raises(ConfigError, match=r"database\.url") as refused:
+        load_config(None, {"DATABASE_URL": "mysql://root:hunter2@db/x", "STELIS_DATA_DIR": str(tmp_path)})
+    assert "postgresql://" in str(refused.value) and "hunter2" not in str(refused.value)
+    by_variable = load_config(None, {"STELIS_DATA_DIR": str(tmp_path), "STELIS_DATABASE_FILE": "other.sqlite3"})
+    assert by_variable.config.database_path == tmp_path / "other.sqlite3"
+    (tmp_path / "old.yaml").write_text("database: kept.sqlite3\n")  # configs from before: the file name alone
+    old_style = load_config(tmp_path / "old.yaml", {"STELIS_DATA_DIR": str(tmp_path)})
+    assert old_style.config.database_path == tmp_path / "kept.sqlite3" and old_style.config.database.url is None

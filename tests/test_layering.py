@@ -100,17 +100,20 @@ def _is_engine(node: ast.expr) -> bool:
 
 
 def test_sql_and_connections_live_only_in_a_store_backend():
-    backend = ROOT / "memory" / "sqlite"
+    backends = (ROOT / "memory" / "sqlite", ROOT / "memory" / "postgres")
     offenders = []
     for path in sources(*PACKAGES, "tests"):
-        if backend in path.parents or path.name.startswith(("test_sqlite_", "test_postgres_")) \
+        if any(b in path.parents for b in backends) or path.name.startswith(("test_sqlite_", "test_postgres_")) \
+                or path.name in ("postgres_cluster.py", "test_store_contract.py") \
                 or path.name == "test_layering.py":
             continue  # the backend, and the tests of a backend alone
         if path == ROOT / "memory" / "backends.py":
             continue  # where a backend is chosen
         for name in imported(path):
-            allowed = path.parent.name == "bench" and name.startswith("memory.sqlite.baseline")
-            if (name.split(".")[0] in DATABASE_MODULES or name.startswith("memory.sqlite")) and not allowed:
+            allowed = path.parent.name == "bench" and name.startswith(("memory.sqlite.baseline",
+                                                                       "memory.postgres.baseline"))
+            if (name.split(".")[0] in DATABASE_MODULES or name.startswith(("memory.sqlite", "memory.postgres"))) \
+                    and not allowed:
                 offenders.append(f"{rel(path)} imports {name}")
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):

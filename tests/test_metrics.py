@@ -49,6 +49,7 @@ async def test_the_discord_bot_reports_each_shards_gateway(make_config):
     bot = await start_bot(engine, config)
     bot.gateway_metrics()
     assert REGISTRY.get_sample_value("stelis_gateway_connected", {"shard": "0"}) == (1.0 if bot.is_ready() else 0.0)
+    assert REGISTRY.get_sample_value("stelis_database_connections", {"state": "size"}) == 1.0  # one SQLite file
     await dpytest.empty_queue()
     await engine.close()
 

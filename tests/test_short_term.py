@@ -10,6 +10,7 @@ from bot.providers.offline import OfflineLLM
 from memory.backends import open_store
 from memory.llm import LLMError, LLMResult
 from memory.records import Scope
+from memory.store import StaleUpdate
 
 IDLE = 7_200
 THRESHOLD = 5
@@ -487,17 +488,41 @@ async def test_memory_layers_hold_still_between_cuts_but_a_pin_or_an_erasure_sho
 
 
 async def test_a_channel_another_worker_holds_is_left_to_it(world):
-    engine, _, _ = world
+    engine, clock, _ = world
     await say(engine, GENERAL, "I am Mahe, building calculator_v2")
     thread_id = (await engine.thread_for(GENERAL)).id
-    assert await engine.store.claim(f"memory:{thread_id}", "another-process", 600)
+    assert await engine.store.claim_due(clock(), "another-process", 600, 1, thread_id=thread_id)
     skipped = await engine.memory.run_channel(thread_id, force=True)
     assert skipped.short_term is None and skipped.error is None
     assert await versions(engine, GENERAL) == []
-    await engine.store.release(f"memory:{thread_id}", "another-process")
+    await engine.store.release_channel(thread_id, "another-process")
     done = await engine.memory.run_channel(thread_id, force=True)
     assert done.short_term is not None and len(await versions(engine, GENERAL)) == 1
-    assert await engine.store.claim(f"memory:{thread_id}", "another-process", 600)  # released after the update
+    assert await engine.store.claim_due(clock(), "another-process", 600, 1, thread_id=thread_id)  # released after
+
+
+async def test_a_workspace_merge_another_process_holds_is_left_to_it(world):
+    engine, _, _ = world
+    assert await engine.store.claim("workspace:Stelis:10", "another-process", 600)
+    await engine.memory._workspace("Stelis", 10)
+    assert await engine.store.latest_record("Stelis", "workspace", 10, "long_term") is None
+    await engine.store.release("workspace:Stelis:10", "another-process")
+    await say(engine, GENERAL, "I am Mahe, building calculator_v2")
+    await engine.memory.run_channel((await engine.thread_for(GENERAL)).id, force=True)
+    await engine.memory._workspace("Stelis", 10)
+    assert await engine.store.latest_record("Stelis", "workspace", 10, "long_term") is not None
+
+
+async def test_a_save_over_a_range_another_worker_saved_first_writes_nothing(world):
+    engine, clock, _ = world
+    await say(engine, GENERAL, "I am Mahe, building calculator_v2")
+    thread_id = (await engine.thread_for(GENERAL)).id
+    read_before = await engine.store.memory_channel(thread_id)  # a slow worker read this, then its lease ran out
+    assert (await engine.memory.run_channel(thread_id, force=True)).short_term is not None
+    with pytest.raises(StaleUpdate):
+        await engine.store.save_short_term(read_before, "a late copy", 1, 1, 1, clock(),
+                                           (await engine.settings.memory(None)).triggers, {})
+    assert len(await versions(engine, GENERAL)) == 1
 
 
 async def test_a_claim_left_by_a_crash_does_not_hold_the_conversation_back_after_a_restart(make_config):
@@ -506,7 +531,7 @@ async def test_a_claim_left_by_a_crash_does_not_hold_the_conversation_back_after
     engine = await Engine.open(config, Scripted(), clock)
     await say(engine, GENERAL, "I am Mahe, building calculator_v2")
     thread_id = (await engine.thread_for(GENERAL)).id
-    assert await engine.store.claim(f"memory:{thread_id}", "a-process-that-crashed", 900)
+    assert await engine.store.claim_due(clock(), "a-process-that-crashed", 900, 1, thread_id=thread_id)
     await engine.close()
     engine = await Engine.open(config, Scripted(), clock)  # the bot alone holds the database again
     assert (await engine.memory.run_channel(thread_id, force=True)).short_term is not None

@@ -8,12 +8,18 @@ from memory.backends import open_store
 from memory.records import NewMessage, Scope
 from memory.settings import Triggers
 from memory.store import Store, StoreError
-from memory.tokens import count_tokens
 
 TABLES = {"threads", "messages", "memory_records", "branches", "settings"}
 
 MIGRATIONS = store_module.migration_files()
 LATEST_VERSION = len(MIGRATIONS)
+
+
+@pytest.fixture
+def store(sqlite_store: Store) -> Store:
+    """This module tests what is SQLite's own (pragmas, FTS5, query plans); the shared contract is
+    tests/test_store_contract.py."""
+    return sqlite_store
 
 
 def table_names(path) -> set[str]:
@@ -82,25 +88,6 @@ async def test_a_database_from_a_newer_stelis_is_refused(tmp_path):
         await open_store(path)
 
 
-async def test_root_thread_is_created_once_per_persona_and_scope(store):
-    a = await store.root_thread("P", Scope.channel(1, 2), 0.8)
-    b = await store.root_thread("P", Scope.channel(1, 2), 0.8)
-    other_persona = await store.root_thread("Q", Scope.channel(1, 2), 0.8)
-    other_channel = await store.root_thread("P", Scope.channel(1, 3), 0.8)
-    assert a.id == b.id
-    assert len({a.id, other_persona.id, other_channel.id}) == 3
-    assert (a.kind, a.depth, a.parent_thread_id, a.guild_id, a.channel_id) == ("root", 0, None, 1, 2)
-
-
-async def test_ingesting_the_same_external_message_twice_stores_it_once(store):
-    root = await store.root_thread("P", Scope.console(), 0.8)
-    first, created = await store.append(root.id, NewMessage("user", "hello", external_id=1234567890123))
-    again, created_again = await store.append(root.id, NewMessage("user", "hello (resent)", external_id=1234567890123))
-    assert created and not created_again
-    assert again.seq == first.seq and again.content == "hello"
-    assert await store.count_messages(root.id) == 1
-
-
 async def test_sequences_are_monotonic_and_never_reused(store):
     root = await store.root_thread("P", Scope.console(), 0.8)
     seqs = [(await store.append(root.id, NewMessage("user", f"m{i}", external_id=i)))[0].seq for i in range(5)]
@@ -108,20 +95,6 @@ async def test_sequences_are_monotonic_and_never_reused(store):
     await store._db.execute("DELETE FROM messages WHERE seq = ?", (seqs[-1],))
     newer, _ = await store.append(root.id, NewMessage("user", "after delete"))
     assert newer.seq > seqs[-1]
-
-
-async def test_token_count_is_stored_at_write_and_not_recomputed_on_read(store, monkeypatch):
-    root = await store.root_thread("P", Scope.console(), 0.8)
-    text = "Stelis remembers calculator_v2 and <|endoftext|> as plain text."
-    message, _ = await store.append(root.id, NewMessage("user", text))
-    assert message.token_count == count_tokens(text) > 0
-
-    def explode(_text):
-        raise AssertionError("tokenised on read")
-
-    monkeypatch.setattr(store_module, "count_tokens", explode)
-    (read,) = await store.tail(root.id, 5)
-    assert read.token_count == message.token_count
 
 
 async def test_tail_returns_the_newest_oldest_first_through_the_index(store):
@@ -139,17 +112,6 @@ async def test_tail_returns_the_newest_oldest_first_through_the_index(store):
     assert "idx_messages_thread_seq" in plan and "TEMP B-TREE" not in plan
 
 
-async def test_edit_and_delete_by_external_id(store):
-    root = await store.root_thread("P", Scope.console(), 0.8)
-    await store.append(root.id, NewMessage("user", "short", external_id=9))
-    edited = await store.edit_message(9, "a much longer edited message about calculator_v2")
-    assert edited.content.startswith("a much longer") and edited.edited_at is not None
-    assert edited.token_count == count_tokens(edited.content)
-    assert await store.delete_message(9) is True
-    assert await store.delete_message(9) is False
-    assert await store.tail(root.id, 10) == []
-
-
 async def test_schema_rejects_invalid_rows(store):
     root = await store.root_thread("P", Scope.console(), 0.8)
     with pytest.raises(sqlite3.IntegrityError):
@@ -157,15 +119,6 @@ async def test_schema_rejects_invalid_rows(store):
     with pytest.raises(sqlite3.IntegrityError):
         await store.append(999_999, NewMessage("user", "orphan"))  # foreign keys are on
     assert await store.count_messages(root.id) == 0
-
-
-async def test_settings_round_trip(store):
-    await store.set_setting("channel", 5, "stelis.max_depth", 2)
-    await store.set_setting("channel", 5, "stelis.max_depth", 1)
-    await store.set_setting("guild", 5, "persona.name", "Eris")
-    assert await store.settings("channel", 5) == {"stelis.max_depth": 1}
-    assert await store.delete_setting("channel", 5, "stelis.max_depth") is True
-    assert await store.settings("channel", 5) == {}
 
 
 async def test_a_refused_write_is_a_store_error_and_leaves_the_connection_usable(store):
@@ -264,18 +217,6 @@ async def test_the_due_scan_is_an_indexed_range_query(store):
     assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_due (due_at>")
 
 
-async def test_a_message_and_its_count_are_stored_together_or_not_at_all(store, monkeypatch):
-    root = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
-    triggers = Triggers(idle_seconds=7_200, threshold=50)
-    await store.append_counted(root, NewMessage("user", "counted with its message"), triggers)
-    assert (await store.memory_channel(root.id)).pending_count == 1
-    monkeypatch.setattr(store_module, "_NOTE_MESSAGE", "UPDATE no_such_table SET x = 1")  # the count fails
-    with pytest.raises(StoreError):
-        await store.append_counted(root, NewMessage("user", "lost with its count"), triggers)
-    assert [m.content for m in await store.tail(root.id, 10)] == ["counted with its message"]
-    assert (await store.memory_channel(root.id)).pending_count == 1
-
-
 async def test_messages_an_older_version_never_counted_are_due_after_a_restart(tmp_path):
     path = tmp_path / "db.sqlite3"
     store = await open_store(path, clock=lambda: 1_000.0)
@@ -317,27 +258,3 @@ async def test_the_background_indexer_keeps_recalls_index_in_few_segments(make_c
     assert await segments() <= 3
     assert (await engine.store.match_counts(["quokka"], 100))[1] == {"quokka": 30}
     await engine.close()
-
-
-async def test_a_claim_is_held_by_one_owner_until_released_or_its_lease_runs_out(tmp_path):
-    now = [1_000.0]
-    store = await open_store(tmp_path / "db.sqlite3", clock=lambda: now[0])
-    assert await store.claim("memory:7", "a", 60)
-    assert not await store.claim("memory:7", "b", 60)  # held
-    assert await store.claim("memory:7", "a", 60)  # the holder may renew
-    assert await store.claim("memory:8", "b", 60)  # another piece of work is free
-    await store.release("memory:7", "b")  # not b's to release
-    assert not await store.claim("memory:7", "b", 60)
-    now[0] += 61  # the lease ran out: a stuck holder loses it
-    assert await store.claim("memory:7", "b", 60)
-    await store.release("memory:7", "b")
-    assert await store.claim("memory:7", "a", 60)
-    await store.close()
-
-
-async def test_set_metadata_replaces_what_is_kept_with_a_message_never_its_text(store):
-    root = await store.root_thread("Stelis", Scope.console(), 0.8)
-    message, _ = await store.append(root.id, NewMessage("user", "[image: w.png]", metadata={"images": [{"name": "w"}]}))
-    await store.set_metadata(message.seq, {"images": [{"name": "w", "description": "five stars in a W"}]})
-    kept = await store.message_by_seq(message.seq)
-    assert kept.content == "[image: w.png]" and kept.metadata["images"][0]["description"] == "five stars in a W"

@@ -7,7 +7,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 
 import aiosqlite
 
+from memory import rows as row_to
 from memory.records import (
     AutonomyEntry,
     AutonomyKind,
@@ -36,18 +37,17 @@ from memory.records import (
     Thread,
 )
 from memory.settings import Triggers
-from memory.store import WINDOW_GAP, StoreError
+from memory.store import Clock, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
+from memory.store_common import CHANNEL_FLAGS, WINDOW_STATE, CommonStore, checked
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], float]
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 UNKNOWN_BACKLOG = 1 << 30  # at start-up: whatever a previous run left unindexed is indexed at the first search
 PENDING_KEPT = 1_000  # texts of unindexed messages kept for word counts; beyond, the next search indexes first
 TIDY_PAGES = 64  # index pages one tidying step may merge: a few milliseconds, so a reply queued behind waits little
-MAX_BACKOFF = 3_600.0  # the longest wait before a failed memory update is tried again
 _FTS_TABLES = ("messages_fts", "records_fts", "chronicles_fts")
 
 
@@ -83,19 +83,13 @@ _ADD_RECORD = (
 )
 
 
-class SqliteStore:
+class SqliteStore(CommonStore):
     """All SQL lives here and in its sibling modules; callers get records, never rows."""
 
     def __init__(self, db: aiosqlite.Connection, clock: Clock = time.time):
+        super().__init__(clock)
         self._db = db
-        self.clock = clock
         self._write_lock = asyncio.Lock()
-        self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
-        self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
-        self.memory_changes = 0  # bumped when a memory version is removed or a pin changes (caches key on it)
-        self.branch_changes = 0  # bumped when a branch is created or changes (the working memory keys on it)
-        self.conversations = 0  # bumped when a conversation may have joined its server (recall's visibility keys on it)
-        self._conversations: set[int] = set()
         # Texts stored since recall's index was last brought up to date (None: unknown, index first).
         self._pending: list[str] | None = None
 
@@ -126,6 +120,10 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self._db.close()
+
+    def pool_usage(self) -> tuple[int, int]:
+        """Connections in use and how many there may be: one, busy while a write transaction is open."""
+        return int(self._write_lock.locked()), 1
 
     async def schema_version(self) -> int:
         async with self._db.execute("PRAGMA user_version") as cur:
@@ -173,7 +171,7 @@ class SqliteStore:
         """The root thread of a scope, if it exists: reading never creates one."""
         row = await self._one("SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'",
                                    (persona, scope.key))
-        return _thread(row) if row else None
+        return row_to.thread(row) if row else None
 
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         """The root thread of a scope for a persona, created on first use."""
@@ -190,17 +188,11 @@ class SqliteStore:
                 )
             row = await self._one(lookup, (persona, scope.key))
         assert row is not None  # inserted, or found inserted by another writer
-        return _thread(row)
-
-    async def thread(self, thread_id: int) -> Thread:
-        found = await self.find_thread(thread_id)
-        if found is None:
-            raise KeyError(f"no thread {thread_id}")
-        return found
+        return row_to.thread(row)
 
     async def find_thread(self, thread_id: int) -> Thread | None:
         row = await self._one("SELECT * FROM threads WHERE id = ?", (thread_id,))
-        return _thread(row) if row else None
+        return row_to.thread(row) if row else None
 
     async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
         """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
@@ -208,13 +200,7 @@ class SqliteStore:
                                    " AND deleted_at IS NULL) AS message_count FROM threads WHERE id = ?", (thread_id,))
         if row is None:
             return None
-        return _thread(row, leave_out="message_count"), row["message_count"]
-
-    def saw_conversation(self, thread_id: int) -> None:
-        """A conversation's memory is kept: the first time this process sees it, it may be new to its server."""
-        if thread_id not in self._conversations:
-            self._conversations.add(thread_id)
-            self.conversations += 1
+        return row_to.thread(row, leave_out="message_count"), row["message_count"]
 
     async def insert_thread(self, thread: Thread) -> Thread:
         """A thread with its id as given (snapshot import into an empty database)."""
@@ -236,10 +222,10 @@ class SqliteStore:
         async with self._transaction() as db:
             cur = await db.execute(
                 "INSERT INTO threads (persona, kind, parent_thread_id, depth, window_ratio, label, chronicle_prompt,"
-                " branch_id, scope_key, guild_id, channel_id, discord_thread_id, run_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " branch_id, scope_key, guild_id, channel_id, discord_thread_id, run_id, created_at, owner)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (parent.persona, kind, parent.id, parent.depth + 1, window_ratio, label, chronicle_prompt, branch_id,
-                 parent.scope_key, parent.guild_id, parent.channel_id, discord_thread_id, run_id, now),
+                 parent.scope_key, parent.guild_id, parent.channel_id, discord_thread_id, run_id, now, self.owner),
             )
             child_id = cur.lastrowid
             assert child_id is not None
@@ -255,12 +241,12 @@ class SqliteStore:
         self._stored(anchor.content)
         anchor_row = await self._one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
         assert anchor_row is not None
-        return await self.thread(child_id), _message(anchor_row)
+        return await self.thread(child_id), row_to.message(anchor_row)
 
     async def _thread_in(self, db: aiosqlite.Connection, thread_id: int) -> Thread:
         """A thread read inside a write transaction."""
         rows = await db.execute_fetchall("SELECT * FROM threads WHERE id = ?", (thread_id,))
-        return _thread(next(iter(rows)))
+        return row_to.thread(next(iter(rows)))
 
     async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
         """Save an ended thread's status and chronicle and fix its anchor's final form, atomically."""
@@ -279,46 +265,39 @@ class SqliteStore:
 
     async def children(self, thread_id: int) -> list[Thread]:
         rows = await self._all("SELECT * FROM threads WHERE parent_thread_id = ? ORDER BY id", (thread_id,))
-        return [_thread(r) for r in rows]
+        return [row_to.thread(r) for r in rows]
 
-    async def active_internal_threads(self) -> list[Thread]:
-        """Active non-root threads that are not a branch's session (a Discord thread's, a task's: those live by
-        their branch, suspended and resumed): candidates for the start-up sweep."""
+    async def active_internal_threads(self, stale_before: float | None = None) -> list[Thread]:
+        """Active non-root threads that are not a branch's session, whose process has not beaten since
+        `stale_before` (when given): candidates for the start-up sweep."""
         rows = await self._all(
-            "SELECT * FROM threads WHERE status = 'active' AND kind != 'root' AND discord_thread_id IS NULL"
-            " AND branch_id IS NULL ORDER BY depth DESC, id DESC", (),
+            "SELECT t.* FROM threads t LEFT JOIN owners o ON o.owner = t.owner WHERE t.status = 'active'"
+            " AND t.kind != 'root' AND t.discord_thread_id IS NULL AND t.branch_id IS NULL"
+            " AND (? IS NULL OR o.heartbeat_at IS NULL OR o.heartbeat_at < ?) ORDER BY t.depth DESC, t.id DESC",
+            (stale_before, stale_before),
         )
-        return [_thread(r) for r in rows]
+        return [row_to.thread(r) for r in rows]
+
+    async def beat(self, owner: str) -> None:
+        """`owner` is alive now (its open threads are not swept while it beats)."""
+        async with self._transaction() as db:
+            await db.execute("INSERT INTO owners (owner, heartbeat_at) VALUES (?, ?) ON CONFLICT (owner)"
+                             " DO UPDATE SET heartbeat_at = excluded.heartbeat_at", (owner, self.clock()))
 
     async def active_threads_of_run(self, run_id: str) -> list[Thread]:
         """A run's open Stelis threads, outermost first: the stack to resume it with."""
         rows = await self._all("SELECT * FROM threads WHERE status = 'active' AND run_id = ? ORDER BY depth",
                                     (run_id,))
-        return [_thread(r) for r in rows]
+        return [row_to.thread(r) for r in rows]
 
     async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
         """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write."""
-        allowed = {"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
-                   "window_summary_first_at", "window_summary_last_at", "memory_as_of", *WINDOW_GAP}
-        if not state or set(state) - allowed:
-            raise ValueError(f"window state is among {sorted(allowed)}")
-        assignments = ", ".join(f"{k} = ?" for k in state)
+        assignments = ", ".join(f"{k} = ?" for k in checked(state, WINDOW_STATE, "window state"))
         async with self._transaction() as db:
             await db.execute(f"UPDATE threads SET {assignments} WHERE id = ?", (*state.values(), thread_id))
         return await self.thread(thread_id)
 
     # messages
-
-    async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
-        """Store a message; a known external id returns the stored one and False instead."""
-        message, created, _ = await self._append(thread_id, new, None)
-        return message, created
-
-    async def append_counted(self, thread: Thread, new: NewMessage,
-                             triggers: Triggers) -> tuple[Message, bool, float | None]:
-        """Store a message and count it towards its conversation's next memory version, in one transaction
-        (so a crash never loses the count); also returns the conversation's new deadline."""
-        return await self._append(thread.id, new, (thread, triggers))
 
     async def _append(self, thread_id: int, new: NewMessage,
                       counting: tuple[Thread, Triggers] | None) -> tuple[Message, bool, float | None]:
@@ -344,11 +323,11 @@ class SqliteStore:
         if row is None:  # a known external id: the message stored before
             row = await self._one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
             assert row is not None  # the conflict that skipped the insert is that row
-            return _message(row), False, None
+            return row_to.message(row), False, None
         self._stored(new.content)
         if counting is not None:
             self.saw_conversation(thread_id)  # its memory row may be new: recall's visibility looks again
-        return _message(row), True, due
+        return row_to.message(row), True, due
 
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
                           created: list[float] | None = None, tokens: list[int] | None = None) -> int:
@@ -365,12 +344,7 @@ class SqliteStore:
                 "INSERT INTO messages (seq, thread_id, role, author_id, author_name, content, metadata, token_count,"
                 " external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
             )
-            if seqs:  # an import may fill in below what the index has reached: those rows are indexed now
-                await db.executemany(
-                    "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE seq = ?"
-                    " AND deleted_at IS NULL AND content != ''"
-                    " AND seq <= (SELECT upto FROM fts_progress WHERE name = 'messages')", [(s,) for s in seqs])
-            await _index_pending(db)  # a bulk load is indexed as it lands: no first search pays for it
+            await _index_imported(db, seqs or [])
         self._pending = []
         if seqs:  # ... and any window already read may miss them
             self.rewrites += 1
@@ -426,38 +400,14 @@ class SqliteStore:
             " ORDER BY seq DESC LIMIT ?",
             (thread_id, limit),
         )
-        return [_message(r) for r in reversed(rows)]
+        return [row_to.message(r) for r in reversed(rows)]
 
-    def newest_first(self, thread_id: int, *, before_seq: int | None = None, after_seq: int | None = None,
-                     page: int = 256) -> AsyncIterator[Message]:
-        """Live messages newest first, read in indexed pages so callers stop as soon as they have enough."""
-        return self._pages(thread_id, after_seq, before_seq, page, newest_first=True)
-
-    def span(self, thread_id: int, first_seq: int | None, before_seq: int | None,
-             page: int = 512) -> AsyncIterator[Message]:
-        """Live messages oldest first from first_seq (inclusive) up to before_seq (exclusive)."""
-        return self._pages(thread_id, None if first_seq is None else first_seq - 1, before_seq, page,
-                           newest_first=False)
-
-    async def _pages(self, thread_id: int, lower: int | None, upper: int | None, page: int,
-                     newest_first: bool) -> AsyncIterator[Message]:
-        """Messages strictly between lower and upper seqs, page by page through the (thread, seq) index."""
-        lower = -1 if lower is None else lower
-        upper = 2**63 - 1 if upper is None else upper
-        order = "DESC" if newest_first else "ASC"
-        while True:
-            rows = await self._all(
-                "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
-                f" ORDER BY seq {order} LIMIT ?", (thread_id, lower, upper, page),
-            )
-            for row in rows:
-                yield _message(row)
-            if len(rows) < page:
-                return
-            if newest_first:
-                upper = rows[-1]["seq"]
-            else:
-                lower = rows[-1]["seq"]
+    async def _page(self, thread_id: int, lower: int, upper: int, limit: int,
+                    newest_first: bool) -> list[Message]:
+        rows = await self._all(
+            "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
+            f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT ?", (thread_id, lower, upper, limit))
+        return [row_to.message(row) for row in rows]
 
     async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:
         """The newest user and assistant messages, oldest first."""
@@ -465,7 +415,7 @@ class SqliteStore:
             "SELECT * FROM messages WHERE thread_id = ? AND role IN ('user', 'assistant') AND deleted_at IS NULL"
             " ORDER BY seq DESC LIMIT ?", (thread_id, limit),
         )
-        return [_message(r) for r in reversed(rows)]
+        return [row_to.message(r) for r in reversed(rows)]
 
     async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
         return int(await self._value(
@@ -475,11 +425,11 @@ class SqliteStore:
 
     async def message_by_seq(self, seq: int) -> Message | None:
         row = await self._one("SELECT * FROM messages WHERE seq = ?", (seq,))
-        return _message(row) if row else None
+        return row_to.message(row) if row else None
 
     async def message_by_external_id(self, external_id: int) -> Message | None:
         row = await self._one("SELECT * FROM messages WHERE external_id = ?", (external_id,))
-        return _message(row) if row else None
+        return row_to.message(row) if row else None
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         """Replace a message's content (a Discord edit); its token count is recomputed once here."""
@@ -567,10 +517,6 @@ class SqliteStore:
             await db.execute("UPDATE messages SET metadata = ? WHERE seq = ?",
                              (json.dumps(metadata, ensure_ascii=False), seq))
 
-    async def delete_message(self, external_id: int) -> bool:
-        """Erase one message (see purge); False when there was nothing left to erase."""
-        return bool(await self.purge(external_id=external_id))
-
     # branches (seed 001)
 
     async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
@@ -591,7 +537,7 @@ class SqliteStore:
 
     async def branch(self, branch_id: str) -> Branch | None:
         row = await self._one("SELECT * FROM branches WHERE id = ?", (branch_id,))
-        return _branch(row) if row else None
+        return row_to.branch(row) if row else None
 
     async def branches(self, persona: str, scope_key: str, status: BranchStatus | None = None,
                        branch_type: BranchKind | None = None) -> list[Branch]:
@@ -600,7 +546,7 @@ class SqliteStore:
             " AND (? IS NULL OR branch_type = ?) ORDER BY created_at DESC",
             (persona, scope_key, status, status, branch_type, branch_type),
         )
-        return [_branch(r) for r in rows]
+        return [row_to.branch(r) for r in rows]
 
     async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
                             current_thread_id: int | None = None, label: str | None = None,
@@ -625,18 +571,18 @@ class SqliteStore:
             "SELECT * FROM branches WHERE persona = ? AND (? OR status != 'completed') AND (guild_id = ?"
             " OR (? IS NULL AND scope_key = ?)) ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT ?",
             (persona, int(with_completed), guild_id, guild_id, scope_key, limit))
-        return [_branch(r) for r in rows]
+        return [row_to.branch(r) for r in rows]
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:
         rows = await self._all("SELECT * FROM threads WHERE branch_id = ? ORDER BY id", (branch_id,))
-        return [_thread(r) for r in rows]
+        return [row_to.thread(r) for r in rows]
 
     async def root_threads(self, persona: str) -> list[Thread]:
         rows = await self._all(
             "SELECT * FROM threads WHERE persona = ? AND kind = 'root' AND channel_id IS NOT NULL ORDER BY id",
             (persona,),
         )
-        return [_thread(r) for r in rows]
+        return [row_to.thread(r) for r in rows]
 
     async def has_spoken(self, thread_id: int) -> bool:
         row = await self._one(
@@ -661,12 +607,7 @@ class SqliteStore:
             " AND (? IS NULL OR id <= ?) ORDER BY version DESC LIMIT ?",
             (persona, scope, scope_id, type_, as_of, as_of, limit),
         )
-        return [record_from_row(r) for r in reversed(rows)]
-
-    async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str,
-                            as_of: int | None = None) -> MemoryRecord | None:
-        found = await self.recent_records(persona, scope, scope_id, type_, 1, as_of)
-        return found[-1] if found else None
+        return [row_to.record(r) for r in reversed(rows)]
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
@@ -674,15 +615,15 @@ class SqliteStore:
         """A new version, allocated inside the write transaction so concurrent writers never collide
         (or the given version, for an import)."""
         async with self._transaction() as db:
-            rows = await db.execute_fetchall(_ADD_RECORD, _record_params(
+            rows = await db.execute_fetchall(_ADD_RECORD, row_to.record_params(
                 persona, scope, scope_id, type_, content, first_seq, last_seq, metadata, self.clock(), version))
-        return record_from_row(next(iter(rows)))
+        return row_to.record(next(iter(rows)))
 
     # memory bookkeeping per conversation (seed 004): what is pending, when it is due, what is shared
 
     async def memory_channel(self, thread_id: int) -> MemoryChannel | None:
         row = await self._one("SELECT * FROM memory_channels WHERE thread_id = ?", (thread_id,))
-        return _channel(row) if row else None
+        return row_to.channel(row) if row else None
 
     async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
         """The bookkeeping of a conversation, created on first use."""
@@ -718,7 +659,27 @@ class SqliteStore:
             "SELECT * FROM memory_channels WHERE due_at IS NOT NULL AND paused = 0 AND due_at <= ?"
             " ORDER BY due_at LIMIT ?", (now, limit),
         )
-        return [_channel(r) for r in rows]
+        return [row_to.channel(r) for r in rows]
+
+    async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
+                        thread_id: int | None = None) -> list[MemoryChannel]:
+        """Take due conversations (or the one given, due or not) for `owner` until the lease runs out;
+        those another worker holds are left to it. (One writer at a time: no row is taken twice.)"""
+        async with self._transaction() as db:
+            rows = await db.execute_fetchall(
+                "UPDATE memory_channels SET lease_owner = :owner, lease_until = :until WHERE thread_id IN ("
+                " SELECT thread_id FROM memory_channels WHERE (lease_until IS NULL OR lease_until < :now"
+                " OR (:thread IS NOT NULL AND lease_owner = :owner))"
+                " AND CASE WHEN :thread IS NULL THEN due_at IS NOT NULL AND paused = 0"
+                " AND due_at <= :now ELSE thread_id = :thread END ORDER BY due_at IS NULL, due_at LIMIT :limit)"
+                " RETURNING *",
+                {"owner": owner, "until": now + lease_seconds, "now": now, "thread": thread_id, "limit": limit})
+        return sorted((row_to.channel(r) for r in rows), key=lambda c: (c.due_at is None, c.due_at or 0.0))
+
+    async def release_channel(self, thread_id: int, owner: str) -> None:
+        async with self._transaction() as db:
+            await db.execute("UPDATE memory_channels SET lease_owner = NULL, lease_until = NULL"
+                             " WHERE thread_id = ? AND lease_owner = ?", (thread_id, owner))
 
     async def upcoming_deadlines(self, limit: int = 10_000) -> list[tuple[int, float]]:
         """(thread id, deadline) of every conversation with work pending, to re-arm timers after a restart."""
@@ -736,9 +697,16 @@ class SqliteStore:
         overwritten in place.
         """
         scope, scope_id = ch.scope
-        params = _record_params(ch.persona, scope, scope_id, "short_term", content, first_seq, last_seq, metadata,
+        params = row_to.record_params(ch.persona, scope, scope_id, "short_term", content, first_seq, last_seq, metadata,
                                 now, None)
         async with self._transaction() as db:
+            fenced = await db.execute(
+                "UPDATE memory_channels SET covered_seq = ?, pending_count = MAX(0, pending_count - ?), failures = 0,"
+                " long_term_pending = ? WHERE thread_id = ? AND covered_seq IS ?",
+                (last_seq, counted, int(scope == "channel"), ch.thread_id, ch.covered_seq),
+            )
+            if fenced.rowcount != 1:
+                raise StaleUpdate(f"thread {ch.thread_id}'s memory moved on while this update ran")
             if scope == "thread":
                 rows = await db.execute_fetchall(
                     "INSERT INTO memory_records (persona, scope, scope_id, type, version, content, first_seq,"
@@ -749,13 +717,23 @@ class SqliteStore:
                     " RETURNING *", params)
             else:
                 rows = await db.execute_fetchall(_ADD_RECORD, params)
-            await db.execute(
-                "UPDATE memory_channels SET covered_seq = ?, pending_count = MAX(0, pending_count - ?), failures = 0,"
-                " long_term_pending = ? WHERE thread_id = ?",
-                (last_seq, counted, int(scope == "channel"), ch.thread_id),
-            )
             await _recompute_due(db, ch.thread_id, now, triggers)
-        return record_from_row(next(iter(rows)))
+        return row_to.record(next(iter(rows)))
+
+    async def save_long_term(self, ch: MemoryChannel, content: str, first_seq: int | None, last_seq: int | None,
+                             metadata: dict[str, Any], now: float, triggers: Triggers) -> MemoryRecord:
+        """The merged long-term version and the bookkeeping that it was written, in one transaction; only
+        while the merge is still pending (another worker may have written it)."""
+        scope, scope_id = ch.scope
+        async with self._transaction() as db:
+            fenced = await db.execute("UPDATE memory_channels SET long_term_pending = 0, failures = 0"
+                                      " WHERE thread_id = ? AND long_term_pending != 0", (ch.thread_id,))
+            if fenced.rowcount != 1:
+                raise StaleUpdate(f"thread {ch.thread_id}'s long-term memory was merged by another worker")
+            rows = await db.execute_fetchall(_ADD_RECORD, row_to.record_params(
+                ch.persona, scope, scope_id, "long_term", content, first_seq, last_seq, metadata, now, None))
+            await _recompute_due(db, ch.thread_id, now, triggers)
+        return row_to.record(next(iter(rows)))
 
     async def long_term_saved(self, thread_id: int, now: float, triggers: Triggers) -> None:
         """The long-term update after a version is done; the conversation is due again only if messages wait."""
@@ -778,16 +756,13 @@ class SqliteStore:
                 "UPDATE memory_channels SET failures = failures + 1 WHERE thread_id = ? RETURNING failures",
                 (thread_id,))
             failures = int(next(iter(rows))[0]) if rows else 1
-            delay = float(min(MAX_BACKOFF, base_delay * 2 ** (failures - 1)))
+            delay = backoff(base_delay, failures)
             await db.execute("UPDATE memory_channels SET due_at = ? WHERE thread_id = ?", (now + delay, thread_id))
         return delay
 
     async def set_channel_flags(self, thread_id: int, **flags: int | str | None) -> None:
         """Pause/resume, visibility, sharing and display name, as reported by a front end or an admin."""
-        allowed = {"paused", "public", "shareable", "name"}
-        if not flags or set(flags) - allowed:
-            raise ValueError(f"flags must be among {sorted(allowed)}")
-        assignments = ", ".join(f"{k} = ?" for k in flags)
+        assignments = ", ".join(f"{k} = ?" for k in checked(flags, CHANNEL_FLAGS, "flags"))
         async with self._transaction() as db:
             await db.execute(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?",
                              (*flags.values(), thread_id))
@@ -816,7 +791,7 @@ class SqliteStore:
             " AND COALESCE(shareable, public) = 1 AND channel_id IS NOT ? ORDER BY last_message_at DESC LIMIT ?",
             (persona, guild_id, besides, -1 if limit is None else limit),
         )
-        return [_channel(r) for r in rows]
+        return [row_to.channel(r) for r in rows]
 
     async def pins(self, persona: str, scope: str, scope_id: int) -> list[str]:
         rows = await self._all(
@@ -877,7 +852,7 @@ class SqliteStore:
         """A conversation's newest runs, newest first."""
         rows = await self._all("SELECT * FROM playbook_runs WHERE persona = ? AND scope_key = ?"
                                " ORDER BY id DESC LIMIT ?", (persona, scope_key, limit))
-        return [_playbook_run(r) for r in rows]
+        return [row_to.playbook_run(r) for r in rows]
 
     async def playbook_steps(self, run: int) -> list[PlaybookStep]:
         rows = await self._all("SELECT node, node_type, duration_ms, summary, profile, tier, input_tokens,"
@@ -896,18 +871,18 @@ class SqliteStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
                 (persona, scope_key, guild_id, title, goal,
                  json.dumps([{"text": s, "done": False} for s in steps], ensure_ascii=False), now, now))
-        return _task(next(iter(rows)))
+        return row_to.task(next(iter(rows)))
 
     async def tasks_in(self, persona: str, guild_id: int | None, scope_key: str, limit: int) -> list[Task]:
         """A server's tasks (or, outside one, a conversation's), open ones first, newest first."""
         rows = await self._all(
             "SELECT * FROM tasks WHERE persona = ? AND (guild_id = ? OR (? IS NULL AND scope_key = ?))"
             " ORDER BY status != 'open', id DESC LIMIT ?", (persona, guild_id, guild_id, scope_key, limit))
-        return [_task(r) for r in rows]
+        return [row_to.task(r) for r in rows]
 
     async def task(self, task_id: int) -> Task | None:
         row = await self._one("SELECT * FROM tasks WHERE id = ?", (task_id,))
-        return _task(row) if row else None
+        return row_to.task(row) if row else None
 
     async def update_task(self, task_id: int, *, branch_id: str | None = None,
                           steps: list[dict[str, Any]] | None = None, status: TaskStatus | None = None) -> Task:
@@ -917,7 +892,7 @@ class SqliteStore:
                 " status = COALESCE(?, status), updated_at = ? WHERE id = ? RETURNING *",
                 (branch_id, None if steps is None else json.dumps(steps, ensure_ascii=False), status, self.clock(),
                  task_id))
-        return _task(next(iter(rows)))
+        return row_to.task(next(iter(rows)))
 
     # the autonomous pulse's decision log
 
@@ -955,12 +930,12 @@ class SqliteStore:
             " AND m.created_at > ? AND m.deleted_at IS NULL AND m.role IN ('user', 'assistant')"
             " ORDER BY m.seq DESC LIMIT ?) ORDER BY seq",
             (persona, guild_id, guild_id, scope_key, since, limit))
-        return [_message(r) for r in rows]
+        return [row_to.message(r) for r in rows]
 
     async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:
         row = await self._one("SELECT * FROM branches WHERE discord_thread_id = ? ORDER BY created_at DESC LIMIT 1",
                               (discord_thread_id,))
-        return _branch(row) if row else None
+        return row_to.branch(row) if row else None
 
     # claims: work one worker does at a time, held for a lease (another backend takes row locks)
 
@@ -982,7 +957,9 @@ class SqliteStore:
         """Drop every claim (at a start that holds the database alone: their holders are gone); how many."""
         async with self._transaction() as db:
             cur = await db.execute("DELETE FROM claims")
-            return cur.rowcount
+            leases = await db.execute("UPDATE memory_channels SET lease_owner = NULL, lease_until = NULL"
+                                      " WHERE lease_owner IS NOT NULL")
+            return cur.rowcount + leases.rowcount
 
     # recall: full-text look-ups, always filtered to what one conversation may see
 
@@ -1080,6 +1057,32 @@ class SqliteStore:
             )
         return cur.rowcount == 1
 
+    # copying a whole database
+
+    async def table_rows(self, table: str, after: tuple[Any, ...] | None, limit: int) -> list[dict[str, Any]]:
+        keys = ", ".join(copy_keys(table))
+        since = "" if after is None else f" WHERE ({keys}) > ({', '.join('?' * len(after))})"
+        rows = await self._all(f"SELECT * FROM {table}{since} ORDER BY {keys} LIMIT ?", (*(after or ()), limit))
+        return [row_to.columns(r) for r in rows]
+
+    async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
+        if not rows:
+            return 0
+        copy_keys(table)
+        columns = list(rows[0])
+        async with self._transaction() as db:
+            cur = await db.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+                " ON CONFLICT DO NOTHING", [tuple(r[c] for c in columns) for r in rows])
+            if table == "messages":
+                await _index_imported(db, [r["seq"] for r in rows])
+        self.rewrites += 1
+        return cur.rowcount
+
+    async def count_rows(self, table: str) -> int:
+        copy_keys(table)
+        return int(await self._value(f"SELECT COUNT(*) FROM {table}", ()))
+
     # plumbing
 
     async def _one(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
@@ -1102,16 +1105,18 @@ async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, t
                                       "id": thread_id})
 
 
-def _record_params(persona: str, scope: str, scope_id: int, type_: str, content: str, first_seq: int | None,
-                   last_seq: int | None, metadata: dict[str, Any] | None, now: float,
-                   version: int | None) -> dict[str, Any]:
-    return {"persona": persona, "scope": scope, "scope_id": scope_id, "type": type_, "content": content,
-            "first_seq": first_seq, "last_seq": last_seq, "metadata": json.dumps(metadata or {}), "now": now,
-            "version": version}
-
-
 # A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
 _NOT_PLACEHOLDER = "json_extract(m.metadata, '$.placeholder') IS NULL"
+
+
+async def _index_imported(db: aiosqlite.Connection, seqs: list[int]) -> None:
+    """Index messages that came with their own seqs, in the caller's transaction: those below what the index
+    reached now (an import may fill in gaps), the rest as a batch; no first search pays for a bulk load."""
+    await db.executemany(
+        "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE seq = ?"
+        " AND deleted_at IS NULL AND content != '' AND seq <= (SELECT upto FROM fts_progress WHERE name = 'messages')",
+        [(s,) for s in seqs])
+    await _index_pending(db)
 
 
 async def _index_pending(db: aiosqlite.Connection) -> int:
@@ -1127,12 +1132,7 @@ async def _index_pending(db: aiosqlite.Connection) -> int:
     return int(newest - upto)
 
 def migration_files() -> list[Path]:
-    """The numbered migration scripts, in order; a gap in the numbering is a packaging error."""
-    files = sorted(MIGRATIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.sql"))
-    numbers = [int(f.name[:4]) for f in files]
-    if numbers != list(range(1, len(files) + 1)):
-        raise StoreError(f"migrations in {MIGRATIONS_DIR} are not numbered 1..n: {numbers}")
-    return files
+    return numbered_migrations(MIGRATIONS_DIR)
 
 
 def _statements(script: str) -> list[str]:
@@ -1158,40 +1158,3 @@ def _any_of(terms: list[str]) -> str:
 def phrase(term: str) -> str:
     """One FTS5 phrase: quoted, inner quotes doubled."""
     return '"' + term.replace('"', '""') + '"'
-
-
-def _thread(row: sqlite3.Row, leave_out: str = "") -> Thread:
-    return Thread(**{k: row[k] for k in row.keys() if k != leave_out})  # noqa: SIM118 - sqlite3.Row is not a mapping
-
-
-def record_from_row(row: sqlite3.Row) -> MemoryRecord:
-    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
-    data["metadata"] = json.loads(data["metadata"])
-    return MemoryRecord(**data)
-
-
-def _channel(row: sqlite3.Row) -> MemoryChannel:
-    return MemoryChannel(**{k: row[k] for k in row.keys()})  # noqa: SIM118
-
-
-def _playbook_run(row: sqlite3.Row) -> PlaybookRun:
-    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
-    data["args"] = json.loads(data["args"])
-    data["result"] = json.loads(data["result"]) if data["result"] is not None else None
-    return PlaybookRun(**data)
-
-
-def _task(row: sqlite3.Row) -> Task:
-    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
-    data["steps"] = json.loads(data["steps"])
-    return Task(**data)
-
-
-def _branch(row: sqlite3.Row) -> Branch:
-    return Branch(**{k: row[k] for k in row.keys()})  # noqa: SIM118
-
-
-def _message(row: sqlite3.Row) -> Message:
-    data = {k: row[k] for k in row.keys()}  # noqa: SIM118
-    data["metadata"] = json.loads(data["metadata"])
-    return Message(**data)

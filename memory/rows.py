@@ -1,0 +1,63 @@
+"""Records from database rows, for every backend: a row is anything with `keys()` and `row[key]`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from memory.records import Branch, MemoryChannel, MemoryRecord, Message, PlaybookRun, Task, Thread
+
+
+class Row(Protocol):
+    def keys(self) -> Any: ...
+    def __getitem__(self, key: Any) -> Any: ...
+
+
+def columns(row: Row, leave_out: str = "") -> dict[str, Any]:
+    return {k: row[k] for k in row.keys() if k != leave_out}  # noqa: SIM118 - sqlite3.Row is not a mapping
+
+
+def thread(row: Row, leave_out: str = "") -> Thread:
+    return Thread(**columns(row, leave_out))
+
+
+def record(row: Row) -> MemoryRecord:
+    data = columns(row)
+    data["metadata"] = json.loads(data["metadata"])
+    return MemoryRecord(**data)
+
+
+def channel(row: Row) -> MemoryChannel:
+    return MemoryChannel(**columns(row))
+
+
+def playbook_run(row: Row) -> PlaybookRun:
+    data = columns(row)
+    data["args"] = json.loads(data["args"])
+    data["result"] = json.loads(data["result"]) if data["result"] is not None else None
+    return PlaybookRun(**data)
+
+
+def task(row: Row) -> Task:
+    data = columns(row)
+    data["steps"] = json.loads(data["steps"])
+    return Task(**data)
+
+
+def branch(row: Row) -> Branch:
+    return Branch(**columns(row))
+
+
+def message(row: Row, leave_out: str = "") -> Message:
+    data = columns(row, leave_out)
+    data["metadata"] = json.loads(data["metadata"])
+    return Message(**data)
+
+
+def record_params(persona: str, scope: str, scope_id: int, type_: str, content: str, first_seq: int | None,
+                  last_seq: int | None, metadata: dict[str, Any] | None, now: float,
+                  version: int | None) -> dict[str, Any]:
+    """A memory version's columns as query parameters (its metadata as JSON text)."""
+    return {"persona": persona, "scope": scope, "scope_id": scope_id, "type": type_, "content": content,
+            "first_seq": first_seq, "last_seq": last_seq, "metadata": json.dumps(metadata or {}), "now": now,
+            "version": version}

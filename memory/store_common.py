@@ -1,0 +1,115 @@
+"""What every storage backend does the same way, written once over each backend's own queries."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from memory.records import MemoryRecord, Message, NewMessage, Thread
+from memory.settings import Triggers
+from memory.store import WINDOW_GAP
+
+WINDOW_STATE = frozenset({"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
+                          "window_summary_first_at", "window_summary_last_at", "memory_as_of", *WINDOW_GAP})
+CHANNEL_FLAGS = frozenset({"paused", "public", "shareable", "name"})
+
+
+def checked(given: dict[str, Any], allowed: frozenset[str], what: str) -> dict[str, Any]:
+    """Column names a caller passes, refused before they reach SQL unless they are among `allowed`."""
+    if not given or set(given) - allowed:
+        raise ValueError(f"{what} must be among {sorted(allowed)}")
+    return given
+
+
+class CommonStore(ABC):
+    """The counters caches key on, and the calls that are the same on every backend."""
+
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self.clock = clock
+        self.owner: str | None = None  # the process writing: recorded on the Stelis threads it opens
+        self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
+        self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
+        self.memory_changes = 0  # bumped when a memory version is removed or a pin changes (caches key on it)
+        self.branch_changes = 0  # bumped when a branch is created or changes (the working memory keys on it)
+        self.conversations = 0  # bumped when a conversation may have joined its server (recall's visibility)
+        self._conversations: set[int] = set()
+
+    @abstractmethod
+    async def find_thread(self, thread_id: int) -> Thread | None: ...
+
+    @abstractmethod
+    async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
+                             limit: int, as_of: int | None = None) -> list[MemoryRecord]: ...
+
+    @abstractmethod
+    async def purge(self, *, author_id: int | None = None, thread_ids: list[int] | None = None,
+                    external_id: int | None = None) -> dict[int, set[int]]: ...
+
+    @abstractmethod
+    async def _append(self, thread_id: int, new: NewMessage,
+                      counting: tuple[Thread, Triggers] | None) -> tuple[Message, bool, float | None]: ...
+
+    @abstractmethod
+    async def _page(self, thread_id: int, lower: int, upper: int, limit: int,
+                    newest_first: bool) -> list[Message]:
+        """Live messages strictly between two seqs, through the (thread, seq) index, at most `limit`."""
+
+    def saw_conversation(self, thread_id: int) -> None:
+        """A conversation's memory is kept: the first time this process sees it, it may be new to its server."""
+        if thread_id not in self._conversations:
+            self._conversations.add(thread_id)
+            self.conversations += 1
+
+    async def thread(self, thread_id: int) -> Thread:
+        found = await self.find_thread(thread_id)
+        if found is None:
+            raise KeyError(f"no thread {thread_id}")
+        return found
+
+    async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
+        """Store a message; a known external id returns the stored one and False instead."""
+        message, created, _ = await self._append(thread_id, new, None)
+        return message, created
+
+    async def append_counted(self, thread: Thread, new: NewMessage,
+                             triggers: Triggers) -> tuple[Message, bool, float | None]:
+        """Store a message and count it towards its conversation's next memory version, in one transaction
+        (so a crash never loses the count); also returns the conversation's new deadline."""
+        return await self._append(thread.id, new, (thread, triggers))
+
+    async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str,
+                            as_of: int | None = None) -> MemoryRecord | None:
+        found = await self.recent_records(persona, scope, scope_id, type_, 1, as_of)
+        return found[-1] if found else None
+
+    async def delete_message(self, external_id: int) -> bool:
+        """Erase one message (see purge); False when there was nothing left to erase."""
+        return bool(await self.purge(external_id=external_id))
+
+    def newest_first(self, thread_id: int, *, before_seq: int | None = None, after_seq: int | None = None,
+                     page: int = 256) -> AsyncIterator[Message]:
+        """Live messages newest first, read in indexed pages so callers stop as soon as they have enough."""
+        return self._pages(thread_id, after_seq, before_seq, page, newest_first=True)
+
+    def span(self, thread_id: int, first_seq: int | None, before_seq: int | None,
+             page: int = 512) -> AsyncIterator[Message]:
+        """Live messages oldest first from first_seq (inclusive) up to before_seq (exclusive)."""
+        return self._pages(thread_id, None if first_seq is None else first_seq - 1, before_seq, page,
+                           newest_first=False)
+
+    async def _pages(self, thread_id: int, lower: int | None, upper: int | None, page: int,
+                     newest_first: bool) -> AsyncIterator[Message]:
+        low = -1 if lower is None else lower
+        high = 2**63 - 1 if upper is None else upper
+        while True:
+            messages = await self._page(thread_id, low, high, page, newest_first)
+            for message in messages:
+                yield message
+            if len(messages) < page:
+                return
+            if newest_first:
+                high = messages[-1].seq
+            else:
+                low = messages[-1].seq

@@ -1,0 +1,111 @@
+"""What is PostgreSQL's own: migrations under an advisory lock, clear errors, identities, trigram indexes."""
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from memory.backends import open_store
+from memory.database_url import safe_url
+from memory.postgres.store import PostgresStore, migration_files
+from memory.records import NewMessage, Scope
+from memory.store import StoreError
+
+
+@pytest.fixture
+async def url(postgres_cluster):
+    """An empty database (no schema yet)."""
+    name = "e_" + str(abs(hash(asyncio.current_task())))[:10]
+    await postgres_cluster._admin(f"CREATE DATABASE {name}")
+    yield postgres_cluster.url_for(name)
+    await postgres_cluster.drop_database(name)
+
+
+async def test_processes_starting_together_migrate_an_empty_database_once(url):
+    stores = await asyncio.gather(*(open_store(url) for _ in range(4)))
+    assert [await s.schema_version() for s in stores] == [len(migration_files())] * 4
+    con = await asyncpg.connect(url)
+    assert await con.fetchval("SELECT COUNT(*) FROM schema_version") == len(migration_files())
+    await con.close()
+    assert sum([await s.migrate() for s in stores]) == 0  # already done
+    for s in stores:
+        await s.close()
+
+
+async def test_a_database_from_a_newer_stelis_is_refused(url):
+    await (await open_store(url)).close()
+    con = await asyncpg.connect(url)
+    await con.execute("INSERT INTO schema_version VALUES (999, 0)")
+    await con.close()
+    with pytest.raises(StoreError, match="newer than this Stelis understands"):
+        await open_store(url)
+
+
+async def test_an_unreachable_server_is_a_clear_error_that_hides_the_password(postgres_cluster):
+    bad = postgres_cluster.url_for("postgres").replace("stelis@", "stelis:hunter2@").replace(
+        f":{postgres_cluster.port}/", ":1/")
+    with pytest.raises(StoreError) as refused:
+        await asyncio.wait_for(open_store(bad), 30)
+    assert "cannot reach the database" in str(refused.value) and "hunter2" not in str(refused.value)
+    assert safe_url(bad).count("***") == 1
+
+
+@pytest.fixture
+async def store(postgres_cluster):
+    """A migrated PostgreSQL store (this module's tests are PostgreSQL's alone)."""
+    name = await postgres_cluster.fresh_database()
+    s = await open_store(postgres_cluster.url_for(name))
+    assert isinstance(s, PostgresStore)
+    yield s
+    await s.close()
+    await postgres_cluster.drop_database(name)
+
+
+async def test_sequences_are_never_reused_after_the_newest_row_is_deleted(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    seqs = [(await store.append(root.id, NewMessage("user", f"m{i}")))[0].seq for i in range(3)]
+    await store._execute("DELETE FROM messages WHERE seq = $1", seqs[-1])
+    newer, _ = await store.append(root.id, NewMessage("user", "after delete"))
+    assert newer.seq > seqs[-1]
+
+
+async def test_recall_reads_the_trigram_index(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    await store.append_many(root.id, [NewMessage("user", f"line {i} about 東京タワー") for i in range(200)])
+    async with store._transaction() as con:
+        await con.execute("SET LOCAL enable_seqscan = off")  # a tiny table: ask whether the index can answer
+        plan = "\n".join(r[0] for r in await con.fetch(
+            "EXPLAIN SELECT seq FROM messages WHERE content ILIKE '%東京タワー%'"))
+    assert "idx_messages_trgm" in plan
+
+
+async def test_a_second_process_sweeps_only_the_threads_of_a_process_that_stopped_beating(postgres_cluster,
+                                                                                          make_config):
+    from bot.engine import Engine
+    from bot.owner import HEARTBEAT_SECONDS
+    from bot.providers.offline import OfflineLLM
+
+    name = await postgres_cluster.fresh_database()
+    config = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0})
+    first = await Engine.open(config, OfflineLLM())  # no instance lock on a shared database: both may run
+    scope = Scope.channel(1, 2)
+    await first.hear(scope, "let us research kestrels", author_name="mahe")
+    thread = await first.start_thread(await first.new_run(scope), "kestrel research")
+    second = await Engine.open(config, OfflineLLM())
+    assert (await second.store.thread(thread.id)).status == "active"  # its process beats: left alone
+    await second.close()
+
+    await first.store._execute("UPDATE owners SET heartbeat_at = heartbeat_at - $1 WHERE owner = $2",
+                               HEARTBEAT_SECONDS * 4, first.store.owner)  # as if it died a while ago
+    third = await Engine.open(config, OfflineLLM())
+    assert (await third.store.thread(thread.id)).status == "aborted"
+    await third.close()
+    await first.close()
+    await postgres_cluster.drop_database(name)
+
+
+async def test_the_pool_reports_its_use(store):
+    in_use, size = store.pool_usage()
+    assert size == 10 and 0 <= in_use <= size  # asyncpg's default size when database.pool_size is not given
+    async with store._transaction():
+        assert store.pool_usage()[0] >= 1

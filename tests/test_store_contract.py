@@ -1,0 +1,307 @@
+"""The contract every storage backend keeps, run against each (SQLite, and PostgreSQL when installed)."""
+
+import asyncio
+import itertools
+import sys
+
+import pytest
+
+from memory.backends import open_store
+from memory.records import NewMessage, Scope
+from memory.settings import Triggers
+from memory.store import StaleUpdate, Store, StoreError
+from memory.tokens import count_tokens
+
+TRIGGERS = Triggers(idle_seconds=7_200, threshold=50)
+
+
+def backend_module(store: Store):
+    return sys.modules[type(store).__module__]
+
+
+async def test_root_thread_is_created_once_per_persona_and_scope(store):
+    a = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    b = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    other_persona = await store.root_thread("Q", Scope.channel(1, 2), 0.8)
+    other_channel = await store.root_thread("P", Scope.channel(1, 3), 0.8)
+    assert a.id == b.id
+    assert len({a.id, other_persona.id, other_channel.id}) == 3
+    assert (a.kind, a.depth, a.parent_thread_id, a.guild_id, a.channel_id) == ("root", 0, None, 1, 2)
+
+
+async def test_ingesting_the_same_external_message_twice_stores_it_once(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    first, created = await store.append(root.id, NewMessage("user", "hello", external_id=1234567890123))
+    again, created_again = await store.append(root.id, NewMessage("user", "hello (resent)", external_id=1234567890123))
+    assert created and not created_again
+    assert again.seq == first.seq and again.content == "hello"
+    assert await store.count_messages(root.id) == 1
+
+
+async def test_token_count_is_stored_at_write_and_not_recomputed_on_read(store, monkeypatch):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    text = "Stelis remembers calculator_v2 and <|endoftext|> as plain text."
+    message, _ = await store.append(root.id, NewMessage("user", text))
+    assert message.token_count == count_tokens(text) > 0
+
+    def explode(_text):
+        raise AssertionError("tokenised on read")
+
+    monkeypatch.setattr(backend_module(store), "count_tokens", explode)
+    (read,) = await store.tail(root.id, 5)
+    assert read.token_count == message.token_count
+
+
+async def test_edit_and_delete_by_external_id(store):
+    root = await store.root_thread("P", Scope.console(), 0.8)
+    await store.append(root.id, NewMessage("user", "short", external_id=9))
+    edited = await store.edit_message(9, "a much longer edited message about calculator_v2")
+    assert edited.content.startswith("a much longer") and edited.edited_at is not None
+    assert edited.token_count == count_tokens(edited.content)
+    assert await store.delete_message(9) is True
+    assert await store.delete_message(9) is False
+    assert await store.tail(root.id, 10) == []
+
+
+async def test_settings_round_trip(store):
+    await store.set_setting("channel", 5, "stelis.max_depth", 2)
+    await store.set_setting("channel", 5, "stelis.max_depth", 1)
+    await store.set_setting("guild", 5, "persona.name", "Eris")
+    assert await store.settings("channel", 5) == {"stelis.max_depth": 1}
+    assert await store.delete_setting("channel", 5, "stelis.max_depth") is True
+    assert await store.settings("channel", 5) == {}
+
+
+async def test_a_message_and_its_count_are_stored_together_or_not_at_all(store, monkeypatch):
+    root = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
+    triggers = Triggers(idle_seconds=7_200, threshold=50)
+    await store.append_counted(root, NewMessage("user", "counted with its message"), triggers)
+    assert (await store.memory_channel(root.id)).pending_count == 1
+    monkeypatch.setattr(backend_module(store), "_NOTE_MESSAGE", "UPDATE no_such_table SET x = 1")  # the count fails
+    with pytest.raises(StoreError):
+        await store.append_counted(root, NewMessage("user", "lost with its count"), triggers)
+    assert [m.content for m in await store.tail(root.id, 10)] == ["counted with its message"]
+    assert (await store.memory_channel(root.id)).pending_count == 1
+
+
+async def test_a_claim_is_held_by_one_owner_until_released_or_its_lease_runs_out(backend):
+    now = [1_000.0]
+    store = await open_store(backend, clock=lambda: now[0])
+    assert await store.claim("memory:7", "a", 60)
+    assert not await store.claim("memory:7", "b", 60)  # held
+    assert await store.claim("memory:7", "a", 60)  # the holder may renew
+    assert await store.claim("memory:8", "b", 60)  # another piece of work is free
+    await store.release("memory:7", "b")  # not b's to release
+    assert not await store.claim("memory:7", "b", 60)
+    now[0] += 61  # the lease ran out: a stuck holder loses it
+    assert await store.claim("memory:7", "b", 60)
+    await store.release("memory:7", "b")
+    assert await store.claim("memory:7", "a", 60)
+    await store.close()
+
+
+async def test_set_metadata_replaces_what_is_kept_with_a_message_never_its_text(store):
+    root = await store.root_thread("Stelis", Scope.console(), 0.8)
+    message, _ = await store.append(root.id, NewMessage("user", "[image: w.png]", metadata={"images": [{"name": "w"}]}))
+    await store.set_metadata(message.seq, {"images": [{"name": "w", "description": "five stars in a W"}]})
+    kept = await store.message_by_seq(message.seq)
+    assert kept.content == "[image: w.png]" and kept.metadata["images"][0]["description"] == "five stars in a W"
+
+
+# recall: the same hits from FTS5 trigram tables (SQLite) and pg_trgm indexes (PostgreSQL)
+
+CORPUS = [
+    "The kestrel nests on the old water tower",
+    "We moved the kestrel camera to the east side",
+    "Budget: 50% for cameras, the rest for ladders",
+    "snake_case names in the calculator_v2 code",
+    "昨日は東京タワーに行きました",
+    "東京タワーの近くでラーメンを食べた",
+    "Nothing about birds here at all",
+    "KESTREL in capitals, kestrel twice: kestrel",
+]
+
+
+async def _corpus(store: Store) -> tuple[list[int], str]:
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    seqs = [(await store.append(root.id, NewMessage("user", text, author_name="mahe")))[0].seq for text in CORPUS]
+    other = await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    await store.append(other.id, NewMessage("user", "a kestrel in another channel"))
+    await store.append(root.id, NewMessage("assistant", "a stand-in's kestrel line", metadata={"placeholder": True}))
+    await store.index_messages()
+    return seqs, root.scope_key
+
+
+def _expected(seqs: list[int], *terms: str) -> set[int]:
+    return {seq for seq, text in zip(seqs, CORPUS, strict=True) if any(t.lower() in text.lower() for t in terms)}
+
+
+@pytest.mark.parametrize("terms", [["kestrel"], ["tower"], ["東京タワー"], ["ラーメン", "water"], ["50%"],
+                                   ["snake_case"], ["calculator_v2"], ["nowhere-to-be-found"]])
+async def test_recall_finds_the_same_messages_on_every_backend(store, terms):
+    seqs, key = await _corpus(store)
+    found = await store.recall_messages(terms, "Stelis", (key,), 20)
+    assert {m.seq for m in found} == _expected(seqs, *terms)  # case folded, only this channel, no stand-in
+    assert all(m.scope_key == key and m.author_name == "mahe" for m in found)
+
+
+async def test_recall_ranks_a_message_with_more_of_the_rarer_terms_first(store):
+    seqs, key = await _corpus(store)
+    found = await store.recall_messages(["kestrel", "camera"], "Stelis", (key,), 20)
+    assert found[0].seq == seqs[1]  # the only one with both
+    assert next(m.seq for m in await store.recall_messages(["kestrel"], "Stelis", (key,), 2)) == seqs[7]  # thrice
+
+
+async def test_recall_counts_and_scans(store):
+    seqs, key = await _corpus(store)
+    newest, counts = await store.match_counts(["kestrel", "東京タワー", "zebra"], cap=2)
+    assert newest >= seqs[-1] and counts == {"kestrel": 2, "東京タワー": 2, "zebra": 0}  # capped at 2
+    short = await store.scan_messages("東京", "Stelis", (key,), window=100, limit=10)
+    assert {m.seq for m in short} == {seqs[4], seqs[5]}
+    await store.purge(external_id=None, author_id=None)  # nothing named: nothing erased
+    assert len(await store.recall_messages(["東京タワー"], "Stelis", (key,), 10)) == 2
+
+
+async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_visible_scopes(store):
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    child, _ = await store.create_thread(root, kind="stelis", label="birds", window_ratio=0.5, chronicle_prompt=None,
+                                         run_id=None, anchor=NewMessage("system", "[Stelis thread: birds]"))
+    from dataclasses import replace
+
+    await store.close_thread(replace(child, status="completed", chronicle_summary="We counted kestrel nests",
+                                     completed_at=5.0), None, 0)
+    await store.add_record("Stelis", "channel", 2, "short_term", "kestrel numbers are up")
+    await store.add_record("Stelis", "channel", 2, "long_term", "kestrel numbers (long-term)")
+    await store.add_record("Stelis", "channel", 3, "short_term", "kestrel in another channel")
+    notes = await store.recall_notes(["kestrel"], "Stelis", (root.scope_key,), (("channel", 2),), 10)
+    assert sorted((n.source, n.text) for n in notes) == [("chronicle", "We counted kestrel nests"),
+                                                          ("record", "kestrel numbers are up")]
+    assert [n.version for n in notes if n.source == "record"] == [1]
+
+
+async def test_an_erased_message_leaves_no_trace_and_is_not_recalled(store):
+    _, key = await _corpus(store)
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    await store.append(root.id, NewMessage("user", "my secret is quetzalcoatl", author_id=7, external_id=70))
+    assert await store.traces("quetzalcoatl") == ["messages.content"]
+    assert await store.purge(author_id=7, thread_ids=[root.id])
+    await store.index_messages()
+    assert await store.traces("quetzalcoatl") == []
+    assert await store.recall_messages(["quetzalcoatl"], "Stelis", (key,), 5) == []
+
+
+# shared memory work: leases, fenced saves, process heartbeats
+
+
+async def _due_channels(store: Store, n: int) -> list[int]:
+    ids = []
+    for i in range(n):
+        root = await store.root_thread("Stelis", Scope.channel(1, 100 + i), 0.8)
+        await store.append_counted(root, NewMessage("user", f"hello {i}"), Triggers(idle_seconds=0, threshold=1))
+        ids.append(root.id)
+    return ids
+
+
+async def test_due_work_is_claimed_by_one_worker_until_released_or_its_lease_runs_out(backend):
+    now = [10_000.0]
+    store = await open_store(backend, clock=lambda: now[0])
+    ids = await _due_channels(store, 6)
+    now[0] += 1
+    a = await store.claim_due(now[0], "a", 60, limit=4)
+    b = await store.claim_due(now[0], "b", 60, limit=10)
+    assert len(a) == 4 and {c.thread_id for c in a} | {c.thread_id for c in b} == set(ids)
+    assert not {c.thread_id for c in a} & {c.thread_id for c in b}
+    assert await store.claim_due(now[0], "c", 60, limit=10) == []  # all held
+    assert await store.claim_due(now[0], "c", 60, limit=1, thread_id=ids[0]) == []
+    await store.release_channel(a[0].thread_id, "b")  # not b's to release
+    assert await store.claim_due(now[0], "c", 60, limit=10) == []
+    await store.release_channel(a[0].thread_id, "a")
+    assert [c.thread_id for c in await store.claim_due(now[0], "c", 60, limit=10)] == [a[0].thread_id]
+    now[0] += 61  # a crashed worker's leases run out: another takes the work
+    assert len(await store.claim_due(now[0], "d", 60, limit=10)) == 6
+    await store.close()
+
+
+async def test_workers_claiming_at_once_never_take_the_same_channel(backend):
+    store = await open_store(backend, clock=lambda: 20_000.0)
+    ids = await _due_channels(store, 40)
+    claims = await asyncio.gather(*(store.claim_due(20_001.0, f"w{i}", 60, limit=7) for i in range(8)))
+    taken = [c.thread_id for batch in claims for c in batch]
+    assert sorted(taken) == sorted(ids)  # every channel once: 8 x 7 > 40, none twice
+    await store.close()
+
+
+async def test_a_save_over_work_another_worker_saved_first_is_refused(store):
+    (thread_id,) = await _due_channels(store, 1)
+    read = await store.memory_channel(thread_id)
+    first = await store.save_short_term(read, "v1", 1, 1, 1, 1.0, TRIGGERS, {})
+    with pytest.raises(StaleUpdate):  # a slow worker read the same state before the first one saved
+        await store.save_short_term(read, "v1 again", 1, 1, 1, 2.0, TRIGGERS, {})
+    saved = await store.memory_channel(thread_id)
+    assert saved.long_term_pending == 1 and first.version == 1
+    await store.save_long_term(saved, "merged", 1, 1, {}, 3.0, TRIGGERS)
+    with pytest.raises(StaleUpdate):
+        await store.save_long_term(saved, "merged again", 1, 1, {}, 4.0, TRIGGERS)
+    versions = [(r.type, r.version) for t in ("short_term", "long_term")
+                for r in await store.recent_records("Stelis", "channel", 100, t, 10)]
+    assert versions == [("short_term", 1), ("long_term", 1)]
+    assert (await store.memory_channel(thread_id)).long_term_pending == 0
+
+
+async def test_a_sweep_takes_only_threads_whose_process_stopped_beating(backend):
+    now = [30_000.0]
+    store = await open_store(backend, clock=lambda: now[0])
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    opened = {}
+    for owner in ("alive", "gone", None):
+        store.owner = owner
+        opened[owner], _ = await store.create_thread(root, kind="stelis", label=str(owner), window_ratio=0.5,
+                                                     chronicle_prompt=None, run_id=None, anchor=None)
+    await store.beat("gone")
+    now[0] += 100
+    await store.beat("alive")
+    stale = {t.id for t in await store.active_internal_threads(stale_before=now[0] - 90)}
+    assert stale == {opened["gone"].id, opened[None].id}
+    assert len(await store.active_internal_threads()) == 3  # no rule given: every candidate
+    await store.close()
+
+
+async def test_rows_imported_with_their_ids_are_continued_above(store):
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    await store.append_many(root.id, [NewMessage("user", "imported")], seqs=[500], created=[1.0], tokens=[3])
+    newer, _ = await store.append(root.id, NewMessage("user", "after the import"))
+    assert newer.seq > 500
+    assert [m.token_count for m in await store.tail(root.id, 2)] == [3, count_tokens("after the import")]
+
+
+async def test_logins_of_processes_sharing_a_database_are_five_seconds_apart(backend):
+    from bot.identify import IDENTIFY_SECONDS, IdentifyGate
+
+    now = [50_000.0]
+    store = await open_store(backend, clock=lambda: now[0])
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+        await asyncio.sleep(0)
+
+    logins: list[tuple[float, str]] = []
+    claim = store.claim
+
+    async def timed_claim(key: str, owner: str, lease: float) -> bool:
+        at = now[0]  # the moment the store reads for the lease
+        taken = await claim(key, owner, lease)
+        if taken:
+            logins.append((at, owner))
+        return taken
+
+    store.claim = timed_claim
+
+    async def login(gate: IdentifyGate, shard: int) -> None:
+        await gate.wait(shard)
+
+    a, b = IdentifyGate(store, "process-a", sleep), IdentifyGate(store, "process-b", sleep)
+    await asyncio.gather(login(a, 0), login(b, 1), login(a, 2), login(b, 3))
+    times = [t for t, _ in logins]
+    assert len({who.rsplit(":", 1)[0] for _, who in logins}) == 4
+    assert all(later - earlier >= IDENTIFY_SECONDS for earlier, later in itertools.pairwise(times))
+    await store.close()
