@@ -61,3 +61,11 @@ def record_params(persona: str, scope: str, scope_id: int, type_: str, content: 
     return {"persona": persona, "scope": scope, "scope_id": scope_id, "type": type_, "content": content,
             "first_seq": first_seq, "last_seq": last_seq, "metadata": json.dumps(metadata or {}), "now": now,
             "version": version}
+
+
+def seqs_by_thread(rows: Any) -> dict[int, set[int]]:
+    """(thread_id, seq) rows grouped by thread: what a purge erased, where."""
+    grouped: dict[int, set[int]] = {}
+    for thread_id, seq in rows:
+        grouped.setdefault(thread_id, set()).add(seq)
+    return grouped

@@ -461,10 +461,7 @@ class PostgresStore(CommonStore):
             f" token_count = 0, deleted_at = COALESCE(deleted_at, $1) WHERE {where} AND content != ''"
             " RETURNING thread_id, seq", self.clock(), *params)
         self.rewrites += 1
-        purged: dict[int, set[int]] = {}
-        for row in rows:
-            purged.setdefault(row[0], set()).add(row[1])
-        return purged
+        return row_to.seqs_by_thread(rows)
 
     async def traces(self, text: str) -> list[str]:
         """Every place the database still holds a text (the trigram indexes live on these columns)."""

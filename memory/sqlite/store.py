@@ -472,10 +472,7 @@ class SqliteStore(CommonStore):
             )
         self.rewrites += 1
         self._pending = None  # an erased text must not even be counted: index before the next search
-        purged: dict[int, set[int]] = {}
-        for row in rows:
-            purged.setdefault(row[0], set()).add(row[1])
-        return purged
+        return row_to.seqs_by_thread(rows)
 
     async def traces(self, text: str) -> list[str]:
         """Every place the database still holds a text (table.column, or an index): a forget-me audit."""
