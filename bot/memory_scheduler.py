@@ -22,6 +22,7 @@ from memory.store import StaleUpdate, Store
 log = logging.getLogger(__name__)
 
 DUE_BATCH = 1_000  # channels one scan updates at most; the next scan takes the rest
+WORKSPACE_ROUNDS = 3  # merges of one server's workspace in a row while its channel memories keep changing
 
 SettingsFor = Callable[[MemoryChannel | None], Awaitable[MemorySettings]]  # None: the base settings
 
@@ -118,19 +119,30 @@ class MemoryWorker:
             await self.store.release_channel(thread_id, self.owner)
 
     async def _workspace(self, persona: str, guild_id: int) -> None:
-        """Merge a server's workspace memory, by one worker at a time across processes."""
+        """Merge a server's workspace memory, by one worker at a time across processes.
+
+        A worker that finds the merge held leaves it to the holder, which looks at the channel memories
+        again after letting go: one saved while it merged is merged in the next round.
+        """
         key = f"workspace:{persona}:{guild_id}"
-        if not await self.store.claim(key, self.owner, self.lease_seconds):
-            metrics.LEASE_CONFLICTS.inc()
-            return  # another process is merging it now, and reads the newest channel memories too
-        try:
-            async with self._slots:
-                await short_term.update_workspace(self.store, self.llm, persona, guild_id,
-                                                  await self.settings_for(None))
-        except LLMError as exc:
-            log.warning("workspace memory of guild %d not updated: %s (next run tries again)", guild_id, exc.notice)
-        finally:
-            await self.store.release(key, self.owner)
+        for _ in range(WORKSPACE_ROUNDS):
+            if not await self.store.claim(key, self.owner, self.lease_seconds):
+                metrics.LEASE_CONFLICTS.inc()
+                return
+            try:
+                async with self._slots:
+                    merged = await short_term.update_workspace(self.store, self.llm, persona, guild_id,
+                                                               await self.settings_for(None))
+            except LLMError as exc:
+                log.warning("workspace memory of guild %d not updated: %s (next run tries again)", guild_id,
+                            exc.notice)
+                return
+            finally:
+                await self.store.release(key, self.owner)
+            if merged is None:
+                return  # the newest merge has read every channel memory there is
+        log.warning("workspace memory of guild %d: its channel memories kept changing; the next channel memory"
+                    " saved there merges the rest", guild_id)
 
 
 class MemoryScheduler:

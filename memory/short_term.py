@@ -92,15 +92,18 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
 
 async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,
                            settings: MemorySettings) -> MemoryRecord | None:
-    """Merge the guild's shareable channels' long-term memories into the workspace memory."""
+    """Merge the guild's shareable channels' long-term memories into the workspace memory.
+
+    Nothing (None) when there is none, or when the last merge already read these very versions.
+    """
     sources = []
     for ch in await store.shared_channels(persona, guild_id):
         found = await store.latest_record(persona, "channel", ch.channel_id or 0, "long_term")
         if found:
             sources.append((f"#{ch.name or ch.channel_id} lt-v{found.version}", found.content))
-    if not sources:
-        return None
     existing = await store.latest_record(persona, "workspace", guild_id, "long_term")
+    if not sources or (existing and existing.metadata.get("sources") == [name for name, _ in sources]):
+        return None
     pins = await store.pins(persona, "workspace", guild_id)
     merged = await merge(llm, "this server", existing, sources, pins, settings)
     return await store.add_record(persona, "workspace", guild_id, "long_term", merged,

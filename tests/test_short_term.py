@@ -6,6 +6,7 @@ import pytest
 
 from bot.clock import Clock
 from bot.engine import Engine, MemoryAdminError
+from bot.memory_scheduler import MemoryWorker
 from bot.providers.offline import OfflineLLM
 from memory.backends import open_store
 from memory.llm import LLMError, LLMResult
@@ -511,6 +512,48 @@ async def test_a_workspace_merge_another_process_holds_is_left_to_it(world):
     await engine.memory.run_channel((await engine.thread_for(GENERAL)).id, force=True)
     await engine.memory._workspace("Stelis", 10)
     assert await engine.store.latest_record("Stelis", "workspace", 10, "long_term") is not None
+
+
+class Held(Scripted):
+    """Holds its workspace merges until let go, as a slow model in another process would."""
+
+    def __init__(self):
+        super().__init__()
+        self.merging, self.go = asyncio.Event(), asyncio.Event()
+
+    async def complete(self, request, on_text=None):
+        if "this server" in request.turns[-1].blocks[-1].text:
+            self.merging.set()
+            await self.go.wait()
+        return await super().complete(request, on_text)
+
+
+async def test_a_channel_memory_saved_while_another_process_merges_is_merged_by_it(world):
+    engine, clock, _ = world
+    slow, quick = Held(), Scripted()
+    workers = []
+    for llm, owner in ((slow, "process-a"), (quick, "process-b")):
+        worker = MemoryWorker(engine.store, llm, engine.memory.settings_for, clock, 1, 600)
+        worker.owner = owner
+        workers.append(worker)
+    a, b = workers
+    await say(engine, GENERAL, "I am Mahe, building calculator_v2")
+    await a.run_channel((await engine.thread_for(GENERAL)).id, force=True)
+    merging = asyncio.create_task(a._workspace("Stelis", 10))
+    await asyncio.wait_for(slow.merging.wait(), 5)  # a has read #general's memory and waits on the model
+    await say(engine, RANDOM, "random talks about Tokyo")
+    await b.run_channel((await engine.thread_for(RANDOM)).id, force=True)
+    await b._workspace("Stelis", 10)  # held by a: b leaves it
+    assert not any("this server" in r.turns[-1].blocks[-1].text for r in quick.requests)
+    slow.go.set()
+    await asyncio.wait_for(merging, 5)
+    merges = await engine.store.recent_records("Stelis", "workspace", 10, "long_term", 10)
+    assert [sorted(m.metadata["sources"]) for m in merges] == [["#general lt-v1"], ["#general lt-v1", "#random lt-v1"]]
+    assert "Tokyo" in merges[-1].content
+    calls = len(slow.requests)
+    await a._workspace("Stelis", 10)  # nothing new since: no model call, no version
+    assert len(slow.requests) == calls
+    assert len(await engine.store.recent_records("Stelis", "workspace", 10, "long_term", 10)) == 2
 
 
 async def test_a_save_over_a_range_another_worker_saved_first_writes_nothing(world):
