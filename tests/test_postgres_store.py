@@ -109,3 +109,40 @@ async def test_the_pool_reports_its_use(store):
     assert size == 10 and 0 <= in_use <= size  # asyncpg's default size when database.pool_size is not given
     async with store._transaction():
         assert store.pool_usage()[0] >= 1
+
+
+async def test_bot_processes_sharing_a_database_take_turns_to_log_in(postgres_cluster, make_config, monkeypatch):
+    from discord.ext import commands
+
+    from bot.discord_bot import make_bot
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+
+    paused: list[int | None] = []
+
+    async def discord_py_pause(self, shard_id, *, initial=False):
+        paused.append(shard_id)
+
+    monkeypatch.setattr(commands.AutoShardedBot, "before_identify_hook", discord_py_pause)
+    name = await postgres_cluster.fresh_database()
+    shards = {"shard_count": 4}
+    shared = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0},
+                         discord={"shards": "0-1", **shards})
+    first, second = await Engine.open(shared, OfflineLLM()), await Engine.open(shared, OfflineLLM())
+    one, other = make_bot(shared, first), make_bot(shared, second)
+    await asyncio.wait_for(one.before_identify_hook(0, initial=True), 2)
+    waiting = asyncio.create_task(other.before_identify_hook(2, initial=True))
+    await asyncio.sleep(1.0)
+    assert not waiting.done()  # the first login holds the next five seconds, across processes
+    await first.store._execute("UPDATE claims SET until = 0 WHERE key = 'discord:identify'")  # as if they passed
+    await asyncio.wait_for(waiting, 2)
+    assert paused == []  # the database paced both
+    await first.close()
+    await second.close()
+
+    alone = make_config(snapshots={"interval_seconds": 0}, discord={"shards": "0-1", **shards})
+    engine = await Engine.open(alone, OfflineLLM())  # its own SQLite file: discord.py paces its shards
+    await make_bot(alone, engine).before_identify_hook(1, initial=True)
+    assert paused == [1]
+    await engine.close()
+    await postgres_cluster.drop_database(name)
