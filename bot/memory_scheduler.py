@@ -42,6 +42,7 @@ class MemoryWorker:
         self.lease_seconds = lease_seconds  # a crashed process's updates are taken over after this
         self._running: set[asyncio.Task[object]] = set()
         self.owner = store.owner or process_owner()  # who holds a lease
+        self._merge_again: set[tuple[str, int]] = set()  # workspace merges that failed: the next scan retries
 
     async def drain(self, grace: float = 10.0) -> None:
         """At shutdown: let running updates finish for a moment, then cancel them.
@@ -77,7 +78,8 @@ class MemoryWorker:
 
         await asyncio.gather(*(runner() for _ in range(self.concurrency)))
         guilds = {(ch.persona, ch.guild_id) for ch, outcome in done
-                  if outcome.long_term is not None and ch.shared and ch.guild_id is not None}
+                  if outcome.long_term is not None and ch.shared and ch.guild_id is not None} | self._merge_again
+        self._merge_again.clear()
         for persona, guild_id in sorted(guilds):
             await self._workspace(persona, guild_id)
         return [outcome for _, outcome in done]
@@ -134,15 +136,17 @@ class MemoryWorker:
                     merged = await short_term.update_workspace(self.store, self.llm, persona, guild_id,
                                                                await self.settings_for(None))
             except LLMError as exc:
-                log.warning("workspace memory of guild %d not updated: %s (next run tries again)", guild_id,
+                log.warning("workspace memory of guild %d not updated: %s (the next scan tries again)", guild_id,
                             exc.notice)
+                self._merge_again.add((persona, guild_id))
                 return
             finally:
                 await self.store.release(key, self.owner)
             if merged is None:
                 return  # the newest merge has read every channel memory there is
-        log.warning("workspace memory of guild %d: its channel memories kept changing; the next channel memory"
-                    " saved there merges the rest", guild_id)
+        log.warning("workspace memory of guild %d: its channel memories kept changing; the next scan merges the"
+                    " rest", guild_id)
+        self._merge_again.add((persona, guild_id))
 
 
 class MemoryScheduler:

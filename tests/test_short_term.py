@@ -151,6 +151,28 @@ async def test_workspace_memory_is_updated_once_per_run_from_shareable_channels_
     assert sorted(workspace[0].metadata["sources"]) == ["#general lt-v1", "#random lt-v1"]
 
 
+class WorkspaceFails(Scripted):
+    """A model that is overloaded for the first workspace merge only."""
+
+    async def complete(self, request, on_text=None):
+        if "this server" in request.turns[-1].blocks[-1].text and not getattr(self, "failed", False):
+            self.failed = True
+            raise LLMError("The model is overloaded (529) after 3 retries; try again in a minute.")
+        return await super().complete(request, on_text)
+
+
+async def test_a_workspace_merge_the_model_failed_is_tried_again_at_the_next_scan(world):
+    engine, clock, _ = world
+    worker = MemoryWorker(engine.store, WorkspaceFails(), engine.memory.settings_for, clock, 1, 600)
+    await say(engine, GENERAL, "general talks about calculator_v2")
+    clock.advance(IDLE)
+    assert [o.long_term for o in await worker.run_due()] != [None]  # the channel's memory is saved ...
+    assert await engine.store.latest_record("Stelis", "workspace", 10, "long_term") is None  # ... the merge failed
+    assert await worker.run_due() == []  # nothing due, but the failed merge is tried again
+    merged = await engine.store.latest_record("Stelis", "workspace", 10, "long_term")
+    assert merged is not None and merged.metadata["sources"] == ["#general lt-v1"]
+
+
 async def test_pinned_facts_survive(world):
     engine, clock, llm = world
     await engine.memory_pin(GENERAL, "Mahe's birthday is 03-14")
