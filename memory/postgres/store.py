@@ -124,12 +124,12 @@ def _like(term: str) -> str:
 
 
 def _term_frequencies(text: str, first: int, count: int) -> str:
-    """Each term's occurrences in a text, as columns tf0, tf1, ... computed once per row: as the term is
-    written (lower case), and at least one where the text matched it in another case (lower() of a long
-    text costs more than the rest of the look-up). Parameters from `first` on come in pairs, a term's
-    ILIKE pattern then the term in lower case."""
+    """Each term's occurrences in a text, as columns tf0, tf1, ...: as the term is written (lower case), and
+    at least one where the text matched it in another case. Which terms a row matched (`ks`) comes from
+    `_matches`, so no text is lower-cased again (lower() of a long text costs more than the rest of the
+    look-up). Parameters from `first` on come in pairs, a term's ILIKE pattern then the term in lower case."""
     return ", ".join(
-        f"CASE WHEN {text} ILIKE ${n} THEN GREATEST(1.0, (length({text}) - length(replace({text}, ${n + 1}::text,"
+        f"CASE WHEN {k} = ANY(ks) THEN GREATEST(1.0, (length({text}) - length(replace({text}, ${n + 1}::text,"
         f" '')))::float8 / GREATEST(length(${n + 1}), 1)) ELSE 0.0 END AS tf{k}"
         for k, n in enumerate(range(first, first + 2 * count, 2)))
 
@@ -144,7 +144,7 @@ def _rank(length: str, count: int) -> str:
 
 
 def _ranked(source: str, text: str, first: int, count: int) -> str:
-    """`source` (a query) with its `text` column's term frequencies, computed once per row."""
+    """`source` (a query with the `ks` of `_matches`) with its `text` column's term frequencies."""
     return f"SELECT *, length({text}) AS len, {_term_frequencies(text, first, count)} FROM ({source}) AS source"
 
 
@@ -153,8 +153,14 @@ def _term_params(terms: list[str]) -> list[str]:
     return [p for t in terms for p in (_like(t), t.lower())]
 
 
-def _any_like(column: str, first: int, count: int) -> str:
-    return " OR ".join(f"{column} ILIKE ${n}" for n in range(first, first + 2 * count, 2))
+def _matches(table: str, key: str, column: str, first: int, count: int) -> str:
+    """The rows matching any term through the trigram index, each with the terms it matched (`ks`).
+
+    One index scan per term: a candidate is rechecked for that term alone, where one scan for all the
+    terms would test each candidate against every term until one matched."""
+    each = " UNION ALL ".join(f"SELECT {key}, {k} AS k FROM {table} WHERE {column} ILIKE ${n}"
+                              for k, n in enumerate(range(first, first + 2 * count, 2)))
+    return f"SELECT {key}, array_agg(k) AS ks FROM ({each}) AS each_term GROUP BY {key}"
 
 
 class PostgresStore(CommonStore):
@@ -867,13 +873,13 @@ class PostgresStore(CommonStore):
         # conversation's every message through its thread index and tests each with ILIKE.
         # Each hit's thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large
         # server's visible conversations for each hit instead).
-        hits = ("SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
-                " FROM found JOIN messages m ON m.seq = found.seq CROSS JOIN LATERAL (SELECT persona, scope_key,"
-                " kind, label FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t"
+        hits = ("SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label,"
+                " found.ks FROM found JOIN messages m ON m.seq = found.seq CROSS JOIN LATERAL (SELECT persona,"
+                " scope_key, kind, label FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t"
                 " WHERE t.persona = $1 AND t.scope_key = ANY($2::text[]) AND m.deleted_at IS NULL"
                 f" AND {_NOT_PLACEHOLDER}")
         rows = await self._searched(
-            f"WITH found AS MATERIALIZED (SELECT seq FROM messages WHERE {_any_like('content', 4, len(terms))}),"
+            f"WITH found AS MATERIALIZED ({_matches('messages', 'seq', 'content', 4, len(terms))}),"
             f" scored AS MATERIALIZED ({_ranked(hits, 'content', 4, len(terms))})"
             " SELECT seq, role, author_name, content, created_at, scope_key, kind, label FROM scored"
             f" ORDER BY {_rank('len', len(terms))} DESC, seq DESC LIMIT $3",
@@ -897,19 +903,18 @@ class PostgresStore(CommonStore):
         # As for messages: the matches first, through the trigram indexes alone, then each by its key.
         chronicles = ("SELECT 'chronicle' AS source, t.id, t.chronicle_summary AS text,"
                       " COALESCE(t.completed_at, t.created_at) AS at, t.label, t.scope_key, NULL AS type,"
-                      " NULL AS scope, NULL::int AS version FROM found_chronicles f"
+                      " NULL AS scope, NULL::int AS version, f.ks FROM found_chronicles f"
                       " CROSS JOIN LATERAL (SELECT * FROM threads WHERE threads.id = f.id OFFSET 0) AS t"
                       " WHERE t.persona = $1 AND t.scope_key = ANY($2::text[])")
         records = ("SELECT 'record' AS source, r.id, r.content AS text, r.created_at AS at, NULL AS label,"
-                   " NULL AS scope_key, r.type, r.scope, r.version FROM found_records f CROSS JOIN LATERAL"
+                   " NULL AS scope_key, r.type, r.scope, r.version, f.ks FROM found_records f CROSS JOIN LATERAL"
                    " (SELECT * FROM memory_records WHERE memory_records.id = f.id OFFSET 0) AS r"
                    " WHERE r.persona = $1 AND r.type = 'short_term'"
                    " AND (r.scope, r.scope_id) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))")
         best = "source, id, text, at, label, scope_key, type, scope, version"
         rows = await self._searched(
-            f"WITH found_chronicles AS MATERIALIZED (SELECT id FROM threads"
-            f" WHERE {_any_like('chronicle_summary', 6, n)}),"
-            f" found_records AS MATERIALIZED (SELECT id FROM memory_records WHERE {_any_like('content', 6, n)})"
+            f"WITH found_chronicles AS MATERIALIZED ({_matches('threads', 'id', 'chronicle_summary', 6, n)}),"
+            f" found_records AS MATERIALIZED ({_matches('memory_records', 'id', 'content', 6, n)})"
             f" (SELECT {best} FROM ({_ranked(chronicles, 'text', 6, n)}) AS c ORDER BY {_rank('len', n)} DESC, id DESC"
             f" LIMIT $5) UNION ALL (SELECT {best} FROM ({_ranked(records, 'text', 6, n)}) AS r"
             f" ORDER BY {_rank('len', n)} DESC, id DESC LIMIT $5)",
