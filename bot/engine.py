@@ -31,7 +31,7 @@ from bot.services.conversation import Conversations, ReplyFailed
 from bot.services.forgetting import Forgetting
 from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
 from bot.services.playbooks import Playbooks, RunView
-from bot.services.settings import Settings, Where
+from bot.services.settings import SHARED_MAX_AGE, Settings, Where
 from bot.services.snapshots import Snapshots
 from bot.services.social import Socials
 from bot.services.stelis import StelisThreads
@@ -76,7 +76,7 @@ class Engine:
         self.llm = llm = MeteredLLM(llm)  # a pulse counts what it spends, whichever service calls
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
         persona = config.persona.name
-        self.settings = Settings(config, store)
+        self.settings = Settings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)
         self.assembler = Assembler(
             store, llm, Persona(persona, config.persona.card),
             Budget(config.llm.context_tokens, config.llm.max_output_tokens, config.context),

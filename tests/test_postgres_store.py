@@ -146,3 +146,29 @@ async def test_bot_processes_sharing_a_database_take_turns_to_log_in(postgres_cl
     assert paused == [1]
     await engine.close()
     await postgres_cluster.drop_database(name)
+
+
+async def test_an_opt_out_or_setting_another_process_makes_holds_here_soon(postgres_cluster, make_config):
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+    from bot.services.settings import SHARED_MAX_AGE
+
+    name = await postgres_cluster.fresh_database()
+    config = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0})
+    here, there = await Engine.open(config, OfflineLLM()), await Engine.open(config, OfflineLLM())
+    scope = Scope.channel(1, 2)
+    assert await here.hear(scope, "hello", author_name="mahe", author_id=77) is not None
+    assert "kestrel" not in (await here.settings.effective(1, 2)).persona.card  # read, and kept for a while
+    await there.opt_out(77)  # a DM to another process's shard
+    await there.set_setting("guild", 1, "persona.card", "You are a kestrel.")
+    assert here.settings.max_age == SHARED_MAX_AGE
+    here.settings.max_age = 0  # as if that while had passed
+    assert await here.hear(scope, "my secret", author_name="mahe", author_id=77) is None
+    assert (await here.settings.effective(1, 2)).persona.card == "You are a kestrel."
+    await here.close()
+    await there.close()
+    await postgres_cluster.drop_database(name)
+
+    alone = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    assert alone.settings.max_age is None  # its own SQLite file: every change is made here
+    await alone.close()

@@ -68,6 +68,7 @@ class Conversations:
 
         Someone who opted out is not remembered at all: None.
         """
+        await self._forgetting.refresh()
         if not self._forgetting.remembers(author_id):
             return None
         thread = await (self._store.thread(thread_id) if thread_id is not None else self._root(scope))

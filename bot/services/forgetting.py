@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 
 from bot.services.settings import Settings
 from bot.services.snapshots import Snapshots
@@ -23,11 +25,19 @@ class Forgetting:
         self._snapshots = snapshots
         self._persona = persona
         self._opted_out: set[int] = set()
+        self._loaded_at = -math.inf
         self._lock = asyncio.Lock()  # one rewrite at a time: they touch the same versions
         self.rewrites: set[asyncio.Task[forget.Rewritten]] = set()  # erasures being rewritten in the background
 
     async def load(self) -> None:
         self._opted_out = await self._store.opted_out(self._persona)
+        self._loaded_at = time.monotonic()
+
+    async def refresh(self) -> None:
+        """Read the opt-outs again when another process may have changed them since."""
+        max_age = self._settings.max_age
+        if max_age is not None and time.monotonic() - self._loaded_at > max_age:
+            await self.load()
 
     def remembers(self, user_id: int | None) -> bool:
         return user_id is None or user_id not in self._opted_out

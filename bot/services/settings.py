@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from bot.config import OVERRIDABLE, Config, ConfigError, apply_overrides, dotted_value
@@ -13,24 +14,31 @@ from memory.store import Store
 
 Where = Literal["guild", "channel"]
 
+# On a database other processes share, what this process read of settings and opt-outs is read again after
+# this long: a change made by another process (a server's /config, a DM's opt-out) holds everywhere soon.
+SHARED_MAX_AGE = 10.0
+
 
 class Settings:
-    def __init__(self, config: Config, store: Store):
+    def __init__(self, config: Config, store: Store, max_age: float | None = None):
         self.config = config
         self._store = store
-        self._cache: dict[tuple[int | None, int | None], Config] = {}
+        self.max_age = max_age  # None: this process makes every change, so what it read stays true
+        self._cache: dict[tuple[int | None, int | None], tuple[float, Config]] = {}
 
     async def effective(self, guild_id: int | None, channel_id: int | None) -> Config:
         """The config with the guild's, then the channel's, overrides applied (validated, cached)."""
         key = (guild_id, channel_id)
-        if key not in self._cache:
+        found = self._cache.get(key)
+        if found is None or (self.max_age is not None and time.monotonic() - found[0] > self.max_age):
             overrides: dict[str, Any] = {}
             if guild_id is not None:
                 overrides.update(await self._store.settings("guild", guild_id))
             if channel_id is not None:
                 overrides.update(await self._store.settings("channel", channel_id))
-            self._cache[key] = apply_overrides(self.config, overrides) if overrides else self.config
-        return self._cache[key]
+            found = self._cache[key] = (time.monotonic(),
+                                        apply_overrides(self.config, overrides) if overrides else self.config)
+        return found[1]
 
     async def shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
         """What /config show lists: the effective settings and each level's overrides."""
