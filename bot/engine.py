@@ -88,6 +88,7 @@ class Engine:
                                    config.memory.lease_seconds)
         self.scheduler: MemoryScheduler | None = None
         self.stelis = StelisThreads(store, llm, config.stelis, persona, config.llm.context_tokens)
+        self.assembler.visibilities = self.stelis.visibilities
         self.snapshots = Snapshots(store, self.assembler, config.data_dir / "snapshots")
         self.forgetting = Forgetting(store, llm, self.settings, config.stelis, self.snapshots, persona)
         self.conversations = Conversations(store, llm, self.assembler, self.settings, self.stelis, self.forgetting,

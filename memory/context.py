@@ -720,18 +720,20 @@ class Assembler:
         return text
 
     async def _working_memory(self, root: Thread) -> list[dict[str, str]]:
-        """The persona's open branches in this server, latest first (seed 001's working memory); read again
-        only when a branch changed."""
+        """The persona's open branches this conversation may see (recall's visibility), latest first (seed
+        001's working memory); read again only when a branch changed."""
         if not self.policy.working_memory:
             return []
-        key = (root.guild_id, root.scope_key, self.store.branch_changes)
+        seen = await self.visibilities.of(self.store, root)
+        key = (seen.scope_keys, self.store.branch_changes)
         found = self._branches.get(key)
         if found is None:
-            rows = await self.store.recent_branches(root.persona, root.guild_id, root.scope_key,
-                                                    self.policy.working_memory)
+            rows = await self.store.recent_branches(root.persona, seen.scope_keys, self.policy.working_memory)
             found = [{"label": b.label, "kind": b.branch_type, "status": b.status, "state": b.brief_state or "",
                       "when": dates.day_line(b.active_at)} for b in rows]
-            self._branches = {key: found}  # one server's at a time: small, and rebuilt when anything changes
+            if len(self._branches) >= WINDOWS_KEPT or any(k[1] != key[1] for k in self._branches):
+                self._branches.clear()  # any branch change reads them all again
+            self._branches[key] = found
         return found
 
 

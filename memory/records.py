@@ -33,11 +33,6 @@ class Scope:
         # Its own conversation, never a session of its parent: only its members may read it.
         return cls(key=f"guild:{guild_id}:private:{thread_id}", guild_id=guild_id, channel_id=thread_id)
 
-    def reaches(self, guild_id: int | None, scope_key: str) -> bool:
-        """Is something kept under (guild, scope key) this conversation's to reach: anything of its server,
-        or, outside a server, only what is its own?"""
-        return guild_id == self.guild_id if self.guild_id is not None else scope_key == self.key
-
     @property
     def private(self) -> bool:
         """A private Discord thread: its memory is never shared, whatever a setting says."""

@@ -291,10 +291,10 @@ class Store(Protocol):
         """Change what is given; any change is activity (the working memory orders branches by it)."""
         ...
 
-    async def recent_branches(self, persona: str, guild_id: int | None, scope_key: str,
+    async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
                               limit: int, *, with_completed: bool = False) -> list[Branch]:
-        """The persona's open branches in a server (or, outside one, in this conversation), latest activity
-        first: what its working memory shows."""
+        """The persona's open branches of these conversations (what one may see: recall's visibility), latest
+        activity first: what its working memory shows."""
         ...
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:
@@ -428,8 +428,8 @@ class Store(Protocol):
                           steps: list[str]) -> Task:
         ...
 
-    async def tasks_in(self, persona: str, guild_id: int | None, scope_key: str, limit: int) -> list[Task]:
-        """A server's tasks (or, outside one, a conversation's), open ones first, newest first."""
+    async def tasks_in(self, persona: str, scope_keys: tuple[str, ...], limit: int) -> list[Task]:
+        """The tasks of these conversations (what one may see), open ones first, newest first."""
         ...
 
     async def task(self, task_id: int) -> Task | None:
@@ -454,10 +454,10 @@ class Store(Protocol):
         """Model calls and tokens the server's pulses spent since a moment."""
         ...
 
-    async def messages_since(self, persona: str, guild_id: int | None, scope_key: str, since: float,
+    async def messages_since(self, persona: str, scope_keys: tuple[str, ...], since: float,
                              limit: int) -> list[Message]:
-        """What was said in a server's conversations (or, outside one, in this one) after a moment, oldest
-        first, at most the newest `limit`."""
+        """What was said in these conversations (what one may see: recall's visibility) after a moment,
+        oldest first, at most the newest `limit`."""
         ...
 
     async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:

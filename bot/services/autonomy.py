@@ -140,7 +140,8 @@ class Autonomy:
         place = place_of(scope)
         last = await self._last_pulse(place)
         since = last.at if last else self._clock() - FIRST_LOOK_SECONDS
-        said = await self._store.messages_since(self._persona, scope.guild_id, scope.key, since, PERCEIVED_MESSAGES)
+        seen = await self._stelis.seen_from(scope)
+        said = await self._store.messages_since(self._persona, seen.scope_keys, since, PERCEIVED_MESSAGES)
         lines = [f"Now: {dates.now_text(self._clock())}. Since your last look ({dates.now_text(since)}): "
                  + (f"{len(said)} message(s)." if said else "nothing was said.")]
         where: dict[int, str] = {}
@@ -279,8 +280,11 @@ class Autonomy:
         return PulseOutcome(place, action, f"{branch.label}: {state}", branch.id)
 
     async def _resumed(self, home: Scope, branch_id: str) -> Branch:
-        branch = await self._store.branch(branch_id)
-        if branch is None or not home.reaches(branch.guild_id, branch.scope_key) or branch.status == "completed":
+        try:
+            branch = await self._branches.visible(home, branch_id)
+        except ToolError:
+            branch = None
+        if branch is None or branch.status == "completed":
             raise ToolError(f"meta_auto chose to resume {branch_id!r}, which is not an open branch here")
         if branch.branch_type not in ("task", "free"):
             raise ToolError(f"meta_auto chose {branch_id!r}: a {branch.branch_type} branch is not worked on alone")

@@ -73,16 +73,22 @@ class DiscordThreadBranches:
         return False
 
     async def in_server(self, scope: Scope, limit: int = ALL_BRANCHES) -> list[Branch]:
-        """Every branch of the persona in the scope's server (or, outside one, its conversation), all statuses."""
-        return await self._store.recent_branches(self._persona, scope.guild_id, scope.key, limit,
-                                                 with_completed=True)
+        """Every branch of the persona this conversation may see (its own, its server's shared channels'), all
+        statuses."""
+        seen = await self._stelis.seen_from(scope)
+        return await self._store.recent_branches(self._persona, seen.scope_keys, limit, with_completed=True)
+
+    async def visible(self, scope: Scope, branch_id: str) -> Branch:
+        """A branch this conversation may see and change; any other is unknown here."""
+        branch = await self._store.branch(branch_id)
+        if branch is None or branch.scope_key not in (await self._stelis.seen_from(scope)).scope_keys:
+            raise ToolError(f"there is no branch {branch_id!r} here")
+        return branch
 
     async def update(self, scope: Scope, branch_id: str, *, brief_state: str | None,
                      status: BranchStatus | None) -> Branch:
         """Change a branch of this server (never another's)."""
-        branch = await self._store.branch(branch_id)
-        if branch is None or not scope.reaches(branch.guild_id, branch.scope_key):
-            raise ToolError(f"there is no branch {branch_id!r} here")
+        branch = await self.visible(scope, branch_id)
         if status in ("suspended", "completed") and branch.status != status:
             if branch.branch_type == "social" and status == "completed":
                 raise ToolError("a social branch never completes: suspend it until the next exchange")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.services.views import ThreadDetail, TreeRow
-from memory import threads
+from memory import recall, threads
 from memory.llm import LLM
 from memory.records import Scope, Thread
 from memory.settings import StelisSettings
@@ -19,6 +19,12 @@ class StelisThreads:
         self.settings = settings
         self._persona = persona
         self._context_tokens = context_tokens
+        self.visibilities = recall.Visibilities()  # shared with the assembler: one view of who may see what
+
+    async def seen_from(self, scope: Scope) -> recall.Visibility:
+        """What a conversation may see of the rest (recall's rules, DESIGN.md section 6): whatever reads
+        another conversation's words or branches for it goes through this."""
+        return await self.visibilities.of(self._store, await self.root(scope))
 
     async def root(self, scope: Scope) -> Thread:
         """A scope's conversation (its root thread), created on first use."""

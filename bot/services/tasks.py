@@ -51,11 +51,13 @@ class Tasks:
         return await self._store.update_task(task.id, branch_id=branch)
 
     async def of(self, scope: Scope, limit: int = 50) -> list[Task]:
-        return await self._store.tasks_in(self._persona, scope.guild_id, scope.key, limit)
+        """The tasks this conversation may see (its own, its server's shared channels')."""
+        seen = await self._stelis.seen_from(scope)
+        return await self._store.tasks_in(self._persona, seen.scope_keys, limit)
 
     async def get(self, scope: Scope, task_id: int) -> Task:
         task = await self._store.task(task_id)
-        if task is None or not scope.reaches(task.guild_id, task.scope_key):
+        if task is None or task.scope_key not in (await self._stelis.seen_from(scope)).scope_keys:
             raise ToolError(f"there is no task {task_id} here")
         return task
 

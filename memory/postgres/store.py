@@ -538,12 +538,12 @@ class PostgresStore(CommonStore):
             status, current_thread_id, label, brief_state, self.clock(), branch_id)
         self.branch_changes += 1
 
-    async def recent_branches(self, persona: str, guild_id: int | None, scope_key: str,
+    async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
                               limit: int, *, with_completed: bool = False) -> list[Branch]:
         rows = await self._all(
-            "SELECT * FROM branches WHERE persona = $1 AND ($2 OR status != 'completed') AND (guild_id = $3"
-            " OR ($3::bigint IS NULL AND scope_key = $4)) ORDER BY COALESCE(last_activity_at, created_at) DESC"
-            " LIMIT $5", persona, with_completed, guild_id, scope_key, limit)
+            "SELECT * FROM branches WHERE persona = $1 AND ($2 OR status != 'completed') AND scope_key = ANY($3)"
+            " ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT $4",
+            persona, with_completed, list(scope_keys), limit)
         return [row_to.branch(r) for r in rows]
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:
@@ -777,10 +777,10 @@ class PostgresStore(CommonStore):
         assert row is not None
         return row_to.task(row)
 
-    async def tasks_in(self, persona: str, guild_id: int | None, scope_key: str, limit: int) -> list[Task]:
+    async def tasks_in(self, persona: str, scope_keys: tuple[str, ...], limit: int) -> list[Task]:
         rows = await self._all(
-            "SELECT * FROM tasks WHERE persona = $1 AND (guild_id = $2 OR ($2::bigint IS NULL AND scope_key = $3))"
-            " ORDER BY status != 'open', id DESC LIMIT $4", persona, guild_id, scope_key, limit)
+            "SELECT * FROM tasks WHERE persona = $1 AND scope_key = ANY($2)"
+            " ORDER BY status != 'open', id DESC LIMIT $3", persona, list(scope_keys), limit)
         return [row_to.task(r) for r in rows]
 
     async def task(self, task_id: int) -> Task | None:
@@ -822,13 +822,14 @@ class PostgresStore(CommonStore):
                               persona, place, since)
         return (int(row["calls"]), int(row["tokens"])) if row else (0, 0)
 
-    async def messages_since(self, persona: str, guild_id: int | None, scope_key: str, since: float,
+    async def messages_since(self, persona: str, scope_keys: tuple[str, ...], since: float,
                              limit: int) -> list[Message]:
         rows = await self._all(
             "SELECT * FROM (SELECT m.* FROM messages m JOIN threads t ON t.id = m.thread_id"
-            " WHERE t.persona = $1 AND (t.guild_id = $2 OR ($2::bigint IS NULL AND t.scope_key = $3))"
-            " AND m.created_at > $4 AND m.deleted_at IS NULL AND m.role IN ('user', 'assistant')"
-            " ORDER BY m.seq DESC LIMIT $5) AS newest ORDER BY seq", persona, guild_id, scope_key, since, limit)
+            " WHERE t.persona = $1 AND t.scope_key = ANY($2)"
+            " AND m.created_at > $3 AND m.deleted_at IS NULL AND m.role IN ('user', 'assistant')"
+            f" AND {_NOT_PLACEHOLDER} ORDER BY m.seq DESC LIMIT $4) AS newest ORDER BY seq",
+            persona, list(scope_keys), since, limit)
         return [row_to.message(r) for r in rows]
 
     async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:

@@ -560,14 +560,13 @@ class SqliteStore(CommonStore):
             )
         self.branch_changes += 1
 
-    async def recent_branches(self, persona: str, guild_id: int | None, scope_key: str,
+    async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
                               limit: int, *, with_completed: bool = False) -> list[Branch]:
-        """The persona's open branches in a server (or, outside one, in this conversation), latest activity
-        first: what its working memory shows."""
+        marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
-            "SELECT * FROM branches WHERE persona = ? AND (? OR status != 'completed') AND (guild_id = ?"
-            " OR (? IS NULL AND scope_key = ?)) ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT ?",
-            (persona, int(with_completed), guild_id, guild_id, scope_key, limit))
+            f"SELECT * FROM branches WHERE persona = ? AND (? OR status != 'completed') AND scope_key IN ({marks})"
+            " ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT ?",
+            (persona, int(with_completed), *scope_keys, limit))
         return [row_to.branch(r) for r in rows]
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:
@@ -870,11 +869,11 @@ class SqliteStore(CommonStore):
                  json.dumps([{"text": s, "done": False} for s in steps], ensure_ascii=False), now, now))
         return row_to.task(next(iter(rows)))
 
-    async def tasks_in(self, persona: str, guild_id: int | None, scope_key: str, limit: int) -> list[Task]:
-        """A server's tasks (or, outside one, a conversation's), open ones first, newest first."""
+    async def tasks_in(self, persona: str, scope_keys: tuple[str, ...], limit: int) -> list[Task]:
+        marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
-            "SELECT * FROM tasks WHERE persona = ? AND (guild_id = ? OR (? IS NULL AND scope_key = ?))"
-            " ORDER BY status != 'open', id DESC LIMIT ?", (persona, guild_id, guild_id, scope_key, limit))
+            f"SELECT * FROM tasks WHERE persona = ? AND scope_key IN ({marks})"
+            " ORDER BY status != 'open', id DESC LIMIT ?", (persona, *scope_keys, limit))
         return [row_to.task(r) for r in rows]
 
     async def task(self, task_id: int) -> Task | None:
@@ -917,16 +916,15 @@ class SqliteStore(CommonStore):
             " WHERE persona = ? AND place = ? AND at >= ?", (persona, place, since))
         return (row["calls"], row["tokens"]) if row else (0, 0)
 
-    async def messages_since(self, persona: str, guild_id: int | None, scope_key: str, since: float,
+    async def messages_since(self, persona: str, scope_keys: tuple[str, ...], since: float,
                              limit: int) -> list[Message]:
-        """What was said in a server's conversations (or, outside one, in this one) after a moment, oldest
-        first, at most the newest `limit`."""
+        marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
             "SELECT * FROM (SELECT m.* FROM messages m JOIN threads t ON t.id = m.thread_id"
-            " WHERE t.persona = ? AND (t.guild_id = ? OR (? IS NULL AND t.scope_key = ?))"
+            f" WHERE t.persona = ? AND t.scope_key IN ({marks})"
             " AND m.created_at > ? AND m.deleted_at IS NULL AND m.role IN ('user', 'assistant')"
-            " ORDER BY m.seq DESC LIMIT ?) ORDER BY seq",
-            (persona, guild_id, guild_id, scope_key, since, limit))
+            f" AND {_NOT_PLACEHOLDER} ORDER BY m.seq DESC LIMIT ?) ORDER BY seq",
+            (persona, *scope_keys, since, limit))
         return [row_to.message(r) for r in rows]
 
     async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:

@@ -1,0 +1,106 @@
+"""Trust (issue 26): private words stay where they were said, on both storage backends.
+
+A member who cannot read a channel must get nothing of it through the pulse, the working memory,
+the branch and task lists, whoever asks from where.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.clock import Clock
+from bot.config import AnthropicConfig, ModelTiers
+from bot.engine import Engine
+from bot.providers.anthropic_llm import AnthropicLLM
+from bot.tools import ToolError
+from memory.records import Scope
+from tests.test_autonomy import Persona, _instruction
+
+GENERAL = Scope.channel(1, 100)
+OTHER_PUBLIC = Scope.channel(1, 150)
+STAFF = Scope.channel(1, 300)  # a channel @everyone cannot read
+SECRET_THREAD = Scope.private_thread(1, 400)
+LAYOFF_THREAD = 500  # a Discord thread under #staff
+
+
+@pytest.fixture
+async def trust_engine(make_config, fake_anthropic, database):
+    opened: list[Engine] = []
+
+    async def make(persona: Any, **autonomy: Any) -> tuple[Engine, Clock]:
+        fake_anthropic.responder = persona
+        clock = Clock()
+        llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0,
+                                           stream=False), ModelTiers())
+        config = make_config(database=database, snapshots={"interval_seconds": 0}, llm={"reply_tools": False},
+                             autonomy={"quiet_minutes": 10, **autonomy})
+        engine = await Engine.open(config, llm, clock=clock)
+        opened.append(engine)
+        return engine, clock
+
+    yield make
+    for engine in opened:
+        await engine.close()
+
+
+async def _private_places(engine: Engine) -> None:
+    """Words said where #general's members cannot read: #staff, a Discord thread of it, a private thread."""
+    await engine.describe_channel(GENERAL, name="general", public=True)
+    await engine.hear(OTHER_PUBLIC, "the bake sale is on friday", author_name="ann", author_id=5)
+    await engine.describe_channel(OTHER_PUBLIC, name="events", public=True)
+    await engine.hear(STAFF, "the vault PIN is 4711-0815", author_name="boss", author_id=8)
+    await engine.describe_channel(STAFF, name="staff", public=False)
+    session = await engine.branch_session(STAFF, LAYOFF_THREAD, "Layoff list for March")
+    await engine.hear(STAFF, "bob and carol are on the layoff list", author_name="boss", author_id=8,
+                      thread_id=session.id)
+    await engine.hear(SECRET_THREAD, "my diagnosis came back positive", author_name="dee", author_id=6)
+    await engine.create_task(STAFF, "Payroll audit", "check the salaries of the board", ["list them"])
+
+
+SECRETS = ("4711-0815", "layoff", "Layoff list", "diagnosis", "Payroll audit", "salaries")
+
+
+async def test_the_pulse_perceives_only_what_recall_may_see_from_its_home_channel(trust_engine):
+    persona = Persona({"action": "wait", "reason": "quiet"})
+    engine, clock = await trust_engine(persona)
+    await _private_places(engine)
+    await engine.hear(GENERAL, "the garden needs water", author_name="mahe", author_id=7)
+    await engine.set_autonomy(GENERAL, "enabled", True)
+    await engine.set_autonomy(GENERAL, "home_channel", GENERAL.channel_id)
+    clock.advance(3600)
+
+    outcome = await engine.autonomy.pulse(GENERAL)
+    assert outcome.action == "wait"
+    asked = "\n".join(persona.seen)
+    assert "the garden needs water" in asked and "bake sale" in asked  # what #general may see is perceived
+    for secret in SECRETS:
+        assert secret not in asked
+
+
+async def test_working_memory_branch_and_task_lists_show_only_what_the_conversation_may_see(
+        trust_engine, fake_anthropic):
+    engine, _ = await trust_engine(lambda body: "ok")
+    await _private_places(engine)
+    await engine.create_branch(OTHER_PUBLIC, "Poster for the bake sale")
+    await engine.hear(GENERAL, "what are you working on?", author_name="mahe", author_id=7)
+    await engine.reply((await engine.thread_for(GENERAL)).id)
+
+    request = _instruction(fake_anthropic.calls[-1].body) + str(fake_anthropic.calls[-1].body.get("system"))
+    assert "Poster for the bake sale" in request  # the working memory is there ...
+    for secret in SECRETS:  # ... with nothing of #staff, its thread or a private thread
+        assert secret not in request
+
+    listed = "\n".join(await engine.tools.branch_lines(GENERAL))
+    assert "Poster for the bake sale" in listed and "Layoff" not in listed and "Payroll" not in listed
+    assert "Layoff list for March" in "\n".join(await engine.tools.branch_lines(STAFF))  # where it belongs
+
+    assert [t.title for t in await engine.tasks_of(GENERAL)] == []
+    staff_task = (await engine.tasks_of(STAFF))[0]
+    with pytest.raises(ToolError):
+        await engine.task(GENERAL, staff_task.id)
+    with pytest.raises(ToolError):  # nor may #general's conversation change the branch of #staff's thread
+        await engine.tools.update_branch(GENERAL, "discord-500", "renamed", None)
+    assert "Payroll audit" not in await engine.autonomy.perceive(GENERAL)
+    assert "Payroll audit" in await engine.autonomy.perceive(STAFF)
