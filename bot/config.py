@@ -353,6 +353,12 @@ OVERRIDABLE = (
     "autonomy.daily_calls", "autonomy.daily_tokens", "autonomy.session_turns",
 )
 
+# Settings whose values name things of a Discord server: each is checked against the server it is set in.
+NAMES: dict[str, Literal["channel", "role", "user"]] = {
+    "autonomy.home_channel": "channel", "discord.allow_users": "user", "discord.deny_users": "user",
+    "discord.allow_roles": "role", "discord.deny_roles": "role",
+}
+
 
 class ConfigError(Failure):
     """A config that cannot be used; the message names each bad key, its value and what is allowed."""

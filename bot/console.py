@@ -147,6 +147,9 @@ class Console:
     async def open_work_thread(self, scope: Scope, name: str) -> int | None:
         return None  # the console's tasks work in their Stelis sessions, shown by /tree and /branches
 
+    async def strangers(self, guild_id: int, kind: str, ids: list[int]) -> list[int]:
+        return ids  # the console is in no server
+
     async def run_loop(self) -> int:
         self.engine.attach(self)
         run = await self.start()

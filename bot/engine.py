@@ -251,6 +251,7 @@ class Engine:
     def attach(self, front_end: FrontEnd) -> None:
         """The front end the persona acts through on its own (post_message, open_thread, a playbook's speak)."""
         self.tools.front_end = front_end
+        self.settings.strangers = front_end.strangers
 
     def stored_time(self) -> float:
         """Now, as stored times are stamped (the console's /idle moves only the scheduler's clock)."""
@@ -268,8 +269,10 @@ class Engine:
     async def settings_shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
         return await self.settings.shown(guild_id, channel_id)
 
-    async def set_setting(self, where: Where, scope_id: int, key: str, value: object) -> object:
-        return await self.settings.set(where, scope_id, key, value)
+    async def set_setting(self, where: Where, scope_id: int, key: str, value: object,
+                          guild_id: int | None = None) -> object:
+        """An override for a server, or a channel of `guild_id` (values naming things are checked there)."""
+        return await self.settings.set(where, scope_id, key, value, guild_id)
 
     async def reset_setting(self, where: Where, scope_id: int, key: str) -> bool:
         return await self.settings.reset(where, scope_id, key)

@@ -428,7 +428,8 @@ class Admin(commands.Cog):
         if not await self.allowed(interaction):
             return
         try:
-            parsed = await self.engine.set_setting(cast(Where, scope), self._scope_id(interaction, scope), key, value)
+            parsed = await self.engine.set_setting(cast(Where, scope), self._scope_id(interaction, scope), key, value,
+                                                   interaction.guild_id)
         except ConfigError as exc:
             await self.answer(interaction, not_set_text(exc.problems))
             return

@@ -11,6 +11,7 @@ import discord
 from discord.ext import commands
 
 from bot import logs
+from bot.config import ConfigError
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
 from bot.engine import ReplyFailed
 from bot.splitting import split_message
@@ -72,11 +73,37 @@ class Conversation(commands.Cog):
             raise ToolError(f"Discord refused the thread ({exc.status})") from exc
 
     def _channel_of(self, scope: Scope) -> discord.abc.Messageable:
+        """The conversation's channel; only ever one of the server the scope belongs to."""
         target = scope.discord_thread_id or scope.channel_id
         channel = self.bot.get_channel(target) if target else None
         if not isinstance(channel, discord.abc.Messageable):
             raise ToolError("this conversation's channel is not reachable now")
+        guild = getattr(channel, "guild", None)
+        if (guild.id if guild is not None else None) != scope.guild_id:
+            raise ToolError(f"channel {target} is not in this conversation's server")
         return channel
+
+    async def strangers(self, guild_id: int, kind: str, ids: list[int]) -> list[int]:
+        guild = self.bot.get_guild(guild_id)
+        if guild is None:
+            return ids
+        if kind == "channel":
+            return [i for i in ids if guild.get_channel_or_thread(i) is None]
+        if kind == "role":
+            return [i for i in ids if guild.get_role(i) is None]
+        return [i for i in ids if guild.get_member(i) is None and not await self._fetched_member(guild, i)]
+
+    @staticmethod
+    async def _fetched_member(guild: discord.Guild, user_id: int) -> bool:
+        """A member the cache does not hold (no members intent) is asked of Discord."""
+        try:
+            await guild.fetch_member(user_id)
+        except discord.NotFound:
+            return False
+        except discord.HTTPException as exc:
+            raise ConfigError([f"Discord could not say whether {user_id} is a member ({exc.status}); "
+                               "try again"]) from exc
+        return True
 
     # events
 

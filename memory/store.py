@@ -67,6 +67,13 @@ class StoreError(Failure):
     """The database cannot be used as it is (for example, written by a newer Stelis, or a full disk)."""
 
 
+class OtherServer(Failure):
+    """A channel id already known as another server's conversation: channel ids name one server's channel."""
+
+    def __init__(self, channel_id: int | None):
+        super().__init__(f"channel {channel_id} belongs to another server: nothing of it is read or said from here")
+
+
 class StaleUpdate(StoreError):
     """Another worker wrote this memory update first (its lease ran out while this one worked): nothing saved."""
 
@@ -118,7 +125,7 @@ class Store(Protocol):
         ...
 
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
-        """The root thread of a scope for a persona, created on first use."""
+        """A scope's root thread, created on first use; OtherServer if its channel is another server's."""
         ...
 
     async def thread(self, thread_id: int) -> Thread:

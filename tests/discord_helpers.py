@@ -11,10 +11,10 @@ from discord.ext.test import backend, factories
 from bot.discord_bot import make_bot
 
 
-async def start_bot(engine, config):
+async def start_bot(engine, config, guilds: int = 1):
     bot = make_bot(config, engine, members_intent=True)
     await bot._async_setup_hook()
-    dpytest.configure(bot)
+    dpytest.configure(bot, guilds=guilds)
     await bot._async_setup_hook()  # dpytest 0.7 + discord.py 2.7: set up again after configure
     await bot.setup_hook()
     return bot

@@ -104,3 +104,13 @@ async def test_working_memory_branch_and_task_lists_show_only_what_the_conversat
         await engine.tools.update_branch(GENERAL, "discord-500", "renamed", None)
     assert "Payroll audit" not in await engine.autonomy.perceive(GENERAL)
     assert "Payroll audit" in await engine.autonomy.perceive(STAFF)
+
+
+async def test_a_channel_id_belongs_to_one_server_in_the_store(store):
+    from memory.store import OtherServer
+
+    beta = await store.root_thread("p", Scope.channel(2, 900), 0.8)
+    with pytest.raises(OtherServer, match="channel 900 belongs to another server"):
+        await store.root_thread("p", Scope.channel(1, 900), 0.8)
+    assert (await store.root_thread("p", Scope.channel(2, 900), 0.8)).id == beta.id
+    assert (await store.root_thread("other persona", Scope.channel(1, 900), 0.8)).guild_id == 1

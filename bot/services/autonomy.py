@@ -28,7 +28,7 @@ from bot.tools import FrontEnd, ToolError
 from memory import dates
 from memory.errors import Failure
 from memory.records import AutonomyEntry, AutonomyKind, Branch, Scope, Task
-from memory.store import Store
+from memory.store import OtherServer, Store
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class Autonomy:
 
     async def set(self, scope: Scope, key: str, value: object) -> object:
         """Change an autonomy setting of this server (validated; `key` without `autonomy.`), and its timer."""
-        typed = await self._settings.set(*settings_level(scope), f"autonomy.{key}", value)
+        typed = await self._settings.set(*settings_level(scope), f"autonomy.{key}", value, scope.guild_id)
         await self.arm(scope)
         return typed
 
@@ -201,8 +201,11 @@ class Autonomy:
         place = place_of(scope)
         config = await self.config(scope)
         home = await self.home(scope)
-        reason = "no home channel is set" if home is None else \
-            await self._held_back(home, config, force)
+        try:
+            reason = "no home channel is set" if home is None else \
+                await self._foreign(home) or await self._held_back(home, config, force)
+        except OtherServer as exc:  # its conversation is another server's: nothing of it is read
+            reason = exc.notice
         if reason is not None or home is None:
             await self._log(place, "skip", reason or "")
             return PulseOutcome(place, "skip", reason or "")
@@ -225,6 +228,14 @@ class Autonomy:
         """The pulse's own line in the log: what it came to, and its calls and tokens (the budget's sum)."""
         await self._store.log_autonomy(self._persona, place, "pulse", action, branch_id=branch_id,
                                        calls=meter.calls, tokens=meter.tokens)
+
+    async def _foreign(self, home: Scope) -> str | None:
+        """A home channel that is not this server's (a value stored before it was checked): no pulse at all."""
+        front = self.front_end()
+        if home.guild_id is None or front is None or not await front.strangers(home.guild_id, "channel",
+                                                                               [home.channel_id or 0]):
+            return None
+        return f"the home channel {home.channel_id} is not a channel of this server"
 
     async def _held_back(self, home: Scope, config: AutonomyConfig, force: bool) -> str | None:
         """Why no pulse may run now, or None."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from bot.config import OVERRIDABLE, Config, ConfigError, apply_overrides, dotted_value
+from bot.config import NAMES, OVERRIDABLE, Config, ConfigError, apply_overrides, dotted_value
 from bot.services.views import SettingsView
 from memory.context import Conversation, Persona
 from memory.records import MemoryChannel, Thread
@@ -13,6 +14,8 @@ from memory.settings import MemorySettings, Triggers
 from memory.store import Store
 
 Where = Literal["guild", "channel"]
+# (server, "channel" | "role" | "user", ids) -> the ids that are not that server's: what a front end knows
+Strangers = Callable[[int, str, list[int]], Awaitable[list[int]]]
 
 # On a database other processes share, what this process read of settings and opt-outs is read again after
 # this long: a change made by another process (a server's /config, a DM's opt-out) holds everywhere soon.
@@ -25,6 +28,7 @@ class Settings:
         self._store = store
         self.max_age = max_age  # None: this process makes every change, so what it read stays true
         self._cache: dict[tuple[int | None, int | None], tuple[float, Config]] = {}
+        self.strangers: Strangers | None = None  # set by the front end that knows the servers (Discord)
 
     async def effective(self, guild_id: int | None, channel_id: int | None) -> Config:
         """The config with the guild's, then the channel's, overrides applied (validated, cached)."""
@@ -46,20 +50,40 @@ class Settings:
         return SettingsView(await self.effective(guild_id, channel_id), server,
                             await self._store.settings("channel", channel_id))
 
-    async def set(self, where: Where, scope_id: int, key: str, value: object) -> object:
+    async def set(self, where: Where, scope_id: int, key: str, value: object, guild_id: int | None = None) -> object:
         """Store an override after validating it; raises ConfigError naming what is wrong.
 
         Only OVERRIDABLE keys may be set. A text value is read as the key's declared type ("off"
-        stays a word, "12" becomes a number), never as YAML. Returns the value as stored.
+        stays a word, "12" becomes a number), never as YAML. A value naming a channel, role or user
+        must name one of the server it is set in (`guild_id`; a server's own setting: its id).
+        Returns the value as stored.
         """
         if key not in OVERRIDABLE:
             raise ConfigError([f"{key}: cannot be set here; per server or channel only these can: "
                                f"{', '.join(OVERRIDABLE)}"])
-        base = await self.effective(scope_id if where == "guild" else None, None)
+        guild_id = scope_id if where == "guild" else guild_id
+        base = await self.effective(guild_id, None)
         typed = dotted_value(apply_overrides(base, {key: value}), key)
+        if key in NAMES:  # only what it adds: one who left the server may still be taken off a list
+            before = dotted_value(base, key)
+            added = [v for v in (typed if isinstance(typed, list) else [typed])
+                     if v not in (before if isinstance(before, list) else [before])]
+            await self._check_names(key, added, guild_id)
         await self._store.set_setting(where, scope_id, key, typed)
         self._cache.clear()
         return typed
+
+    async def _check_names(self, key: str, values: list[object], guild_id: int | None) -> None:
+        """A channel, role or user id must be this server's: another server's would carry words across."""
+        ids = [v for v in values if isinstance(v, int)]
+        if not ids:
+            return
+        kind = NAMES[key]
+        if guild_id is None:
+            raise ConfigError([f"{key}: names a {kind} of a server; set it in that server"])
+        strangers = await self.strangers(guild_id, kind, ids) if self.strangers is not None else []
+        if strangers:
+            raise ConfigError([f"{key}: {', '.join(map(str, strangers))} is not a {kind} of this server"])
 
     async def reset(self, where: Where, scope_id: int, key: str) -> bool:
         removed = await self._store.delete_setting(where, scope_id, key)

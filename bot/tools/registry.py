@@ -54,6 +54,10 @@ class FrontEnd(Protocol):
         """A thread the persona owns for a task's work beside the conversation: its id (None: no threads here)."""
         ...
 
+    async def strangers(self, guild_id: int, kind: str, ids: list[int]) -> list[int]:
+        """Which of these ids are not a channel, role or member (`kind`: channel, role, user) of the server."""
+        ...
+
 
 @dataclass(frozen=True)
 class ToolScope:

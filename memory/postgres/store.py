@@ -40,7 +40,7 @@ from memory.records import (
     Thread,
 )
 from memory.settings import Triggers
-from memory.store import Clock, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
+from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import CHANNEL_FLAGS, WINDOW_STATE, CommonStore, checked
 from memory.tokens import count_tokens
 
@@ -244,6 +244,10 @@ class PostgresStore(CommonStore):
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         found = await self.find_root(persona, scope)
         if found is None:
+            if scope.guild_id is not None and await self._value(
+                    "SELECT EXISTS (SELECT 1 FROM threads WHERE persona = $1 AND kind = 'root' AND channel_id = $2"
+                    " AND guild_id != $3)", persona, scope.channel_id, scope.guild_id):
+                raise OtherServer(scope.channel_id)
             await self._execute(
                 "INSERT INTO threads (persona, kind, depth, window_ratio, scope_key, guild_id, channel_id,"
                 " discord_thread_id, created_at) VALUES ($1, 'root', 0, $2, $3, $4, $5, $6, $7)"

@@ -37,7 +37,7 @@ from memory.records import (
     Thread,
 )
 from memory.settings import Triggers
-from memory.store import Clock, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
+from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import CHANNEL_FLAGS, WINDOW_STATE, CommonStore, checked
 from memory.tokens import count_tokens
 
@@ -178,6 +178,10 @@ class SqliteStore(CommonStore):
         lookup = "SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'"
         row = await self._one(lookup, (persona, scope.key))
         if row is None:
+            if scope.guild_id is not None and await self._one(
+                    "SELECT 1 FROM threads WHERE persona = ? AND kind = 'root' AND channel_id = ? AND guild_id != ?",
+                    (persona, scope.channel_id, scope.guild_id)):
+                raise OtherServer(scope.channel_id)
             async with self._transaction() as db:
                 await db.execute(
                     "INSERT INTO threads (persona, kind, depth, window_ratio, scope_key, guild_id,"
