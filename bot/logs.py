@@ -71,8 +71,10 @@ def configure(level: str, secrets: list[str], log_file: Path | None = None, *, s
         if not screen:
             stderr.setLevel(logging.WARNING)
     root.addHandler(stderr)
-    # The SDKs log request details (with headers) at DEBUG; keep them at WARNING.
-    for noisy in ("anthropic", "httpx", "httpx2", "httpcore", "openai", "aiosqlite", "discord.http"):
+    # The SDKs log request details (with headers) at DEBUG, and the database driver and the gateway every
+    # statement's values and event's payload (what people said: a forget-me could not reach it); keep them quiet.
+    for noisy in ("anthropic", "httpx", "httpx2", "httpcore", "openai", "aiosqlite", "asyncpg", "discord.http",
+                  "discord.gateway", "discord.state", "discord.client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

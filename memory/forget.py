@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from memory import threads
 from memory.llm import LLM
-from memory.records import MemoryChannel, MemoryRecord
+from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.settings import MemorySettings, StelisSettings
 from memory.short_term import keep_pins, merge, update_workspace
 from memory.store import WINDOW_GAP, Store
@@ -32,6 +32,7 @@ class Rewritten:
     chronicles: int = 0
     windows: int = 0
     guilds: set[int] = field(default_factory=set)
+    threads: set[int] = field(default_factory=set)  # whose stored messages changed: their snapshots are stale
 
 
 async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,
@@ -40,19 +41,27 @@ async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings:
     done = Rewritten(messages=sum(len(s) for s in purged.values()))
     covering = {tid: set(seqs) for tid, seqs in purged.items()}  # grows by the anchors of rewritten chronicles
     chains = {tid: await threads.lineage(store, await store.thread(tid)) for tid in purged}
+    ended: dict[int, Thread] = {}  # closed Stelis threads whose chronicle and anchor are written again
     for chain in chains.values():
         for thread in chain:  # rolling summaries and memory snapshots above the erased messages
-            await store.set_window(thread.id, window_start_seq=None, window_summary=None, window_summary_from=None,
-                                   window_summary_to=None, window_summary_first_at=None,
-                                   window_summary_last_at=None, memory_as_of=None, **WINDOW_GAP)
+            await _reset_window(store, thread.id)
             done.windows += 1
-        for thread in chain[:-1]:  # closed Stelis threads, the erased one's and its ancestors'
+        for thread in chain[:-1]:  # the erased one's and its ancestors'
             if thread.anchor_seq is not None and thread.parent_thread_id is not None:
                 covering.setdefault(thread.parent_thread_id, set()).add(thread.anchor_seq)
-            if thread.status != "active" and thread.chronicle_summary:
-                text = await threads.write_chronicle(store, llm, thread, stelis, partial=thread.status == "aborted")
-                await threads.reclose(store, await store.thread(thread.id), text)
-                done.chronicles += 1
+            if thread.status != "active":
+                ended[thread.id] = thread
+    while ended:
+        thread = ended.pop(min(ended))
+        text = thread.chronicle_summary and await threads.write_chronicle(store, llm, thread, stelis,
+                                                                        partial=thread.status == "aborted")
+        closed = await threads.reclose(store, await store.thread(thread.id), text or None)
+        done.chronicles += bool(thread.chronicle_summary)
+        for session in await _copies_rewritten(store, closed, covering):  # resumed sessions opened with it
+            done.windows += 1
+            if session.status != "active":
+                ended[session.id] = session
+    done.threads = set(covering) | {t.id for chain in chains.values() for t in chain}
     for tid, seqs in covering.items():
         ch = await store.memory_channel(tid)
         if ch is not None:
@@ -65,6 +74,31 @@ async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings:
         await store.delete_records([r.id for r in old])
         await update_workspace(store, llm, persona, guild_id, settings)
     return done
+
+
+async def _reset_window(store: Store, thread_id: int) -> None:
+    await store.set_window(thread_id, window_start_seq=None, window_summary=None, window_summary_from=None,
+                           window_summary_to=None, window_summary_first_at=None, window_summary_last_at=None,
+                           memory_as_of=None, **WINDOW_GAP)
+
+
+async def _copies_rewritten(store: Store, closed: Thread, covering: dict[int, set[int]]) -> list[Thread]:
+    """A resumed branch session opens with a copy of the previous one's anchor (chronicle, last exchanges):
+    each copy takes the anchor's new form; the sessions whose copy changed."""
+    anchor = await store.message_by_seq(closed.anchor_seq) if closed.anchor_seq is not None else None
+    if anchor is None or closed.branch_id is None:
+        return []
+    changed = []
+    for session in await store.branch_threads(closed.branch_id):
+        first = await anext(aiter(store.span(session.id, None, None)), None)
+        if session.id == closed.id or first is None or first.metadata.get("stelis_thread_id") != closed.id \
+                or first.metadata == anchor.metadata:
+            continue
+        await store.set_metadata(first.seq, dict(anchor.metadata))
+        covering.setdefault(session.id, set()).add(first.seq)
+        await _reset_window(store, session.id)
+        changed.append(session)
+    return changed
 
 
 async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set[int],

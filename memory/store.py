@@ -258,6 +258,11 @@ class Store(Protocol):
         entry go; the row stays as a gap so sequence numbers are never reused. Returns thread -> seqs."""
         ...
 
+    async def scrub(self) -> None:
+        """After a forget-me: nothing of the erased rows stays in the database's own files (freed pages, old
+        index segments, the write-ahead log), only in what the live rows hold."""
+        ...
+
     async def traces(self, text: str) -> list[str]:
         """Every place the database still holds a text (table.column, or an index): a forget-me audit."""
         ...

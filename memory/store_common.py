@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from memory.quotes import ERASED
 from memory.records import MemoryRecord, Message, NewMessage, Thread
 from memory.settings import Triggers
 from memory.store import WINDOW_GAP
@@ -14,6 +16,17 @@ from memory.store import WINDOW_GAP
 WINDOW_STATE = frozenset({"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
                           "window_summary_first_at", "window_summary_last_at", "memory_as_of", *WINDOW_GAP})
 CHANNEL_FLAGS = frozenset({"paused", "public", "shareable", "name"})
+# Free texts that may quote a message (a tool's result, a playbook's step and run, a pulse's note):
+# (table, key, column, what the column holds: text or json, the time column it is written after).
+QUOTING = (("playbook_steps", "id", "summary", "text", "at"), ("autonomy_log", "id", "detail", "text", "at"),
+           ("playbook_runs", "id", "args", "json", "COALESCE(ended_at, started_at)"),
+           ("playbook_runs", "id", "result", "json", "COALESCE(ended_at, started_at)"),
+           ("playbook_runs", "id", "error", "text", "COALESCE(ended_at, started_at)"))
+
+
+def erased_value(kind: str) -> str:
+    """What a quoting column holds once what it quoted is erased."""
+    return json.dumps({"erased": ERASED}) if kind == "json" else ERASED
 
 
 def checked(given: dict[str, Any], allowed: frozenset[str], what: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ rolling summaries, the search index or snapshots; opted-out people are not remem
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,70 @@ async def test_someone_who_opted_out_is_not_remembered_at_all(world):
     assert await traces(engine, config, SECRET) == []
     await engine.opt_out(ANA, out=False)
     assert await engine.hear(GENERAL, "back again", author_name="ana", author_id=ANA) is not None
+
+
+def _raw_files(engine, config, request) -> list[Path]:
+    """The files the project writes: the database's own (SQLite: file and WAL; PostgreSQL: the database's folder
+    in the test cluster), the snapshots and the log."""
+    files = [*(config.data_dir / "snapshots").glob("*"), *config.data_dir.glob("*.log")]
+    if type(engine.store).__name__ == "SqliteStore":
+        path = config.database_path
+        return files + [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-journal")) if p.exists()]
+    return files + [p for p in request.getfixturevalue("postgres_cluster").data.joinpath("base").rglob("*")
+                    if p.is_file()]
+
+
+async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file(world, tmp_path, request):
+    import logging
+
+    from bot import logs
+    from memory.llm import LLMResult, ToolCall
+    from memory.turns import tool_call_message, tool_result_message
+
+    engine, clock, config = world
+    root_logger = logging.getLogger()
+    kept = (list(root_logger.handlers), root_logger.level)
+    logs.configure("DEBUG", [], config.data_dir / "stelis.log")  # as the bot logs, at its most talkative
+    try:
+        await remember_everywhere(engine, clock)
+        root = await engine.thread_for(GENERAL)
+        # A recall the persona made, quoting ana: a tool result has no author of its own.
+        quoted = "\n".join(await engine.tools.recall_text(GENERAL, "when does the passport ZX4471Q expire", 5))
+        assert SECRET in quoted
+        call = ToolCall("t1", "recall", {"query": "passport"})
+        await engine.store.append(root.id, tool_call_message(LLMResult("", tool_calls=[call]), engine.persona))
+        await engine.store.append(root.id, tool_result_message(call, quoted, lookup=True))
+        await engine.store.log_autonomy(engine.persona, "guild:1", "react", f"ana said: my {SECRET} expires")
+        # A Discord thread's branch: ana speaks, it is archived (its anchor keeps the last exchanges), it resumes
+        # (the new session opens with a copy of that anchor), and the new session's memory is written.
+        first = await engine.branch_session(GENERAL, 600, "trip planning")
+        await engine.hear(GENERAL, f"bring the {SECRET} to the airport", author_name="ana", author_id=ANA,
+                          thread_id=first.id)
+        await engine.branch_archived(600)
+        second = await engine.branch_session(GENERAL, 600, "trip planning")
+        await engine.hear(GENERAL, "ben will book the hotel", author_name="ben", author_id=BEN, thread_id=second.id)
+        clock.advance(IDLE)
+        await engine.memory.run_due()
+        opening = (await engine.store.tail(second.id, 5))[0]
+        assert SECRET in str(opening.metadata)  # the copy holds her words before the forget-me
+        await engine.write_snapshots()
+
+        await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
+        await engine.write_snapshots()
+    finally:
+        for handler in list(root_logger.handlers):
+            root_logger.removeHandler(handler)
+            handler.close()
+        for handler in kept[0]:
+            root_logger.addHandler(handler)
+        root_logger.setLevel(kept[1])
+
+    assert await traces(engine, config, SECRET) == []
+    for thread_id in (root.id, first.id, second.id):
+        request_text = str((await engine.context(thread_id)).request)
+        assert SECRET not in request_text and "ZX4471Q" not in request_text
+    assert "ben will book the hotel" in str((await engine.context(second.id)).request)
+    assert (config.data_dir / "stelis.log").stat().st_size > 0  # the log was written, and is read below
+    for path in _raw_files(engine, config, request):
+        data = path.read_bytes()
+        assert b"ZX4471Q" not in data, f"{path} still holds the forgotten words"

@@ -71,11 +71,14 @@ class Forgetting:
                                                             scope_key=dm.key if dm else None)
         purged = await self._store.purge(author_id=user_id, thread_ids=thread_ids)
         self._snapshots.changed(*purged)
-        return await self._rewrite(purged)
+        done = await self._rewrite(purged)
+        await self._store.scrub()  # the database's files too: old pages, index segments, the log
+        return done
 
     async def _rewrite(self, purged: dict[int, set[int]]) -> forget.Rewritten:
         async with self._lock:
             done = await forget.rewrite(self._store, self._llm, purged, await self._settings.memory(None),
                                         self._stelis)
+        self._snapshots.changed(*done.threads)
         await self._snapshots.write_due()  # snapshots on disk hold messages too
         return done

@@ -19,6 +19,7 @@ import asyncpg
 
 from memory import rows as row_to
 from memory.database_url import safe_url
+from memory.quotes import ERASED, Erased
 from memory.records import (
     AutonomyEntry,
     AutonomyKind,
@@ -41,7 +42,7 @@ from memory.records import (
 )
 from memory.settings import Triggers
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import CHANNEL_FLAGS, WINDOW_STATE, CommonStore, checked
+from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, CommonStore, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -466,19 +467,35 @@ class PostgresStore(CommonStore):
             where, params = "author_id = $2 AND thread_id = ANY($3::bigint[])", [author_id, thread_ids]
         else:
             return {}
-        rows = await self._all(
-            "UPDATE messages SET content = '', author_name = NULL, author_id = NULL, metadata = '{}',"
-            f" token_count = 0, deleted_at = COALESCE(deleted_at, $1) WHERE {where} AND content != ''"
-            " RETURNING thread_id, seq", self.clock(), *params)
+        async with self._transaction() as con:
+            said = await con.fetch(
+                f"WITH old AS (SELECT seq, content, created_at FROM messages WHERE {where} AND content != ''"
+                " FOR UPDATE) UPDATE messages m SET content = '', author_name = NULL, author_id = NULL,"
+                " metadata = '{}', token_count = 0, deleted_at = COALESCE(m.deleted_at, $1) FROM old"
+                " WHERE m.seq = old.seq RETURNING m.thread_id, m.seq, old.content, old.created_at",
+                self.clock(), *params)
+            rows = [(r[0], r[1]) for r in said]
+            if rows:
+                rows += await _erase_quotes(con, Erased.of(r[2] for r in said), min(s for _, s in rows),
+                                            min(r[3] for r in said), self.clock())
         self.rewrites += 1
         return row_to.seqs_by_thread(rows)
+
+    async def scrub(self) -> None:
+        # An update leaves the old row version in its page until a vacuum, and a plain vacuum leaves its bytes in
+        # the page's free space: only a full vacuum writes the tables (and their indexes) anew without them. It
+        # locks each table while it runs: a forget-me is rare, and what it erases must not stay readable.
+        with _refusals():
+            await self._pool.execute("VACUUM (FULL) messages, memory_records, threads, memory_pins, playbook_steps,"
+                                     " playbook_runs, autonomy_log")
 
     async def traces(self, text: str) -> list[str]:
         """Every place the database still holds a text (the trigram indexes live on these columns)."""
         found = []
         for table, column in (("messages", "content"), ("messages", "metadata"), ("memory_records", "content"),
                               ("threads", "chronicle_summary"), ("threads", "window_summary"),
-                              ("threads", "window_bridge"), ("memory_pins", "fact")):
+                              ("threads", "window_bridge"), ("memory_pins", "fact"),
+                              *((table, column) for table, _, column, _, _ in QUOTING)):
             if await self._value(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE strpos({column}, $1) > 0)",
                                          text):
                 found.append(f"{table}.{column}")
@@ -1001,6 +1018,24 @@ class PostgresStore(CommonStore):
         """One statement in its own transaction; asyncpg's status line ("UPDATE 3") comes back."""
         with _refusals():
             return await self._pool.execute(sql, *params)
+
+
+
+async def _erase_quotes(con: Connection, erased: Erased, after_seq: int, after: float,
+                        now: float) -> list[tuple[int, int]]:
+    """Erase what quoted the erased texts (as on SQLite): tool results, and the free texts of QUOTING."""
+    if not erased:
+        return []
+    tools = await con.fetch("SELECT seq, thread_id, content FROM messages WHERE role = 'tool' AND seq > $1"
+                            " AND deleted_at IS NULL", after_seq)
+    quoting = [(r[1], r[0]) for r in tools if erased.quoted_in(r[2])]
+    await con.executemany("UPDATE messages SET content = $1, token_count = $2, edited_at = $3 WHERE seq = $4",
+                          [(ERASED, count_tokens(ERASED), now, seq) for _, seq in quoting])
+    for table, key, column, kind, written in QUOTING:
+        found = await con.fetch(f"SELECT {key}, {column} FROM {table} WHERE {written} >= $1", after)
+        await con.executemany(f"UPDATE {table} SET {column} = $1 WHERE {key} = $2",
+                              [(erased_value(kind), r[0]) for r in found if erased.quoted_in(r[1])])
+    return quoting
 
 
 @contextmanager

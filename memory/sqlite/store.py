@@ -16,6 +16,7 @@ from typing import Any
 import aiosqlite
 
 from memory import rows as row_to
+from memory.quotes import ERASED, Erased
 from memory.records import (
     AutonomyEntry,
     AutonomyKind,
@@ -38,7 +39,7 @@ from memory.records import (
 )
 from memory.settings import Triggers
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import CHANNEL_FLAGS, WINDOW_STATE, CommonStore, checked
+from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, CommonStore, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class SqliteStore(CommonStore):
             await db.execute("PRAGMA foreign_keys = ON")
             await db.execute("PRAGMA synchronous = NORMAL")
             await db.execute("PRAGMA busy_timeout = 5000")
+            await db.execute("PRAGMA secure_delete = ON")  # a deleted or rewritten row's bytes are zeroed
             store = cls(db, clock)
             await store.migrate()
         except BaseException as exc:
@@ -468,22 +470,40 @@ class SqliteStore(CommonStore):
         else:
             return {}
         async with self._transaction() as db:
-            rows = await db.execute_fetchall(
+            said = await db.execute_fetchall(
+                f"SELECT content, created_at FROM messages WHERE {where} AND content != ''", params)
+            rows: list[tuple[int, int]] = [(r[0], r[1]) for r in await db.execute_fetchall(
                 "UPDATE messages SET content = '', author_name = NULL, author_id = NULL, metadata = '{}',"
                 f" token_count = 0, deleted_at = COALESCE(deleted_at, ?) WHERE {where} AND content != ''"
                 " RETURNING thread_id, seq",
                 (self.clock(), *params),
-            )
+            )]
+            if rows:
+                rows += await _erase_quotes(db, Erased.of(r[0] for r in said), min(s for _, s in rows),
+                                            min(r[1] for r in said), self.clock())
         self.rewrites += 1
         self._pending = None  # an erased text must not even be counted: index before the next search
         return row_to.seqs_by_thread(rows)
+
+    async def scrub(self) -> None:
+        # secure_delete zeroes what rows leave behind; a full-text index keeps deleted terms in its segments until
+        # they are merged, and the write-ahead log keeps every page as it was written until it is emptied.
+        async with self._transaction() as db:
+            for table in _FTS_TABLES:
+                await db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        async with self._write_lock, self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
+            row = await cur.fetchone()
+        if row is None or row[0]:
+            raise StoreError("the write-ahead log could not be emptied (another connection is reading); "
+                             "erased words may remain in it until the next checkpoint")
 
     async def traces(self, text: str) -> list[str]:
         """Every place the database still holds a text (table.column, or an index): a forget-me audit."""
         found = []
         for table, column in (("messages", "content"), ("messages", "metadata"), ("memory_records", "content"),
                               ("threads", "chronicle_summary"), ("threads", "window_summary"),
-                              ("threads", "window_bridge"), ("memory_pins", "fact")):
+                              ("threads", "window_bridge"), ("memory_pins", "fact"),
+                              *((table, column) for table, _, column, _, _ in QUOTING)):
             row = await self._one(f"SELECT COUNT(*) FROM {table} WHERE instr({column}, ?) > 0", (text,))
             if row is not None and row[0]:
                 found.append(f"{table}.{column}")
@@ -1106,6 +1126,25 @@ async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, t
 
 # A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
 _NOT_PLACEHOLDER = "json_extract(m.metadata, '$.placeholder') IS NULL"
+
+
+async def _erase_quotes(db: aiosqlite.Connection, erased: Erased, after_seq: int, after: float,
+                        now: float) -> list[tuple[int, int]]:
+    """Erase what quoted the erased texts: tool results (as a gap-free notice, so each call keeps its
+    result) and the free texts of QUOTING. (thread, seq) of the tool results changed."""
+    if not erased:
+        return []
+    tools = await db.execute_fetchall(
+        "SELECT seq, thread_id, content FROM messages WHERE role = 'tool' AND seq > ? AND deleted_at IS NULL",
+        (after_seq,))
+    quoting = [(r[1], r[0]) for r in tools if erased.quoted_in(r[2])]
+    await db.executemany("UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE seq = ?",
+                         [(ERASED, count_tokens(ERASED), now, seq) for _, seq in quoting])
+    for table, key, column, kind, written in QUOTING:
+        found = await db.execute_fetchall(f"SELECT {key}, {column} FROM {table} WHERE {written} >= ?", (after,))
+        await db.executemany(f"UPDATE {table} SET {column} = ? WHERE {key} = ?",
+                             [(erased_value(kind), r[0]) for r in found if erased.quoted_in(r[1])])
+    return quoting
 
 
 async def _index_imported(db: aiosqlite.Connection, seqs: list[int]) -> None:
