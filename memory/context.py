@@ -266,6 +266,7 @@ class Assembler:
         preview: a cut is planned and summarised but not saved, and the cache's clock is left alone.
         """
         preview, naive = not persist, shape.naive
+        await self.store.catch_up()  # another process's erasure must not live on in this one's caches
         thread = await self.store.thread(thread_id)
         chain = await lineage(self.store, thread)
         tools = self.conversation_tools if shape.tools is None else shape.tools

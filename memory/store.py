@@ -258,6 +258,10 @@ class Store(Protocol):
         entry go; the row stays as a gap so sequence numbers are never reused. Returns thread -> seqs."""
         ...
 
+    async def catch_up(self) -> None:
+        """Move the counters caches key on past what other processes sharing the database erased or edited."""
+        ...
+
     async def scrub(self) -> None:
         """After a forget-me: nothing of the erased rows stays in the database's own files (freed pages, old
         index segments, the write-ahead log), only in what the live rows hold."""

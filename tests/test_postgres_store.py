@@ -172,3 +172,26 @@ async def test_an_opt_out_or_setting_another_process_makes_holds_here_soon(postg
     alone = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     assert alone.settings.max_age is None  # its own SQLite file: every change is made here
     await alone.close()
+
+
+async def test_an_erasure_another_process_makes_reaches_no_later_prompt_here(postgres_cluster, make_config):
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+
+    name = await postgres_cluster.fresh_database()
+    config = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0})
+    here, there = await Engine.open(config, OfflineLLM()), await Engine.open(config, OfflineLLM())
+    scope = Scope.channel(1, 2)
+    await here.hear(scope, "my locker code is 5512-KESTREL", author_name="mahe", author_id=77, external_id=501)
+    await here.hear(scope, "the meeting moved to noon", author_name="ben", author_id=78, external_id=502)
+    root = await here.thread_for(scope)
+    assert "5512-KESTREL" in str((await here.context(root.id)).request)  # this process now caches the window
+    await there.forget_person(77, guild_id=1)  # a forget-me through another process's shard
+    assert "5512-KESTREL" not in str((await here.context(root.id)).request)
+    await here.hear(scope, "what about the locker?", author_name="ben", author_id=78, external_id=503)
+    await there.edit_message(502, "the meeting is cancelled")
+    shown = str((await here.context(root.id)).request)
+    assert "cancelled" in shown and "moved to noon" not in shown
+    await here.close()
+    await there.close()
+    await postgres_cluster.drop_database(name)

@@ -91,6 +91,7 @@ _ADD_RECORD = (
     " RETURNING *"
 )
 # A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
+_SHARED_CHANGE = "SELECT nextval('shared_changes')"
 _NOT_PLACEHOLDER = "(m.metadata::jsonb -> 'placeholder') IS NULL"
 
 
@@ -170,6 +171,7 @@ class PostgresStore(CommonStore):
     def __init__(self, pool: asyncpg.Pool, clock: Clock = time.time):
         super().__init__(clock)
         self._pool = pool
+        self._shared_seen: int | None = None  # shared_changes as this process last read it
 
     @classmethod
     async def open(cls, url: str, clock: Clock = time.time, pool_size: int | None = None) -> PostgresStore:
@@ -310,6 +312,7 @@ class PostgresStore(CommonStore):
             if anchor_metadata is not None and ended.anchor_seq is not None:
                 await con.execute("UPDATE messages SET metadata = $1, token_count = $2 WHERE seq = $3",
                                   json.dumps(anchor_metadata, ensure_ascii=False), anchor_tokens, ended.anchor_seq)
+                await con.execute(_SHARED_CHANGE)
                 self.rewrites += 1
         return row_to.thread(row)
 
@@ -446,9 +449,11 @@ class PostgresStore(CommonStore):
         return row_to.message(row) if row else None
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
-        row = await self._one("UPDATE messages SET content = $1, token_count = $2, edited_at = $3"
-                              " WHERE external_id = $4 RETURNING *",
-                              content, count_tokens(content), self.clock(), external_id)
+        async with self._transaction() as con:
+            row = await con.fetchrow("UPDATE messages SET content = $1, token_count = $2, edited_at = $3"
+                                     " WHERE external_id = $4 RETURNING *",
+                                     content, count_tokens(content), self.clock(), external_id)
+            await con.execute(_SHARED_CHANGE)
         self.rewrites += 1
         return row_to.message(row) if row else None
 
@@ -478,6 +483,7 @@ class PostgresStore(CommonStore):
             if rows:
                 rows += await _erase_quotes(con, Erased.of(r[2] for r in said), min(s for _, s in rows),
                                             min(r[3] for r in said), self.clock())
+            await con.execute(_SHARED_CHANGE)
         self.rewrites += 1
         return row_to.seqs_by_thread(rows)
 
@@ -503,7 +509,17 @@ class PostgresStore(CommonStore):
 
     async def delete_records(self, ids: list[int]) -> None:
         if ids:
-            await self._execute("DELETE FROM memory_records WHERE id = ANY($1::bigint[])", ids)
+            async with self._transaction() as con:
+                await con.execute("DELETE FROM memory_records WHERE id = ANY($1::bigint[])", ids)
+                await con.execute(_SHARED_CHANGE)
+            self.memory_changes += 1
+
+    async def catch_up(self) -> None:
+        """Another process erased or edited something this one may hold in a cache: read it all again."""
+        seen = await self._value("SELECT last_value * is_called::int FROM shared_changes")
+        if seen != self._shared_seen:
+            self._shared_seen = seen
+            self.rewrites += 1
             self.memory_changes += 1
 
     async def set_optout(self, persona: str, user_id: int, out: bool) -> None:

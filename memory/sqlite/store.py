@@ -485,6 +485,9 @@ class SqliteStore(CommonStore):
         self._pending = None  # an erased text must not even be counted: index before the next search
         return row_to.seqs_by_thread(rows)
 
+    async def catch_up(self) -> None:
+        """One process writes a SQLite database (the instance lock): nobody else changes what it caches."""
+
     async def scrub(self) -> None:
         # secure_delete zeroes what rows leave behind; a full-text index keeps deleted terms in its segments until
         # they are merged, and the write-ahead log keeps every page as it was written until it is emptied.
