@@ -244,7 +244,8 @@ class Store(Protocol):
         ...
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
-        """Replace a message's content (a Discord edit); its token count is recomputed once here."""
+        """Replace a live message's content (a Discord edit; an erased one stays erased); its token count is
+        recomputed once here."""
         ...
 
     async def conversation_threads(self, persona: str, *, guild_id: int | None = None,

@@ -194,6 +194,15 @@ async def test_edits_and_deletes_reach_the_next_context(world):
     text = str((await engine.context(root.id)).request)
     assert "Mochi" in text and "Tama" not in text and "hunter2" not in text
 
+    edit(second, channel(), "my password is now swordfish")  # an edit of an erased message
+    third = post("my pin is 1234")
+    await settle()
+    await engine.opt_out(member().id)
+    edit(third, channel(), "my pin is now 9876")  # an edit after its author opted out
+    await settle()
+    text = str((await engine.context(root.id)).request)
+    assert "swordfish" not in text and "9876" not in text
+
 
 async def test_backfill_after_a_reconnect(world):
     bot, engine, _ = world

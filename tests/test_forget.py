@@ -171,3 +171,20 @@ async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file
     for path in _raw_files(engine, config, request):
         data = path.read_bytes()
         assert b"ZX4471Q" not in data, f"{path} still holds the forgotten words"
+
+
+async def test_an_edit_brings_back_neither_erased_nor_opted_out_words(world):
+    engine, _, config = world
+    await engine.hear(GENERAL, "my phone is 0170-555", author_name="ana", author_id=ANA, external_id=41)
+    await engine.hear(GENERAL, "ben's note", author_name="ben", author_id=BEN, external_id=42)
+    await engine.hear(GENERAL, "ana again", author_name="ana", author_id=ANA, external_id=43)
+    assert await engine.delete_message(41)
+    assert await engine.edit_message(41, "my new phone is 0170-999") is None  # erased stays erased
+    assert await engine.store.edit_message(41, "my new phone is 0170-999") is None  # in the store too
+    await engine.opt_out(ANA)
+    assert await engine.edit_message(43, "ana's secret after opting out: 0170-777") is None
+    assert (await engine.edit_message(42, "ben's corrected note")).content == "ben's corrected note"
+    root = await engine.thread_for(GENERAL)
+    shown = str((await engine.context(root.id)).request)
+    assert "0170-999" not in shown and "0170-777" not in shown and "ben's corrected note" in shown
+    assert await traces(engine, config, "0170-999") == [] and await traces(engine, config, "0170-777") == []

@@ -48,7 +48,12 @@ class Forgetting:
         await self.load()
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
-        """A message edited in Discord: the next context shows the new text."""
+        """A message edited in Discord: the next context shows the new text. An erased message stays erased,
+        and someone who opted out is not remembered, in an edit either: None."""
+        await self.refresh()
+        stored = await self._store.message_by_external_id(external_id)
+        if stored is None or stored.deleted_at is not None or not self.remembers(stored.author_id):
+            return None
         message = await self._store.edit_message(external_id, content)
         if message is not None:
             self._snapshots.changed(message.thread_id)

@@ -451,7 +451,7 @@ class PostgresStore(CommonStore):
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         async with self._transaction() as con:
             row = await con.fetchrow("UPDATE messages SET content = $1, token_count = $2, edited_at = $3"
-                                     " WHERE external_id = $4 RETURNING *",
+                                     " WHERE external_id = $4 AND deleted_at IS NULL RETURNING *",
                                      content, count_tokens(content), self.clock(), external_id)
             await con.execute(_SHARED_CHANGE)
         self.rewrites += 1

@@ -438,15 +438,15 @@ class SqliteStore(CommonStore):
         return row_to.message(row) if row else None
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
-        """Replace a message's content (a Discord edit); its token count is recomputed once here."""
         async with self._transaction() as db:
-            await db.execute(
-                "UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE external_id = ?",
+            rows = await db.execute_fetchall(
+                "UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE external_id = ?"
+                " AND deleted_at IS NULL RETURNING *",
                 (content, count_tokens(content), self.clock(), external_id),
             )
         self.rewrites += 1
         self._pending = None  # its text may be among those kept for counting: index before the next search
-        return await self.message_by_external_id(external_id)
+        return row_to.message(next(iter(rows))) if rows else None
 
     async def conversation_threads(self, persona: str, *, guild_id: int | None = None,
                                    scope_key: str | None = None) -> list[int]:
