@@ -14,6 +14,7 @@ from memory.store import Store
 from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
 
 DEFAULT_POLICY = ContextSettings()
+CONTINUED = "    "  # how a transcript continues a message on its next line
 
 
 def message_text(message: Message, lineage: Collection[int], policy: ContextSettings = DEFAULT_POLICY,
@@ -64,7 +65,8 @@ def transcript_line(message: Message, lineage: Collection[int],
             text, tokens = resolved, cached_tokens(resolved) + cached_tokens(speaker) + 4
     else:
         speaker = message.role
-    return f"[{speaker}]: {text}", tokens
+    # A message's own lines are indented: only the engine starts a line with a speaker or a date.
+    return f"[{speaker}]: {text.replace(chr(10), chr(10) + CONTINUED)}", tokens + text.count("\n")
 
 
 def dated_transcript(messages: Iterable[Message], lineage: Collection[int],

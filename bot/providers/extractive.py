@@ -1,12 +1,13 @@
 """The offline model's summaries: the most informative sentences that fit, quoted with who said them and when.
 
-Material is read line by line: `[name]: text` starts a message (its next lines continue it), a
-`[Monday, 8 May 2023]` line sets the date, `name: text` and `- fact [v3]` lines are facts of an
-earlier summary, and bracketed headers such as `[v5]` or `[existing long-term memory v19]` say where
-the next facts come from. Headers, the offline model's own replies and other boilerplate are never
-quoted. Sentences score by their rare content words, numbers, names and dates; greetings and
-backchannel score low; a word already quoted counts less the next time, so the budget fills with
-different facts rather than the same one twice.
+A transcript is read line by line: `[name]: text` at the margin starts a message (its next lines,
+indented, continue it whatever they say), a `[Monday, 8 May 2023]` line sets the date. A merge's
+material has `name: text` and `- fact [v3]` lines of earlier summaries, and bracketed headers such
+as `[v5]` or `[existing long-term memory v19]` that say where the next facts come from. Headers,
+the offline model's own replies and other boilerplate are never quoted. Sentences score by their
+rare content words, numbers, names and dates; greetings and backchannel score low; a word already
+quoted counts less the next time, so the budget fills with different facts rather than the same one
+twice.
 """
 
 from __future__ import annotations
@@ -47,12 +48,48 @@ class Sentence:
 
 def parse(material: str) -> list[Sentence]:
     """The quotable sentences of a transcript or a merge's material, in order."""
+    lines = material.splitlines()
+    # Engine transcripts say "[name]: text"; only a transcript with none of those reads "name: text" as a speaker.
+    if any(SPEAKER_LINE.match(ln) for ln in lines):
+        return _distinct(_transcript(lines))
+    return _distinct(_notes(lines))
+
+
+def _transcript(lines: list[str]) -> list[Sentence]:
+    """A conversation: who said what is the line that starts each message, never what the message says.
+
+    A message's own lines are its speaker's, whatever they look like ("- victim: ...", "[Current
+    situation: ...]", "[bob]: ..."): the engine indents them, and nothing but a date line or a
+    message start at the margin changes the speaker.
+    """
+    out: list[Sentence] = []
+    date = speaker = None
+    quoting = True  # False inside an offline reply
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        at_margin = not raw[:1].isspace()
+        if at_margin and (m := DATE_LINE.match(line)):
+            date = m.group(1)
+            continue
+        if at_margin and (m := SPEAKER_LINE.match(line)):
+            speaker, line = m.group(1), m.group(2).strip()
+            quoting = OFFLINE_TAG not in line
+        if not quoting or OFFLINE_TAG in line or line.startswith(BOILERPLATE):
+            quoting = quoting and OFFLINE_TAG not in line
+            continue
+        for part in _split(line):
+            out.append(Sentence(len(out), date, speaker, part, None))
+    return out
+
+
+def _notes(lines: list[str]) -> list[Sentence]:
+    """A merge's material or a plain transcript: `name: text` speakers, `- fact [v3]` lines of earlier
+    summaries, and bracketed headers saying where the next facts come from."""
     out: list[Sentence] = []
     date = speaker = source = None
     quoting = True  # False inside a message that is an offline reply or boilerplate
-    lines = material.splitlines()
-    # Engine transcripts say "[name]: text"; only a transcript with none of those reads "name: text" as a speaker.
-    starts = SPEAKER_LINE if any(SPEAKER_LINE.match(ln.strip()) for ln in lines) else PLAIN_SPEAKER_LINE
     for raw in lines:
         line = raw.strip()
         if not line:
@@ -62,7 +99,7 @@ def parse(material: str) -> list[Sentence]:
             continue
         if line.startswith(BOILERPLATE):
             continue
-        if source is None and (m := starts.match(line)):
+        if source is None and (m := PLAIN_SPEAKER_LINE.match(line)):
             speaker, line = m.group(1), m.group(2).strip()
             quoting = OFFLINE_TAG not in line
         elif m := SOURCE_LINE.match(line):
@@ -72,20 +109,18 @@ def parse(material: str) -> list[Sentence]:
             speaker, date, quoting = None, None, True
             continue
         elif source is not None or line.startswith("- "):  # a fact line of an earlier summary
-            if line.startswith(BOILERPLATE):
-                continue
             m = FACT_LINE.match(line)
             if m:
                 own_source = m.group(3)
                 for part in _split(m.group(2)):
                     out.append(Sentence(len(out), date, m.group(1), part, own_source or source or None))
             continue
-        if not quoting or OFFLINE_TAG in line or line.startswith(BOILERPLATE):
+        if not quoting or OFFLINE_TAG in line:
             quoting = quoting and OFFLINE_TAG not in line
             continue
         for part in _split(line):
             out.append(Sentence(len(out), date, speaker, part, None))
-    return _distinct(out)
+    return out
 
 
 def _distinct(sentences: list[Sentence]) -> list[Sentence]:
