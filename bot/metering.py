@@ -14,21 +14,71 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import metrics
-from memory.llm import LLM, LLMRequest, LLMResult, TextSink
+from memory.llm import LLM, LLMError, LLMRequest, LLMResult, TextSink
+from memory.tokens import cached_tokens
+
+INPUT_MARGIN = 1.3  # a server counts up to this much more than cl100k's estimate (shared/findings/real-models.md)
+
+
+class BudgetSpent(LLMError):
+    """A call that would pass the budget of the block it runs in: it is not made."""
+
+    def __init__(self, notice: str):
+        super().__init__(notice, retryable=False)
 
 
 @dataclass
 class Meter:
+    """What a block spent, and, when it has a budget, what it may still spend (reserved work held back)."""
+
     calls: int = 0
     tokens: int = 0
+    call_limit: int | None = None
+    token_limit: int | None = None
+    reserved_calls: int = 0  # held back for summaries a started session will need (its chronicle)
+    reserved_tokens: int = 0
+
+    def reserve(self, calls: int, tokens: int) -> bool:
+        """Hold back room for work that must be done later; False (nothing held) if there is no such room."""
+        if not self.fits(calls, tokens):
+            return False
+        self.reserved_calls += calls
+        self.reserved_tokens += tokens
+        return True
+
+    def admit(self, request: LLMRequest) -> None:
+        """Count a call in before it is made, or raise BudgetSpent; a summary may use what was reserved."""
+        cost = estimate(request)
+        if request.purpose == "summary" and self.reserved_calls:
+            self.reserved_calls -= 1
+            self.reserved_tokens = max(0, self.reserved_tokens - cost)
+        if not self.fits(1, cost):
+            raise BudgetSpent(f"today's budget has no room for another model call ({self.calls} of "
+                              f"{self.call_limit} calls, {self.tokens} of {self.token_limit} tokens spent"
+                              + (", the rest held for a chronicle)" if self.reserved_calls else ")"))
+        self.calls += 1
+
+    def fits(self, calls: int, tokens: int) -> bool:
+        """Would this much more leave what is reserved within the limits?"""
+        if self.call_limit is not None and self.calls + self.reserved_calls + calls > self.call_limit:
+            return False
+        return self.token_limit is None or self.tokens + self.reserved_tokens + tokens <= self.token_limit
+
+
+def estimate(request: LLMRequest) -> int:
+    """The most a request can cost: its input (with the margin a server may count over ours) and its output."""
+    text = [b.text for b in request.system] + [b.text for t in request.turns for b in t.blocks]
+    text += [f"{t.name} {t.description} {t.input_schema}" for t in request.tools]
+    return int(sum(cached_tokens(x) for x in text if x) * INPUT_MARGIN) + request.max_tokens
 
 
 _meter: ContextVar[Meter | None] = ContextVar("stelis_meter", default=None)
 
 
 @contextmanager
-def metered() -> Iterator[Meter]:
-    meter = Meter()
+def metered(calls: int | None = None, tokens: int | None = None) -> Iterator[Meter]:
+    """Count the calls made in this block (and the tasks it starts); with limits, refuse any that would pass."""
+    meter = Meter(call_limit=calls, token_limit=tokens)
     token = _meter.set(meter)
     try:
         yield meter
@@ -49,7 +99,7 @@ class MeteredLLM:
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         meter = _meter.get()
         if meter is not None:
-            meter.calls += 1
+            meter.admit(request)
         metrics.MODEL_CALLS.labels(request.tier, request.purpose).inc()
         result = await self.inner.complete(request, on_text)
         u = result.usage
@@ -62,3 +112,8 @@ class MeteredLLM:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def current() -> Meter | None:
+    """The meter of the block this code runs in, if any."""
+    return _meter.get()

@@ -151,3 +151,61 @@ async def test_nobody_writes_memory_in_someone_elses_name(make_config, database)
         assert "carol booked the Kyoto ryokan" in memory
     finally:
         await engine.close()
+
+
+class Counting:
+    """The offline model, counting the calls that reach it."""
+
+    def __init__(self) -> None:
+        from bot.providers.offline import OfflineLLM
+
+        self.inner = OfflineLLM()
+        self.name = "counting"
+        self.calls = 0
+
+    async def complete(self, request, on_text=None):
+        self.calls += 1
+        return await self.inner.complete(request, on_text)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("decision, budget", [({"action": "wait", "reason": "quiet"}, 3),
+                                              (CREATE_TASK := {"action": "create", "title": "Star map",
+                                                               "goal": "draw the autumn sky",
+                                                               "steps": ["list", "sketch"], "reason": "why not"}, 3),
+                                              (CREATE_TASK, 5)])
+async def test_a_pulse_never_makes_a_call_past_the_daily_budget(trust_engine, fake_anthropic, decision, budget):
+    persona = Persona(*[decision] * 10)
+    engine, clock = await trust_engine(persona, daily_calls=budget, quiet_minutes=0)
+    await engine.set_autonomy(GENERAL, "enabled", True)
+    await engine.set_autonomy(GENERAL, "home_channel", GENERAL.channel_id)
+    for _ in range(4):  # an admin's pulse-now, again and again, the same day
+        await engine.pulse_now(GENERAL)
+        clock.advance(60)
+    assert len(fake_anthropic.calls) <= budget
+    status = await engine.autonomy_status(GENERAL)
+    assert status.spent_calls == len(fake_anthropic.calls)
+    branch = await engine.store.branch("task-1")
+    if branch is not None:  # a session started only with its chronicle's call held back, and it was written
+        session = await engine.store.thread(branch.current_thread_id)
+        assert session.status != "active"
+
+
+async def test_the_console_budget_counts_the_days_its_spending_was_stamped_in(make_config):
+    """/idle moves a demo clock; spending is stamped in real time, so the day's budget is summed in real days."""
+    counting = Counting()
+    config = make_config(snapshots={"interval_seconds": 0}, autonomy={"quiet_minutes": 0, "daily_calls": 3,
+                                                                      "interval_minutes": 5})
+    engine = await Engine.open(config, counting, Clock(), store_clock=__import__("time").time)
+    console = Scope.console()
+    try:
+        await engine.set_autonomy(console, "enabled", True)
+        for _ in range(6):  # /idle across midnight, six days of demo time
+            engine.clock.advance(86_400)
+            await engine.pulse_if_due(console)
+        assert counting.calls <= 3
+        assert (await engine.autonomy_status(console)).spent_calls == counting.calls
+    finally:
+        await engine.close()

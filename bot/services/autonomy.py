@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 PERCEIVED_MESSAGES = 30  # what perceive shows at most, newest
 PERCEIVED_CHARS = 240  # of one message
 FIRST_LOOK_SECONDS = 86_400.0  # a first pulse looks back one day
+TURN_CALLS = 2  # a work turn: the work, then its assessment
 QUIET_LOOKBACK = 20  # recent messages searched for the last one a person said in the home channel
 
 
@@ -209,7 +210,8 @@ class Autonomy:
         if reason is not None or home is None:
             await self._log(place, "skip", reason or "")
             return PulseOutcome(place, "skip", reason or "")
-        with metered() as meter:
+        calls, tokens = await self._spent(home, config)
+        with metered(config.daily_calls - calls, config.daily_tokens - tokens) as meter:  # never past the budget
             try:
                 outcome = await self._decide_and_act(home, config, meter)
             except asyncio.CancelledError:
@@ -258,12 +260,17 @@ class Autonomy:
             return f"today's budget is spent: {tokens} of {config.daily_tokens} tokens"
         return None
 
-    async def _spent(self, scope: Scope, config: AutonomyConfig, meter: Meter | None = None) -> tuple[int, int]:
-        calls, tokens = await self._store.autonomy_spent(self._persona, place_of(scope), self._day_start(config))
-        return calls + (meter.calls if meter else 0), tokens + (meter.tokens if meter else 0)
+    async def _spent(self, scope: Scope, config: AutonomyConfig) -> tuple[int, int]:
+        return await self._store.autonomy_spent(self._persona, place_of(scope), self._day_start(config))
+
+    def _chronicle_cost(self) -> int:
+        """The most one chronicle call of a pulse's session costs: held back when the session starts."""
+        settings = self._stelis.settings
+        return settings.chunk_tokens + settings.chronicle_tokens
 
     def _day_start(self, config: AutonomyConfig) -> float:
-        now = datetime.fromtimestamp(self._clock(), ZoneInfo(config.timezone))
+        # The day the spending was stamped in (the store's clock): the console's demo clock moves pulses only.
+        now = datetime.fromtimestamp(self._store.clock(), ZoneInfo(config.timezone))
         return datetime.combine(now.date(), time(0), now.tzinfo).timestamp()
 
     async def _decide_and_act(self, home: Scope, config: AutonomyConfig, meter: Meter) -> PulseOutcome:
@@ -274,6 +281,10 @@ class Autonomy:
         if action == "react":
             await self._log(place, "react", reason)
             return PulseOutcome(place, "react", reason)
+        if action in ("resume", "create") and not meter.reserve(1, self._chronicle_cost()):
+            detail = f"{action} chosen, but today's budget has no room for a session and its chronicle"
+            await self._log(place, "wait", detail)
+            return PulseOutcome(place, "wait", detail)
         if action == "resume":
             branch = await self._resumed(home, str(decision.get("branch", "")))
             await self._log(place, "resume", f"{branch.label}: {reason}", branch.id)
@@ -326,7 +337,7 @@ class Autonomy:
         task = await self._store.task(int(branch.task_id)) if branch.task_id else None
         brief = branch.brief_state or "just started"
         for _ in range(config.session_turns):
-            if self._over_budget(config, *await self._spent(home, config, meter)):
+            if not meter.fits(TURN_CALLS, 0):
                 break
             session = await current_session(self._store, await self._store.branch(branch.id))
             if session is None or session.status != "active":
