@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.config import ConfigError, shown_value
-from bot.engine import Engine, ReplyFailed
+from bot.engine import Engine, ReplyFailed, ReplyUnsaved
 from bot.line_editor import LineEditor
 from bot.logs import Held
 from bot.report import (
@@ -458,6 +458,8 @@ class Console:
             await self.engine.reply(run.current, on_text=self._stream)
         except ReplyFailed as exc:
             self.stdout.write(f"(no reply: {exc.notice} Your message is kept; /retry to ask again.)")
+        except ReplyUnsaved as exc:
+            self.stdout.write(f"\n(!) {exc.notice}")
         self.stdout.write("\n")
         self.stdout.flush()
 

@@ -27,7 +27,7 @@ from bot.providers import make_llm
 from bot.pulse_scheduler import PulseScheduler
 from bot.services.autonomy import Autonomy, AutonomyStatus, PulseOutcome
 from bot.services.branches import DiscordThreadBranches
-from bot.services.conversation import Conversations, ReplyFailed
+from bot.services.conversation import Conversations, ReplyFailed, ReplyUnsaved
 from bot.services.forgetting import Forgetting
 from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
 from bot.services.playbooks import Playbooks, RunView
@@ -64,7 +64,7 @@ from memory.store import Store, StoreError
 from memory.threads import Run
 
 __all__ = ["AutonomyStatus", "Engine", "MemoryAdminError", "MemoryView", "PlaybookError", "PulseOutcome",
-           "ReplyFailed", "RunView", "ThreadDetail", "TreeRow", "Where"]
+           "ReplyFailed", "ReplyUnsaved", "RunView", "ThreadDetail", "TreeRow", "Where"]
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +228,11 @@ class Engine:
                 await asyncio.wait(self.forgetting.rewrites, timeout=self.shutdown_grace)
             # Summaries prepared ahead are only a head start, and what is not indexed yet is at the next start.
             background = [t for t in (self._chronicler, self.conversations.indexer,
-                                      *self.conversations.folding.values(), *self.conversations.describing)
+                                      *self.conversations.folding.values(), *self.conversations.describing,
+                                      *self.conversations.saving.values())
                           if t is not None]
+            if lost := self.conversations.unsaved():  # said, never stored: the log is what is left of them
+                log.error("shutdown: %d reply(ies) the database refused were never stored", lost)
             for task in (self._snapshotter, self._heart, *background):
                 if task is not None:
                     task.cancel()

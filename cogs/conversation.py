@@ -13,14 +13,14 @@ from discord.ext import commands
 from bot import logs
 from bot.config import ConfigError
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
-from bot.engine import ReplyFailed
+from bot.engine import ReplyFailed, ReplyUnsaved
 from bot.splitting import split_message
 from bot.tools import ToolError
 from cogs.access import Cooldowns, permitted
 from cogs.interactions import engine_of
 from cogs.places import Place, locate
 from cogs.reply_stream import ReplyStream, typing_until
-from memory.records import Scope
+from memory.records import Message, Scope
 from memory.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -168,19 +168,30 @@ class Conversation(commands.Cog):
                                                "refused); I'll keep trying and won't lose them.",
                                                allowed_mentions=SAFE_MENTIONS)
                 return
+        if not answer:
+            return
+        try:
+            await self._respond(message, place, policy, stored)
+        except StoreError as exc:  # the message is stored; what answering needed was refused
+            log.error("no answer to message %d: the database refused: %s", message.id, exc.notice)
+            await message.channel.send(f"⚠️ I can't reach my memory right now ({exc.notice}). Your message is "
+                                       "remembered; mention me again in a moment.", allowed_mentions=SAFE_MENTIONS)
+
+    async def _respond(self, message: discord.Message, place: Place, policy: str, stored: Message | None) -> None:
+        """What a stored message asks of the persona: an answer, a turn of an exchange, or nothing."""
         if stored is None:  # opted out: nothing of it is kept, so nothing can be answered
-            if answer and self.bot.user in message.mentions:
+            if self.bot.user in message.mentions:
                 await message.reply("You asked me not to remember you (/memory optout), so I don't keep or read "
                                     "your messages. /memory optin undoes it.", mention_author=False,
                                     allowed_mentions=SAFE_MENTIONS)
             return
-        if answer and not message.author.bot and place.guild_id is not None:
+        if not message.author.bot and place.guild_id is not None:
             await self.engine.person_spoke(place.scope)  # pulses and persona exchanges yield, suspended first
-        if answer and message.author.bot and stored.thread_id != place.session_id:
+        if message.author.bot and stored.thread_id != place.session_id:
             if policy != "listen":
                 await self._exchange(message, place, stored.thread_id)
             return
-        if answer and policy != "listen" and await self._should_answer(message, policy, place.session_id) \
+        if policy != "listen" and await self._should_answer(message, policy, place.session_id) \
                 and await self._may_answer(message, place):
             await self._answer(message, stored.thread_id)
 
@@ -286,18 +297,23 @@ class Conversation(commands.Cog):
             allowed = mentions_for(await self.engine.participants(target) | {message.author.id})
             stream = ReplyStream(message, allowed)
             typing = asyncio.create_task(typing_until(channel, stream.started))
+            notice = None
             try:
-                reply = await self.engine.reply(target, on_text=stream.add)
+                text = (await self.engine.reply(target, on_text=stream.add)).content
             except ReplyFailed as exc:
                 await stream.fail(f"⚠️ I couldn't answer just now: {exc.notice} Your message is remembered; "
                                   "mention me again in a moment to retry.")
                 return
+            except ReplyUnsaved as exc:  # said, and kept until the database takes it: the user is told
+                text, notice = exc.text, exc.notice
             finally:
                 stream.started.set()
                 await asyncio.gather(typing, return_exceptions=True)
             if message.author.bot:
                 self._bot_turns[channel.id] += 1
-            await stream.finish(reply.content)
+            await stream.finish(text)
+            if notice is not None:
+                await channel.send(f"⚠️ {notice}", allowed_mentions=SAFE_MENTIONS)
 
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # larger images are named, not sent (the API's own limit per image)

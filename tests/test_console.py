@@ -419,3 +419,25 @@ async def test_autonomy_in_the_console_runs_pulses_when_idle(make_config):
     assert "Today: 6 of 12 model calls" in text  # two pulses and pulse-now
     assert "Usage: /autonomy [status" in text and "There is no branch 'nothing' here." in text
     await engine.close()
+
+
+async def test_a_reply_the_database_refuses_is_reported_kept_and_stored_before_the_next_line(make_config, monkeypatch):
+    from memory.store import StoreError
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    original = engine.store.append
+    refusals = iter([True])
+
+    async def append(thread_id, new):
+        if new.role == "assistant" and next(refusals, False):
+            raise StoreError("the database went away (connection refused)")
+        return await original(thread_id, new)
+
+    monkeypatch.setattr(engine.store, "append", append)
+    out = io.StringIO()
+    assert await Console(engine, io.StringIO("first line\nsecond line\n"), out, "mahe").run_loop() == 0
+    assert "My reply is not saved yet" in out.getvalue() and "connection refused" in out.getvalue()
+    thread = await engine.thread_for(Scope.console())
+    roles = [(m.role, m.content[:11]) for m in await engine.store.tail(thread.id, 10)]
+    assert [r for r, _ in roles] == ["user", "assistant", "user", "assistant"]  # in order: nothing lost
+    await engine.close()

@@ -406,3 +406,36 @@ async def test_backfill_after_a_reconnect_covers_threads_too(world):
     said = [m.content for m in await engine.store.tail(session, 10) if m.role == "user"]
     assert said == ["in the thread before the outage", "in the thread while away"]
     assert dpytest.verify().message().nothing()
+
+
+async def test_a_reply_the_database_refuses_is_shown_the_user_told_and_stored_once_it_recovers(world, monkeypatch):
+    from bot.services import conversation
+    from memory.store import StoreError
+
+    bot, engine, llm = world
+    monkeypatch.setattr(conversation, "SAVE_RETRY_SECONDS", 0.05)
+    down = {"on": True}
+    original = engine.store.append
+
+    async def append(thread_id, new):
+        if down["on"] and new.role == "assistant":
+            raise StoreError("the database went away (connection refused)")
+        return await original(thread_id, new)
+
+    monkeypatch.setattr(engine.store, "append", append)
+    llm.text = "the lighthouse opens at nine"
+    post(f"{mention(bot)} when does the lighthouse open?")
+    await settle()
+    shown = [dpytest.get_message().content, dpytest.get_message().content]
+    assert shown[0] == "the lighthouse opens at nine"  # what streamed stays, whole
+    assert "My reply is not saved yet" in shown[1] and "connection refused" in shown[1]
+    assert "the lighthouse opens at nine" not in await remembered(engine)
+    down["on"] = False
+    for _ in range(100):  # the process recovers by itself: nobody has to speak again
+        if "the lighthouse opens at nine" in await remembered(engine):
+            break
+        await asyncio.sleep(0.02)
+    post("thanks!")
+    await settle()
+    assert (await remembered(engine))[-3:] == [f"{mention(bot)} when does the lighthouse open?",
+                                              "the lighthouse opens at nine", "thanks!"]

@@ -22,7 +22,7 @@ from memory.errors import Failure
 from memory.images import describe
 from memory.llm import LLM, LLMError, LLMResult, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
-from memory.store import Store
+from memory.store import Store, StoreError
 from memory.turns import tool_call_message, tool_result_message
 from memory.window import LockedBufferTooLarge
 
@@ -31,11 +31,22 @@ log = logging.getLogger(__name__)
 MAX_TOOL_ROUNDS = 3  # tool calls a reply may make before it must answer
 FINAL = Shape(tool_choice="none")  # the last round: answer now (the tool list stays, so the cache does)
 INDEX_DELAY_SECONDS = 1.0  # what is heard is indexed for recall this long after, in one batch
-PARTICIPANTS_SEEN = 200  # recent messages whose authors a reply may ping
+PARTICIPANTS_SEEN = 200
+SAVE_RETRY_SECONDS = 1.0  # a refused reply is tried again after this, then twice as long each time ...
+SAVE_RETRY_MAX_SECONDS = 60.0  # ... up to this  # recent messages whose authors a reply may ping
 
 
 class ReplyFailed(Failure):
     """The model could not answer; the user's message is stored, `notice` is fit to show."""
+
+
+class ReplyUnsaved(Failure):
+    """The model answered (`text`, already shown as it streamed) but the database refused to store it: it is
+    kept and stored, before anything newer in its thread, as soon as the database takes it."""
+
+    def __init__(self, text: str, notice: str):
+        super().__init__(notice)
+        self.text = text
 
 
 class Conversations:
@@ -56,6 +67,8 @@ class Conversations:
         self.folding: dict[int, asyncio.Task[None]] = {}  # thread -> its next cut being summarised ahead
         self.describing: set[asyncio.Task[None]] = set()  # images being described once
         self.describes_images = False  # the model reads images (the engine says so)
+        self._unsaved: dict[int, list[NewMessage]] = {}  # thread -> replies the database refused, in order
+        self.saving: dict[int, asyncio.Task[None]] = {}  # thread -> its refused replies being tried again
         self.indexer: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -72,6 +85,7 @@ class Conversations:
         if not self._forgetting.remembers(author_id):
             return None
         thread = await (self._store.thread(thread_id) if thread_id is not None else self._root(scope))
+        await self._save_unsaved(thread.id)  # a reply the database refused comes before what answers it
         new = NewMessage(role, content, author_id, author_name, external_id=external_id,
                          metadata={"images": images} if images else {})
         triggers = await self._settings.counted(thread)
@@ -105,7 +119,12 @@ class Conversations:
         """The answer, stored (under the thread's reply lock), counted in the metrics."""
         started = time.monotonic()
         try:
+            await self._save_unsaved(thread_id)
             assembly, result = await self._answer(thread_id, on_text)
+        except StoreError as exc:
+            log.error("reply in thread %d: the database refused: %s", thread_id, exc.notice)
+            metrics.REPLIES.labels("failed").inc()
+            raise ReplyFailed(f"I can't reach my memory right now ({exc.notice}).") from exc
         except LLMError as exc:
             log.warning("reply failed in thread %d: %s", thread_id, exc.notice)
             metrics.REPLIES.labels("failed").inc()
@@ -118,11 +137,52 @@ class Conversations:
             metrics.REPLIES.labels("failed").inc()
             raise ReplyFailed("The model returned an empty reply.")
         metrics.REPLIES.labels("ok").inc()
-        message, _ = await self._store.append(thread_id, NewMessage(
-            "assistant", result.text, author_name=self._persona,
-            metadata={"placeholder": True} if result.placeholder else {}))
+        reply = NewMessage("assistant", result.text, author_name=self._persona,
+                           metadata={"placeholder": True} if result.placeholder else {})
+        try:
+            message, _ = await self._store.append(thread_id, reply)
+        except StoreError as exc:
+            self._unsaved.setdefault(thread_id, []).append(reply)
+            self._keep_trying(thread_id)
+            log.error("reply in thread %d not stored yet (%s); kept, and stored once the database takes it",
+                      thread_id, exc.notice)
+            raise ReplyUnsaved(result.text, f"My reply is not saved yet: the database refused ({exc.notice}). "
+                                            "I keep it and save it as soon as the database is back.") from exc
         self._snapshots.changed(thread_id)
         return assembly, message
+
+    async def _save_unsaved(self, thread_id: int) -> None:
+        """Store the thread's refused replies, oldest first (raises StoreError while the database refuses)."""
+        waiting = self._unsaved.get(thread_id)
+        while waiting:
+            await self._store.append(thread_id, waiting[0])
+            waiting.pop(0)
+            self._snapshots.changed(thread_id)
+        self._unsaved.pop(thread_id, None)
+
+    def _keep_trying(self, thread_id: int) -> None:
+        """Try the refused replies again in the background, waiting longer each time, until they are stored."""
+        if thread_id not in self.saving and not self.closed:
+            task = asyncio.create_task(self._try_saving(thread_id))
+            self.saving[thread_id] = task
+            task.add_done_callback(lambda _: self.saving.pop(thread_id, None))
+
+    async def _try_saving(self, thread_id: int) -> None:
+        delay = SAVE_RETRY_SECONDS
+        while thread_id in self._unsaved:
+            await asyncio.sleep(delay)
+            try:
+                async with self._reply_locks[thread_id]:
+                    await self._save_unsaved(thread_id)
+            except StoreError as exc:
+                delay = min(delay * 2, SAVE_RETRY_MAX_SECONDS)
+                log.warning("reply of thread %d still not stored (%s); next try in %.0f s", thread_id,
+                            exc.notice, delay)
+        log.info("the replies of thread %d the database had refused are stored", thread_id)
+
+    def unsaved(self) -> int:
+        """Replies shown but not stored yet (the database refused them): what a shutdown would lose."""
+        return sum(len(w) for w in self._unsaved.values())
 
     async def _answer(self, thread_id: int, on_text: TextSink | None) -> tuple[Assembly, LLMResult]:
         """The model's answer, after the tool calls it makes on the way (each stored as a paired exchange)."""
