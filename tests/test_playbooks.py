@@ -364,3 +364,81 @@ async def test_every_builtin_runs_end_to_end_against_the_fake_server(make_config
     tiers = {c.body["model"] for c in fake_anthropic.calls}
     assert tiers == {ModelTiers().standard, ModelTiers().light}  # router and worker_light use the light model
     await engine.close()
+
+
+async def test_a_bad_file_in_the_folder_is_named_and_skipped_and_the_bot_starts(world, tmp_path):
+    start, _ = world
+    folder = tmp_path / "playbooks"
+    (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (folder / "latin1.json").write_bytes('{"name": "café"}'.encode("latin-1"))
+    (folder / "x.json").mkdir()
+    (folder / "huge.json").write_bytes(b" " * 1_100_000)
+    engine = await start(ECHO)  # starts, with the good one and the built-in ones
+    assert {"echo", "meta_auto", "branch_work"} <= set(engine.playbook_library())
+    problems = {Path(p.file).name: p.message for p in engine.playbook_problems()}
+    assert "nested too deep" in problems["deep.json"]
+    assert "not UTF-8" in problems["latin1.json"]
+    assert "cannot be read" in problems["x.json"]
+    assert "larger than 1 MB" in problems["huge.json"]
+
+
+LOOPING = {"name": "looping", "description": "calls itself", "start_node": "again",
+           "nodes": [{"id": "again", "type": "subplay", "playbook": "looping"}]}
+PING = {"name": "ping", "description": "calls pong", "start_node": "go",
+        "nodes": [{"id": "go", "type": "subplay", "playbook": "pong"}]}
+PONG = {"name": "pong", "description": "calls ping", "start_node": "go",
+        "nodes": [{"id": "go", "type": "subplay", "playbook": "ping", "execution": "subagent"}]}
+LEFT_OPEN = {"name": "left_open", "description": "opens a thread and never ends it", "start_node": "open",
+             "nodes": [{"id": "open", "type": "stelis_start", "label": "forgotten", "next": "note"},
+                       {"id": "note", "type": "set", "values": {"x": 1}}]}
+UNMATCHED_END = {"name": "unmatched_end", "description": "ends a thread it did not open", "start_node": "close",
+                 "nodes": [{"id": "close", "type": "stelis_end"}]}
+ONE_SIDED = {"name": "one_sided", "description": "closes on one branch only", "start_node": "open",
+             "nodes": [{"id": "open", "type": "stelis_start", "label": "t", "next": "pick"},
+                       {"id": "pick", "type": "route", "conditional_next": {
+                           "field": "input.x", "operator": "eq", "cases": {"a": "close", "b": "skip"}}},
+                       {"id": "skip", "type": "set", "values": {"y": 1}, "next": "close2"},
+                       {"id": "close2", "type": "set", "values": {"z": 1}},
+                       {"id": "close", "type": "stelis_end"}]}
+TOO_DEEP_FOR_ITSELF = {"name": "too_deep", "description": "promises depth 0, opens one",
+                       "start_node": "open",
+                       "nodes": [{"id": "open", "type": "stelis_start", "label": "t",
+                                  "stelis_config": {"max_depth": 0}, "next": "close"},
+                                 {"id": "close", "type": "stelis_end"}]}
+
+
+async def test_the_checker_refuses_cycles_unbalanced_threads_and_a_broken_max_depth(world):
+    start, llm = world
+    engine = await start(LOOPING, PING, PONG, LEFT_OPEN, UNMATCHED_END, ONE_SIDED, TOO_DEEP_FOR_ITSELF, ECHO)
+    problems = [str(p) for p in engine.playbook_problems()]
+    refused = {name for name in ("looping", "ping", "pong", "left_open", "unmatched_end", "one_sided", "too_deep")
+               if any(f"{name}.json" in p for p in problems)}
+    assert refused == {"looping", "ping", "pong", "left_open", "unmatched_end", "one_sided", "too_deep"}
+    assert any("calls itself (looping -> looping)" in p for p in problems)
+    assert any("ping -> pong -> ping" in p for p in problems)
+    assert any("still open" in p and "left_open" in p for p in problems)
+    assert any("stelis_config.max_depth" in p and "too_deep" in p for p in problems)
+    assert set(engine.playbook_library()) >= {"echo"} and not refused & set(engine.playbook_library())
+    assert not llm.requests  # refused before any work
+
+
+async def test_a_run_never_recurses_and_never_leaves_a_thread_open_even_past_the_checker(world):
+    from bot.playbooks.model import Playbook
+
+    start, _ = world
+    engine = await start()
+    library = dict(engine.playbook_library())  # as if the folder changed under a loaded library
+    for raw in (LOOPING, LEFT_OPEN, TOO_DEEP_FOR_ITSELF):
+        library[raw["name"]] = Playbook.model_validate(raw)
+    engine.playbooks._runner.library = library
+    with pytest.raises(PlaybookError, match="calls itself"):
+        await engine.run_playbook(HERE, "looping", {})
+    (logged,) = await engine.playbook_runs(HERE, 50)  # the outer run, failed at its first call: no more
+    assert logged.run.status == "failed" and "calls itself" in (logged.run.error or "")
+    done = await engine.run_playbook(HERE, "left_open", {})
+    root = await engine.thread_for(HERE)
+    assert done.thread_id == root.id
+    assert all(row.thread.status != "active" for row in await engine.tree(root.id) if row.thread.id != root.id)
+    with pytest.raises(PlaybookError, match="past its stelis_config.max_depth 0"):
+        await engine.run_playbook(HERE, "too_deep", {})
+    assert all(row.thread.status != "active" for row in await engine.tree(root.id) if row.thread.id != root.id)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from bot.playbooks.model import (
     VARIABLE,
+    ConditionalNext,
     LLMNode,
     NodeBase,
     Playbook,
@@ -27,6 +28,7 @@ from bot.playbooks.model import (
 )
 from bot.tools import CONVERSATION_TOOLS
 
+MAX_FILE_BYTES = 1_000_000  # a playbook is a page of JSON; a larger file is refused before it is read
 BUILTIN_VARIABLES = {"last", "input"}  # the previous node's result; the run's arguments as one object
 
 
@@ -43,16 +45,34 @@ class Problem:
         return f"{self.file}:{where} {self.message}"
 
 
+def read(path: Path) -> tuple[Playbook | None, list[Problem]]:
+    """A playbook file, or the problems that keep it from being one (never an exception: one bad file in the
+    folder must not keep the others, or the bot, from starting)."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None, [Problem(str(path), None, None, f"larger than {MAX_FILE_BYTES // 1_000_000} MB")]
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [Problem(str(path), None, None, f"not UTF-8 text (byte {exc.start})")]
+    except OSError as exc:  # a directory named x.json, a file that cannot be read
+        return None, [Problem(str(path), None, None, f"cannot be read: {exc.strerror or exc}")]
+    return parse(text, str(path))
+
+
 def parse(text: str, file: str) -> tuple[Playbook | None, list[Problem]]:
     """A playbook from JSON text, or the problems that keep it from being one."""
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, [Problem(file, None, None, f"not valid JSON: {exc}")]
+    except RecursionError:
+        return None, [Problem(file, None, None, "not a playbook: JSON nested too deep")]
     try:
         return Playbook.model_validate(raw), []
     except ValidationError as exc:
         return None, [_validation_problem(file, raw, err) for err in exc.errors()]
+    except RecursionError:
+        return None, [Problem(file, None, None, "not a playbook: nested too deep")]
 
 
 def _validation_problem(file: str, raw: Any, err: Mapping[str, Any]) -> Problem:
@@ -92,11 +112,72 @@ def check(playbook: Playbook, file: str, *, tools: Collection[str], library: Map
             add(node.id, None, "unreachable from start_node")
     _check_names(playbook, tools, library, add)
     _check_variables(playbook, library, add)
-    deepest = nesting(playbook, library)
-    if start_depth + deepest > max_depth:
-        add(None, "stelis_start", f"Stelis threads may nest {deepest} deep from depth {start_depth}, past the "
-            f"maximum depth {max_depth}")
+    _check_calls(playbook, library, add)
+    if not problems:  # the walks below assume every edge leads to a node and no call cycles
+        _check_balance(playbook, add)
+        deepest = nesting(playbook, library)
+        if start_depth + deepest > max_depth:
+            add(None, "stelis_start", f"Stelis threads may nest {deepest} deep from depth {start_depth}, past the "
+                f"maximum depth {max_depth}")
+        for node in playbook.nodes:
+            own = node.stelis_config.max_depth if isinstance(node, StelisStartNode) else None
+            if own is not None and deepest > own:
+                add(node.id, "stelis_config.max_depth", f"{own}, but this playbook's Stelis threads may nest "
+                    f"{deepest} deep below where it starts")
     return problems
+
+
+def calls(playbook: Playbook) -> list[str]:
+    """The playbooks a playbook's subplay nodes call."""
+    return [node.playbook for node in playbook.nodes if isinstance(node, SubplayNode)]
+
+
+def _check_calls(playbook: Playbook, library: Mapping[str, Playbook], add: Any) -> None:
+    """A playbook that calls itself, directly or through others, never ends: refused before any run."""
+    todo: list[tuple[str, tuple[str, ...]]] = [(callee, (playbook.name,)) for callee in calls(playbook)]
+    seen: set[str] = set()
+    while todo:
+        name, path = todo.pop()
+        if name == playbook.name:
+            add(None, "playbook", f"calls itself ({' -> '.join((*path, name))}): the run would never end")
+            return
+        if name in seen or name not in library:
+            continue
+        seen.add(name)
+        todo += [(callee, (*path, name)) for callee in calls(library[name])]
+
+
+def _check_balance(playbook: Playbook, add: Any) -> None:
+    """Every Stelis thread a playbook opens is closed on every path, by the playbook that opened it.
+
+    Each node is reached with one count of open threads whichever way the run comes: an end node
+    with threads open, a stelis_end with none open, or a loop that opens more each time is refused.
+    """
+    opened: dict[str, int] = {playbook.start_node: 0}
+    todo = [playbook.start_node]
+    while todo:
+        node_id = todo.pop()
+        node = playbook.node(node_id)
+        count = opened[node_id]
+        if isinstance(node, StelisEndNode):
+            if count == 0:
+                add(node.id, None, "ends a Stelis thread this playbook has not opened on the way here")
+                return
+            count -= 1
+        elif isinstance(node, StelisStartNode):
+            count += 1
+        following = node.successors()
+        if (not following or _falls_through(node.conditional_next)) and count:
+            add(node.id, None, f"the run can end here with {count} Stelis thread(s) still open: add a stelis_end")
+            return
+        for target in following:
+            if target not in opened:
+                opened[target] = count
+                todo.append(target)
+            elif opened[target] != count:
+                add(target, None, f"reached with {opened[target]} and with {count} Stelis thread(s) open: "
+                    "every path must open and close the same threads")
+                return
 
 
 def _reachable(playbook: Playbook, known: set[str]) -> set[str]:
@@ -178,6 +259,14 @@ def _references(value: Any) -> set[str]:
     return set()
 
 
+def _falls_through(rule: ConditionalNext | None) -> bool:
+    """Can a conditional edge match no case and end the run (no default, and cases that leave values out)?"""
+    if rule is None or rule.default:
+        return False
+    truths = {case.lower() in ("true", "yes", "1") for case in rule.cases}
+    return not (rule.operator == "truthy" and truths == {True, False})
+
+
 def nesting(playbook: Playbook, library: Mapping[str, Playbook], seen: frozenset[str] = frozenset()) -> int:
     """How deep the Stelis threads a playbook opens may nest, on its worst path (callees included)."""
     if playbook.name in seen:
@@ -205,7 +294,7 @@ def nesting(playbook: Playbook, library: Mapping[str, Playbook], seen: frozenset
 def check_file(path: Path, *, tools: Collection[str], library: Mapping[str, Playbook],
                max_depth: int) -> tuple[Playbook | None, list[Problem]]:
     """Parse and check one file."""
-    playbook, problems = parse(path.read_text(encoding="utf-8"), str(path))
+    playbook, problems = read(path)
     if playbook is None:
         return None, problems
     return playbook, check(playbook, str(path), tools=tools, library={**library, playbook.name: playbook},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from bot.playbooks.checker import Problem, check, parse
+from bot.playbooks.checker import Problem, check, read
 from bot.playbooks.model import Playbook
 
 BUILTIN = Path(__file__).with_name("builtin")
@@ -24,7 +24,7 @@ def load(files: Iterable[Path], *, tools: Collection[str], max_depth: int) -> tu
     parsed: dict[str, tuple[Playbook, str]] = {}
     problems: list[Problem] = []
     for path in files:
-        playbook, found = parse(path.read_text(encoding="utf-8"), str(path))
+        playbook, found = read(path)
         problems += found
         if playbook is None:
             continue

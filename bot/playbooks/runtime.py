@@ -65,6 +65,8 @@ class _Context:
     progress: Progress | None
     subagents: int  # subagent levels above this run
     state: dict[str, Any] = field(default_factory=dict)
+    start_depth: int = 0  # the depth of the thread the run started in (stelis_config.max_depth counts from it)
+    callers: tuple[str, ...] = ()  # the playbooks whose subplay nodes led here, outermost first
 
 
 class Runner:
@@ -80,11 +82,13 @@ class Runner:
         self._max_subagents = max_subagent_depth
 
     async def run(self, name: str, args: dict[str, Any], *, scope: Scope, run: Run,
-                  progress: Progress | None = None, subagents: int = 0) -> RunResult:
+                  progress: Progress | None = None, subagents: int = 0, callers: tuple[str, ...] = ()) -> RunResult:
         """Run a playbook in `run` (its current thread is where it starts); raises PlaybookError."""
         playbook = self.library.get(name)
         if playbook is None:
             raise PlaybookError(f"there is no playbook {name!r}")
+        if name in callers:  # the checker refuses cycles; a library changed since must not recurse either
+            raise PlaybookError(f"{name} calls itself ({' -> '.join((*callers, name))}); nothing was run")
         missing = sorted(set(playbook.input_schema.get("required", [])) - set(args))
         if missing:
             raise PlaybookError(f"{name}: missing argument(s) {', '.join(missing)}")
@@ -94,10 +98,12 @@ class Runner:
             raise PlaybookError(f"{name} may open Stelis threads {deepest} deep from depth {start.depth}, past the "
                                 f"maximum depth {self._stelis.max_depth} (stelis.max_depth); nothing was run")
         log_id = await self._store.start_playbook_run(name, self._persona, scope.key, run.id, args)
-        ctx = _Context(playbook, scope, run, log_id, progress, subagents, {**args, "input": args, "last": None})
+        ctx = _Context(playbook, scope, run, log_id, progress, subagents, {**args, "input": args, "last": None},
+                       start.depth, (*callers, name))
         opened = len(run.stack)
         try:
             await self._walk(ctx)
+            await self._close_left_open(ctx, opened)
         except BaseException as exc:
             await asyncio.shield(self._unwind(run, opened))
             cancelled = isinstance(exc, asyncio.CancelledError)
@@ -151,6 +157,10 @@ class Runner:
             return await self._llm_node(node, ctx, step)
         if isinstance(node, StelisStartNode):
             config = node.stelis_config
+            below = (await self._store.thread(ctx.run.current)).depth + 1 - ctx.start_depth
+            if config.max_depth is not None and below > config.max_depth:
+                raise PlaybookError(f"{ctx.playbook.name}, node {node.id}: a thread {below} deep below where the "
+                                    f"run started, past its stelis_config.max_depth {config.max_depth}")
             thread = await threads.start(self._store, ctx.run, str(fill(node.label, ctx.state)), self._stelis,
                                          window_ratio=config.window_ratio, chronicle_prompt=config.chronicle_prompt)
             return {"thread": thread.id, "depth": thread.depth}, step
@@ -230,7 +240,7 @@ class Runner:
         args = fill(node.args, ctx.state)
         if node.execution == "inline":
             done = await self.run(node.playbook, args, scope=ctx.scope, run=ctx.run, progress=ctx.progress,
-                                  subagents=ctx.subagents)
+                                  subagents=ctx.subagents, callers=ctx.callers)
             return done.outputs
         if ctx.subagents >= self._max_subagents:
             raise PlaybookError(f"subagents may nest {self._max_subagents} deep (playbooks.subagent_depth)")
@@ -238,12 +248,20 @@ class Runner:
         await threads.start(self._store, sub_run, f"subagent: {node.playbook}", self._stelis, kind="subagent")
         try:
             done = await self.run(node.playbook, args, scope=ctx.scope, run=sub_run, progress=ctx.progress,
-                                  subagents=ctx.subagents + 1)
+                                  subagents=ctx.subagents + 1, callers=ctx.callers)
         except BaseException:
             await asyncio.shield(self._unwind(sub_run, len(ctx.run.stack)))
             raise
         await threads.end(self._store, self._llm, sub_run, self._stelis, generate_chronicle=False)  # kept to read
         return done.outputs
+
+    async def _close_left_open(self, ctx: _Context, keep: int) -> None:
+        """A run that ended with threads it opened still open (the checker refuses such playbooks; a route it
+        could not foresee may still) ends them, innermost first, each with its chronicle."""
+        while len(ctx.run.stack) > keep:
+            log.warning("%s ended with Stelis thread %d still open: it is ended now", ctx.playbook.name,
+                        ctx.run.current)
+            await threads.end(self._store, self._llm, ctx.run, self._stelis)
 
     async def _unwind(self, run: Run, keep: int) -> None:
         """Abort the threads a run opened beyond the first `keep`, innermost first, each with what chronicle
