@@ -439,6 +439,6 @@ async def test_a_run_never_recurses_and_never_leaves_a_thread_open_even_past_the
     root = await engine.thread_for(HERE)
     assert done.thread_id == root.id
     assert all(row.thread.status != "active" for row in await engine.tree(root.id) if row.thread.id != root.id)
-    with pytest.raises(PlaybookError, match="past its stelis_config.max_depth 0"):
+    with pytest.raises(PlaybookError, match=r"past its stelis_config\.max_depth 0"):
         await engine.run_playbook(HERE, "too_deep", {})
     assert all(row.thread.status != "active" for row in await engine.tree(root.id) if row.thread.id != root.id)
