@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import defaultdict
 
@@ -18,6 +17,7 @@ from bot.splitting import split_message
 from bot.tools import ToolError
 from cogs.access import Cooldowns, permitted
 from cogs.interactions import engine_of
+from cogs.permissions import MissingPermissions, invite_url
 from cogs.places import Place, locate
 from cogs.reply_stream import ReplyStream, typing_until
 from memory.records import Message, Scope
@@ -40,6 +40,7 @@ class Conversation(commands.Cog):
         self._unstored: defaultdict[int, list[discord.Message]] = defaultdict(list)  # refused by storage, in order
         self._bot_turns: defaultdict[int, int] = defaultdict(int)
         self._cooldowns = Cooldowns()
+        self.missing = MissingPermissions()  # what Discord does not let the bot do, channel by channel
 
     async def cog_load(self) -> None:
         self.engine.attach(self)
@@ -66,9 +67,14 @@ class Conversation(commands.Cog):
         channel = self._channel_of(scope)
         if not isinstance(channel, discord.TextChannel):
             raise ToolError("threads open under a text channel; this conversation is not one")
+        if not self.missing.has(channel, "create_public_threads"):
+            raise ToolError(f"I lack the Create Public Threads permission in #{channel.name}")
         try:
             return await channel.create_thread(name=name[:100], type=discord.ChannelType.public_thread,
                                                auto_archive_duration=1440)
+        except discord.Forbidden as exc:
+            self.missing.note(channel.id, "create_public_threads")
+            raise ToolError(f"Discord refused the thread: no permission ({exc.status})") from exc
         except discord.HTTPException as exc:
             raise ToolError(f"Discord refused the thread ({exc.status})") from exc
 
@@ -133,6 +139,8 @@ class Conversation(commands.Cog):
 
     @commands.Cog.listener()
     async def on_ready(self) -> None:
+        if self.bot.application_id is not None:
+            log.info("invite link with the permissions Stelis uses: %s", invite_url(self.bot.application_id))
         await self.backfill()
 
     @commands.Cog.listener()
@@ -232,6 +240,9 @@ class Conversation(commands.Cog):
         try:
             missed = [m async for m in channel.history(limit=BACKFILL_LIMIT,
                                                        after=discord.Object(after) if after else None)]
+        except discord.Forbidden:
+            self.missing.note(channel_id, "read_message_history")
+            return 0
         except discord.HTTPException as exc:
             log.warning("backfill of channel %s failed: %s", channel_id, exc)
             return 0
@@ -283,8 +294,13 @@ class Conversation(commands.Cog):
         if not permitted(config, message.author):
             return False
         if self._cooldowns.waiting(message.channel.id, message.author.id, config.cooldown_seconds):
-            with contextlib.suppress(discord.HTTPException):
-                await message.add_reaction("⏳")
+            if self.missing.has(message.channel, "add_reactions"):
+                try:
+                    await message.add_reaction("⏳")
+                except discord.Forbidden:
+                    self.missing.note(message.channel.id, "add_reactions")
+                except discord.HTTPException as exc:  # the mark is a courtesy: the wait holds without it
+                    log.warning("could not mark message %d as waiting: %s", message.id, exc)
             return False
         self._cooldowns.answered(message.channel.id, message.author.id)
         return True
@@ -293,6 +309,9 @@ class Conversation(commands.Cog):
         """One reply at a time per channel, in order; typing until the first text, then the message is
         edited as the text arrives; long replies split at the end."""
         channel = message.channel
+        speak = "send_messages_in_threads" if isinstance(channel, discord.Thread) else "send_messages"
+        if not (self.missing.has(channel, speak) and self.missing.has(channel, "read_message_history")):
+            return  # the message is remembered; an answer could not be posted (logged once, and /help says so)
         async with self._channel_locks[channel.id]:
             allowed = mentions_for(await self.engine.participants(target) | {message.author.id})
             stream = ReplyStream(message, allowed)

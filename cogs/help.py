@@ -8,6 +8,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from cogs.conversation import Conversation
 from cogs.interactions import answer
 
 INTRO = ("I remember what is said in the channels I can read, and answer when mentioned (or as each channel is "
@@ -39,7 +40,11 @@ class Help(commands.Cog):
 
     @app_commands.command(name="help", description="Every command and what it does")
     async def help(self, interaction: discord.Interaction) -> None:
-        await answer(interaction, "\n".join([INTRO, "", *command_lines(self.bot.tree)]))
+        conversation = self.bot.get_cog("Conversation")
+        missing = conversation.missing.lines(interaction.channel) if isinstance(conversation, Conversation) else []
+        lacking = ["", "Discord does not let me do everything here; a server admin can grant:", *missing] \
+            if missing else []
+        await answer(interaction, "\n".join([INTRO, *lacking, "", *command_lines(self.bot.tree)]))
 
 
 async def setup(bot: commands.Bot) -> None:

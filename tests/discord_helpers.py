@@ -9,6 +9,7 @@ import discord.ext.test as dpytest
 from discord.ext.test import backend, factories
 
 from bot.discord_bot import make_bot
+from cogs.permissions import NEEDED
 
 
 async def start_bot(engine, config, guilds: int = 1):
@@ -16,6 +17,8 @@ async def start_bot(engine, config, guilds: int = 1):
     await bot._async_setup_hook()
     dpytest.configure(bot, guilds=guilds)
     await bot._async_setup_hook()  # dpytest 0.7 + discord.py 2.7: set up again after configure
+    for guild in dpytest.get_config().guilds:  # invited with the link: what the features use (dpytest: less)
+        guild.default_role._permissions |= NEEDED.value
     await bot.setup_hook()
     return bot
 
