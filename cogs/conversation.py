@@ -93,8 +93,8 @@ class Conversation(commands.Cog):
         guild = self.bot.get_guild(guild_id)
         if guild is None:
             return ids
-        if kind == "channel":
-            return [i for i in ids if guild.get_channel_or_thread(i) is None]
+        if kind == "channel":  # a channel, never a thread (a private one has its own conversation)
+            return [i for i in ids if guild.get_channel(i) is None]
         if kind == "role":
             return [i for i in ids if guild.get_role(i) is None]
         return [i for i in ids if guild.get_member(i) is None and not await self._fetched_member(guild, i)]

@@ -16,17 +16,22 @@ from memory.store import WINDOW_GAP
 WINDOW_STATE = frozenset({"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
                           "window_summary_first_at", "window_summary_last_at", "memory_as_of", *WINDOW_GAP})
 CHANNEL_FLAGS = frozenset({"paused", "public", "shareable", "name"})
-# Free texts that may quote a message (a tool's result, a playbook's step and run, a pulse's note):
-# (table, key, column, what the column holds: text or json, the time column it is written after).
+# Free texts that may quote a message (a tool's result aside: a playbook's step and run, a pulse's note, a
+# branch's or task's words, a thread's name, a pin): (table, key, column, what the column holds, the time it
+# was last written, if any). A column holds text, a JSON object or list, or is a row to delete (a pin).
 QUOTING = (("playbook_steps", "id", "summary", "text", "at"), ("autonomy_log", "id", "detail", "text", "at"),
            ("playbook_runs", "id", "args", "json", "COALESCE(ended_at, started_at)"),
            ("playbook_runs", "id", "result", "json", "COALESCE(ended_at, started_at)"),
-           ("playbook_runs", "id", "error", "text", "COALESCE(ended_at, started_at)"))
+           ("playbook_runs", "id", "error", "text", "COALESCE(ended_at, started_at)"),
+           ("branches", "id", "label", "text", None), ("branches", "id", "brief_state", "text", None),
+           ("tasks", "id", "title", "text", None), ("tasks", "id", "goal", "text", None),
+           ("tasks", "id", "steps", "list", None), ("threads", "id", "label", "text", None),
+           ("memory_pins", "id", "fact", "row", None))
 
 
 def erased_value(kind: str) -> str:
     """What a quoting column holds once what it quoted is erased."""
-    return json.dumps({"erased": ERASED}) if kind == "json" else ERASED
+    return {"json": json.dumps({"erased": ERASED}), "list": "[]"}.get(kind, ERASED)
 
 
 def checked(given: dict[str, Any], allowed: frozenset[str], what: str) -> dict[str, Any]:

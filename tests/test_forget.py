@@ -138,6 +138,9 @@ async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file
         await engine.store.append(root.id, tool_call_message(LLMResult("", tool_calls=[call]), engine.persona))
         await engine.store.append(root.id, tool_result_message(call, quoted, lookup=True))
         await engine.store.log_autonomy(engine.persona, "guild:1", "react", f"ana said: my {SECRET} expires")
+        # What was written from her words elsewhere: a task (its goal, its branch's state), a pin.
+        await engine.create_task(GENERAL, "Paperwork", f"help renew the {SECRET} before May", ["ask"])
+        await engine.memory_pin(GENERAL, f"ana's {SECRET} expires in May")
         # A Discord thread's branch: ana speaks, it is archived (its anchor keeps the last exchanges), it resumes
         # (the new session opens with a copy of that anchor), and the new session's memory is written.
         first = await engine.branch_session(GENERAL, 600, "trip planning")

@@ -485,6 +485,8 @@ class PostgresStore(CommonStore):
                                             min(r[3] for r in said), self.clock())
             await con.execute(_SHARED_CHANGE)
         self.rewrites += 1
+        self.memory_changes += 1  # a pin that quoted it is gone
+        self.branch_changes += 1  # and a branch's words
         return row_to.seqs_by_thread(rows)
 
     async def scrub(self) -> None:
@@ -492,15 +494,15 @@ class PostgresStore(CommonStore):
         # the page's free space: only a full vacuum writes the tables (and their indexes) anew without them. It
         # locks each table while it runs: a forget-me is rare, and what it erases must not stay readable.
         with _refusals():
-            await self._pool.execute("VACUUM (FULL) messages, memory_records, threads, memory_pins, playbook_steps,"
-                                     " playbook_runs, autonomy_log")
+            await self._pool.execute("VACUUM (FULL) messages, memory_records, threads, memory_pins, branches, tasks,"
+                                     " playbook_steps, playbook_runs, autonomy_log")
 
     async def traces(self, text: str) -> list[str]:
         """Every place the database still holds a text (the trigram indexes live on these columns)."""
         found = []
         for table, column in (("messages", "content"), ("messages", "metadata"), ("memory_records", "content"),
                               ("threads", "chronicle_summary"), ("threads", "window_summary"),
-                              ("threads", "window_bridge"), ("memory_pins", "fact"),
+                              ("threads", "window_bridge"),
                               *((table, column) for table, _, column, _, _ in QUOTING)):
             if await self._value(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE strpos({column}, $1) > 0)",
                                          text):
@@ -521,6 +523,7 @@ class PostgresStore(CommonStore):
             self._shared_seen = seen
             self.rewrites += 1
             self.memory_changes += 1
+            self.branch_changes += 1
 
     async def set_optout(self, persona: str, user_id: int, out: bool) -> None:
         if out:
@@ -1048,9 +1051,14 @@ async def _erase_quotes(con: Connection, erased: Erased, after_seq: int, after: 
     await con.executemany("UPDATE messages SET content = $1, token_count = $2, edited_at = $3 WHERE seq = $4",
                           [(ERASED, count_tokens(ERASED), now, seq) for _, seq in quoting])
     for table, key, column, kind, written in QUOTING:
-        found = await con.fetch(f"SELECT {key}, {column} FROM {table} WHERE {written} >= $1", after)
-        await con.executemany(f"UPDATE {table} SET {column} = $1 WHERE {key} = $2",
-                              [(erased_value(kind), r[0]) for r in found if erased.quoted_in(r[1])])
+        since = f"{written} >= $1" if written else "$1::float8 IS NOT NULL"  # no time of its own: every row
+        found = await con.fetch(f"SELECT {key}, {column} FROM {table} WHERE {since}", after)
+        keys = [(r[0],) for r in found if erased.quoted_in(r[1])]
+        if kind == "row":
+            await con.executemany(f"DELETE FROM {table} WHERE {key} = $1", keys)
+        else:
+            await con.executemany(f"UPDATE {table} SET {column} = $1 WHERE {key} = $2",
+                                  [(erased_value(kind), k) for (k,) in keys])
     return quoting
 
 

@@ -482,6 +482,8 @@ class SqliteStore(CommonStore):
                 rows += await _erase_quotes(db, Erased.of(r[0] for r in said), min(s for _, s in rows),
                                             min(r[1] for r in said), self.clock())
         self.rewrites += 1
+        self.memory_changes += 1  # a pin that quoted it is gone
+        self.branch_changes += 1  # and a branch's words
         self._pending = None  # an erased text must not even be counted: index before the next search
         return row_to.seqs_by_thread(rows)
 
@@ -505,7 +507,7 @@ class SqliteStore(CommonStore):
         found = []
         for table, column in (("messages", "content"), ("messages", "metadata"), ("memory_records", "content"),
                               ("threads", "chronicle_summary"), ("threads", "window_summary"),
-                              ("threads", "window_bridge"), ("memory_pins", "fact"),
+                              ("threads", "window_bridge"),
                               *((table, column) for table, _, column, _, _ in QUOTING)):
             row = await self._one(f"SELECT COUNT(*) FROM {table} WHERE instr({column}, ?) > 0", (text,))
             if row is not None and row[0]:
@@ -1144,9 +1146,14 @@ async def _erase_quotes(db: aiosqlite.Connection, erased: Erased, after_seq: int
     await db.executemany("UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE seq = ?",
                          [(ERASED, count_tokens(ERASED), now, seq) for _, seq in quoting])
     for table, key, column, kind, written in QUOTING:
-        found = await db.execute_fetchall(f"SELECT {key}, {column} FROM {table} WHERE {written} >= ?", (after,))
-        await db.executemany(f"UPDATE {table} SET {column} = ? WHERE {key} = ?",
-                             [(erased_value(kind), r[0]) for r in found if erased.quoted_in(r[1])])
+        since = f"{written} >= ?" if written else "? IS NOT NULL"  # no time of its own: every row
+        found = await db.execute_fetchall(f"SELECT {key}, {column} FROM {table} WHERE {since}", (after,))
+        keys = [(r[0],) for r in found if erased.quoted_in(r[1])]
+        if kind == "row":
+            await db.executemany(f"DELETE FROM {table} WHERE {key} = ?", keys)
+        else:
+            await db.executemany(f"UPDATE {table} SET {column} = ? WHERE {key} = ?",
+                                 [(erased_value(kind), k) for (k,) in keys])
     return quoting
 
 
