@@ -491,6 +491,9 @@ def forget_report(done: Rewritten, whose: str) -> str:
     """What a forget request erased and rewrote, in one line."""
     if not done.messages:
         return f"There were no messages {whose} to forget here."
-    return (f"Forgot {done.messages} message(s) {whose}: rewrote {done.versions} memory version(s), "
+    said = (f"Forgot {done.messages} message(s) {whose}: rewrote {done.versions} memory version(s), "
             f"{done.chronicles} chronicle(s) and {done.windows} rolling summary(ies); the old text is deleted.")
+    if done.unscrubbed:
+        said += f" The database's own files could not be cleaned yet ({done.unscrubbed}); the operator is told."
+    return said
 

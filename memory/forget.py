@@ -33,6 +33,7 @@ class Rewritten:
     windows: int = 0
     guilds: set[int] = field(default_factory=set)
     threads: set[int] = field(default_factory=set)  # whose stored messages changed: their snapshots are stale
+    unscrubbed: str | None = None  # why the database's files may still hold the old bytes (None: they do not)
 
 
 async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,

@@ -191,3 +191,20 @@ async def test_an_edit_brings_back_neither_erased_nor_opted_out_words(world):
     shown = str((await engine.context(root.id)).request)
     assert "0170-999" not in shown and "0170-777" not in shown and "ben's corrected note" in shown
     assert await traces(engine, config, "0170-999") == [] and await traces(engine, config, "0170-777") == []
+
+
+async def test_a_forget_me_whose_files_cannot_be_cleaned_still_erases_and_says_so(world, monkeypatch):
+    from cogs.admin import forget_report
+    from memory.store import StoreError
+
+    engine, clock, config = world
+    await remember_everywhere(engine, clock)
+
+    async def busy() -> None:
+        raise StoreError("the write-ahead log could not be emptied (another connection is reading)")
+
+    monkeypatch.setattr(engine.store, "scrub", busy)
+    done = await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
+    assert await traces(engine, config, SECRET) == []  # every row: erased all the same
+    assert "could not be emptied" in (done.unscrubbed or "")
+    assert "could not be cleaned yet" in forget_report(done, "of yours")

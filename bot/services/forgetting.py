@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 
@@ -12,7 +13,9 @@ from memory import forget
 from memory.llm import LLM
 from memory.records import Message, Scope
 from memory.settings import StelisSettings
-from memory.store import Store
+from memory.store import Store, StoreError
+
+log = logging.getLogger(__name__)
 
 
 class Forgetting:
@@ -77,7 +80,11 @@ class Forgetting:
         purged = await self._store.purge(author_id=user_id, thread_ids=thread_ids)
         self._snapshots.changed(*purged)
         done = await self._rewrite(purged)
-        await self._store.scrub()  # the database's files too: old pages, index segments, the log
+        try:
+            await self._store.scrub()  # the database's files too: old pages, index segments, the log
+        except StoreError as exc:  # erased from every row all the same; say what is left, and where
+            log.error("forget-me of %d: the database's files were not cleaned: %s", user_id, exc.notice)
+            done.unscrubbed = exc.notice
         return done
 
     async def _rewrite(self, purged: dict[int, set[int]]) -> forget.Rewritten:
