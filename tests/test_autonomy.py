@@ -53,24 +53,34 @@ CREATE = {"action": "create", "title": "Autumn star map", "goal": "Draw a star m
           "steps": ["list the constellations", "sketch the map"], "reason": "I want to learn the sky"}
 
 
-@pytest.fixture
-async def make_engine(make_config, fake_anthropic):
+def engines(make_config, fake_anthropic, database: dict | None = None):
+    """Engines on the fake Anthropic server with their own moving clocks (on a backend's `database`), and a
+    closing of them all."""
     opened: list[Engine] = []
 
-    async def make(persona: Persona, **autonomy: Any) -> tuple[Engine, Clock]:
+    async def make(persona: Any, **autonomy: Any) -> tuple[Engine, Clock]:
         fake_anthropic.responder = persona
         clock = Clock()
         llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0,
                                            stream=False), ModelTiers())
-        config = make_config(snapshots={"interval_seconds": 0}, llm={"reply_tools": False},
+        config = make_config(database=database or {}, snapshots={"interval_seconds": 0}, llm={"reply_tools": False},
                              autonomy={"quiet_minutes": 10, **autonomy})
         engine = await Engine.open(config, llm, clock=clock)
         opened.append(engine)
         return engine, clock
 
+    async def close() -> None:
+        for engine in opened:
+            await engine.close()
+
+    return make, close
+
+
+@pytest.fixture
+async def make_engine(make_config, fake_anthropic):
+    make, close = engines(make_config, fake_anthropic)
     yield make
-    for engine in opened:
-        await engine.close()
+    await close()
 
 
 async def _home(engine: Engine, scope: Scope = HOME) -> None:

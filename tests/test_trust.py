@@ -6,17 +6,13 @@ the branch and task lists, whoever asks from where.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from bot.clock import Clock
-from bot.config import AnthropicConfig, ModelTiers
 from bot.engine import Engine
-from bot.providers.anthropic_llm import AnthropicLLM
 from bot.tools import ToolError
 from memory.records import Scope
-from tests.test_autonomy import Persona, _instruction
+from tests.test_autonomy import Persona, _instruction, engines
 
 GENERAL = Scope.channel(1, 100)
 OTHER_PUBLIC = Scope.channel(1, 150)
@@ -27,22 +23,9 @@ LAYOFF_THREAD = 500  # a Discord thread under #staff
 
 @pytest.fixture
 async def trust_engine(make_config, fake_anthropic, database):
-    opened: list[Engine] = []
-
-    async def make(persona: Any, **autonomy: Any) -> tuple[Engine, Clock]:
-        fake_anthropic.responder = persona
-        clock = Clock()
-        llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0,
-                                           stream=False), ModelTiers())
-        config = make_config(database=database, snapshots={"interval_seconds": 0}, llm={"reply_tools": False},
-                             autonomy={"quiet_minutes": 10, **autonomy})
-        engine = await Engine.open(config, llm, clock=clock)
-        opened.append(engine)
-        return engine, clock
-
+    make, close = engines(make_config, fake_anthropic, database)
     yield make
-    for engine in opened:
-        await engine.close()
+    await close()
 
 
 async def _private_places(engine: Engine) -> None:
