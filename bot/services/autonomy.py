@@ -302,12 +302,13 @@ class Autonomy:
         return PulseOutcome(place, action, f"{branch.label}: {state}", branch.id)
 
     async def _resumed(self, home: Scope, branch_id: str) -> Branch:
+        not_open = ToolError(f"meta_auto chose to resume {branch_id!r}, which is not an open branch here")
         try:
             branch = await self._branches.visible(home, branch_id)
         except ToolError:
-            branch = None
-        if branch is None or branch.status == "completed":
-            raise ToolError(f"meta_auto chose to resume {branch_id!r}, which is not an open branch here")
+            raise not_open from None
+        if branch.status == "completed":
+            raise not_open
         if branch.branch_type not in ("task", "free"):
             raise ToolError(f"meta_auto chose {branch_id!r}: a {branch.branch_type} branch is not worked on alone")
         session = await current_session(self._store, branch)
