@@ -18,6 +18,7 @@ from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.transcript import dated_transcript
+from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
 
@@ -113,17 +114,18 @@ async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,
 async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: list[tuple[str, str]],
                 pins: list[str], settings: MemorySettings) -> str:
     """One neutral merge request; what the model drops is put back or counted, with provenance."""
-    material = []
+    parts = []
     if existing:
-        material.append(f"[existing long-term memory v{existing.version}]\n{existing.content}")
-    material.extend(f"[{name}]\n{content}" for name, content in sources)
+        parts.append(f"[existing long-term memory v{existing.version}]\n{existing.content}")
+    parts.extend(f"[{name}]\n{content}" for name, content in sources)
+    material = "\n\n".join(parts)
     request = LLMRequest(
         system=(Block(render("summarise_system.md.j2")),),
         turns=(Turn.text("user", render("long_term_request.md.j2", subject=subject, pins=pins)
-                         + "\n\n<transcript>\n" + "\n\n".join(material) + "\n</transcript>"),),
+                         + "\n\n<transcript>\n" + material + "\n</transcript>"),),
         max_tokens=settings.work.long_term_tokens, tier=settings.work.tier, purpose="summary",
     )
-    merged = (await llm.complete(request)).text.strip()
+    merged = await vetted(llm, request, material, f"long-term merge of {subject}")
     checked = [(f"long-term v{existing.version}", existing.content)] if existing else []
     return keep_pins(provenance.account(merged, checked + sources), pins)
 

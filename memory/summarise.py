@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from memory.llm import LLM, Block, LLMRequest, Tier, Turn
 from memory.templates import render
 from memory.tokens import count_tokens
+from memory.vetting import vetted
 
 COMBINE_INSTRUCTION = (
     "These are summaries of consecutive parts of one record, oldest first, each under a [part N of M] "
@@ -28,7 +29,7 @@ class Line:
 
 async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_tokens: int, max_tokens: int,
                     tier: Tier = "standard") -> str:
-    """One summary of all lines; raises LLMError if the model fails."""
+    """One summary of all lines (each answer checked: memory/vetting.py); raises LLMError if the model fails."""
     for _ in range(MAX_COMBINE_ROUNDS):
         chunks = chunk(lines, chunk_tokens)
         if len(chunks) == 1:
@@ -69,10 +70,11 @@ def _split_long(lines: list[Line], chunk_tokens: int) -> list[Line]:
 
 async def _request(llm: LLM, instruction: str, lines: list[Line], part: tuple[int, int] | None,
                    max_tokens: int, tier: Tier) -> str:
-    text = render("summarise_request.md.j2", instruction=instruction, transcript="\n".join(x.text for x in lines),
+    transcript = "\n".join(x.text for x in lines)
+    text = render("summarise_request.md.j2", instruction=instruction, transcript=transcript,
                   part=part[0] if part else None, parts=part[1] if part else None)
     request = LLMRequest(
         system=(Block(render("summarise_system.md.j2")),), turns=(Turn.text("user", text),),
         max_tokens=max_tokens, tier=tier, purpose="summary",
     )
-    return (await llm.complete(request)).text.strip()
+    return await vetted(llm, request, transcript, "summary")

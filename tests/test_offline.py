@@ -3,8 +3,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.providers.extractive import extractive_summary
 from bot.providers.offline import OFFLINE_TAG, OfflineLLM
+from memory.extractive import extractive_summary
 from memory.identifiers import identifiers
 from memory.llm import Block, LLMRequest, Turn
 from memory.tokens import count_tokens

@@ -8,9 +8,9 @@ import re
 import time
 from typing import Any
 
-from bot.providers.extractive import OFFLINE_TAG, extractive_summary
 from bot.providers.offline_reply import offline_reply
 from bot.providers.usage_log import log_call
+from memory.extractive import OFFLINE_TAG, extractive_summary
 from memory.llm import LLMRequest, LLMResult, TextSink, ToolCall, Turn, Usage
 from memory.tokens import count_tokens
 

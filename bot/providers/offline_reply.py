@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from bot.providers.extractive import OFFLINE_TAG
+from memory.extractive import OFFLINE_TAG
 from memory.llm import LLMRequest, Turn
 from memory.words import content_words
 

@@ -1,0 +1,70 @@
+"""What a model wrote is checked before it becomes memory (DESIGN.md section 7).
+
+Real small models answer a summary request with its instructions echoed back, the template's
+example person, an empty text, or a text the server cut at `max_tokens`. Such an answer is refused,
+asked for once more, and then replaced by the extractive summary of the same material: memory is
+never written from garbage, and a summary is always written.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from memory.extractive import extractive_summary
+from memory.identifiers import identifiers
+from memory.llm import LLM, LLMRequest, LLMResult
+
+log = logging.getLogger(__name__)
+
+CUT = frozenset({"length", "max_tokens"})  # the server stopped the answer, not the model
+ECHO_WORDS = 8  # this many words in a row from the instructions (and not from the material) is an echo
+INVENTED_NAMES = 2  # at least this many names found nowhere in the source ...
+INVENTED_SHARE = 1 / 3  # ... making up this share of the names it states, is an invented text
+_WORD = re.compile(r"\w+")
+_CALENDAR = frozenset({"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January",
+                       "February", "March", "April", "May", "June", "July", "August", "September", "October",
+                       "November", "December", "UTC"})
+
+
+def _runs(text: str) -> set[tuple[str, ...]]:
+    words = _WORD.findall(text.lower())
+    return {tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
+
+
+def _instructions(request: LLMRequest, material: str) -> str:
+    """The request's own words: its system text and the user text around the material, less its data
+    lines (the pins and earlier versions it lists as `- ...`), which a summary may repeat."""
+    asked = "\n".join(b.text for t in request.turns for b in t.blocks if b.text).replace(material, "")
+    return "\n".join([*(b.text for b in request.system),
+                      *(line for line in asked.splitlines() if not line.lstrip().startswith("- "))])
+
+
+def refusal(result: LLMResult, request: LLMRequest, material: str) -> str | None:
+    """Why this answer cannot be stored as a summary of `material`, or None when it can."""
+    text = result.text.strip()
+    if result.stop_reason in CUT:
+        return f"cut off at {request.max_tokens} tokens ({result.stop_reason})"
+    if not text:
+        return "empty"
+    source = "\n".join(b.text for t in request.turns for b in t.blocks if b.text)
+    if _runs(text) & (_runs(_instructions(request, material)) - _runs(material)):
+        return "it repeats its instructions"
+    named = [n for n in identifiers(text) if n[:1].isupper() and n not in _CALENDAR]
+    absent = [n for n in named if n.lower() not in source.lower()]
+    if len(absent) >= INVENTED_NAMES and len(absent) >= INVENTED_SHARE * len(named):
+        return f"it names what its source does not ({', '.join(absent[:5])})"
+    return None
+
+
+async def vetted(llm: LLM, request: LLMRequest, material: str, what: str) -> str:
+    """The model's `what` (a summary, a chronicle, a merge) of `material`; refused once, it is asked again;
+    refused twice, the extractive summary of the material within the same budget is kept instead."""
+    for attempt in (1, 2):
+        result = await llm.complete(request)
+        problem = refusal(result, request, material)
+        if problem is None:
+            return result.text.strip()
+        log.warning("%s refused (%s), attempt %d", what, problem, attempt)  # its text may quote anyone: not logged
+    log.warning("%s: the model's answer was refused twice; the extractive summary is kept", what)
+    return extractive_summary(material, request.max_tokens)
