@@ -1,0 +1,96 @@
+"""Model output that becomes memory is checked (issue 27, points 3-4): answers real small models gave are
+refused, asked once more, then replaced by the extractive summary; a good answer is kept as it is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory.llm import LLMRequest, LLMResult
+from memory.summarise import Line, summarise
+from memory.vetting import refusal
+
+ANSWERS = json.loads((Path(__file__).parent / "fixtures" / "real_model_answers.json").read_text(encoding="utf-8"))
+TRANSCRIPT = [Line.of("[Tuesday, 24 November 2026]"),
+              Line.of("[kai]: the lighthouse tour is on Saturday at 9, meet at the north pier"),
+              Line.of("[lena]: I'll bring the tide table")]
+
+
+class Answers:
+    """A model that gives these answers in turn (then the last again), recording each request."""
+
+    name = "recorded"
+
+    def __init__(self, *names: str):
+        self.answers = [ANSWERS[n] for n in names]
+        self.requests: list[LLMRequest] = []
+
+    async def complete(self, request: LLMRequest, on_text=None) -> LLMResult:
+        answer = self.answers[min(len(self.requests), len(self.answers) - 1)]
+        self.requests.append(request)
+        return LLMResult(answer["text"], stop_reason=answer["finish_reason"])
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _summary(llm: Answers) -> str:
+    return await summarise(llm, "Write the next short-term memory of this conversation.", TRANSCRIPT,
+                           chunk_tokens=2000, max_tokens=120)
+
+
+@pytest.mark.parametrize("bad", ["echoed_instructions", "invented_example_person", "cut_at_max_tokens", "empty"])
+async def test_a_bad_answer_is_asked_again_and_a_good_second_one_is_kept(bad):
+    llm = Answers(bad, "good")
+    assert await _summary(llm) == ANSWERS["good"]["text"].strip()
+    assert len(llm.requests) == 2 and llm.requests[0] == llm.requests[1]
+
+
+@pytest.mark.parametrize("bad", ["echoed_instructions", "invented_example_person", "cut_at_max_tokens", "empty"])
+async def test_two_bad_answers_leave_the_extractive_summary_never_the_garbage(bad):
+    llm = Answers(bad)
+    kept = await _summary(llm)
+    assert len(llm.requests) == 2
+    assert "north pier" in kept and "kai" in kept  # what was said, quoted with who said it
+    assert "memory notes" not in kept and "Kyoto" not in kept and kept != ANSWERS[bad]["text"].strip()
+
+
+def test_what_each_refusal_says():
+    llm = Answers("good")
+    request = LLMRequest(system=(), turns=(), max_tokens=600)
+    material = "\n".join(line.text for line in TRANSCRIPT)
+    said = {name: refusal(LLMResult(a["text"], stop_reason=a["finish_reason"]), request, material)
+            for name, a in ANSWERS.items() if name != "_about"}
+    assert said["good"] is None
+    assert said["cut_at_max_tokens"] == "cut off at 600 tokens (length)"
+    assert said["empty"] == "empty"
+    assert "Mahe" in (said["invented_example_person"] or "") and "Kyoto" in (said["invented_example_person"] or "")
+    assert llm.requests == []
+
+
+async def test_a_summary_may_repeat_its_pinned_facts_and_the_material_word_for_word():
+    """Data in the request (pins, earlier versions, the transcript) is not an instruction to echo."""
+    pinned = "- kai: the lighthouse tour is on Saturday at 9, meet at the north pier"
+
+    class Repeats(Answers):
+        async def complete(self, request, on_text=None):
+            self.requests.append(request)
+            return LLMResult("kai: the lighthouse tour is on Saturday at 9, meet at the north pier",
+                             stop_reason="stop")
+
+    llm = Repeats("good")
+    kept = await summarise(llm, f"Write the memory.\n\nPinned facts:\n{pinned}", TRANSCRIPT, chunk_tokens=2000,
+                           max_tokens=120)
+    assert len(llm.requests) == 1 and kept.startswith("kai: the lighthouse tour")
+
+
+async def test_a_long_term_merge_that_echoes_is_never_stored():
+    from memory.settings import MemorySettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
+    from memory.short_term import merge
+
+    llm = Answers("echoed_instructions")
+    settings = MemorySettings(ShortTermSettings(), MemoryWorkSettings(), StelisSettings())
+    merged = await merge(llm, "channel general", None, [("v1", ANSWERS["good"]["text"])], [], settings)
+    assert len(llm.requests) == 2 and "memory notes" not in merged and "north pier" in merged
