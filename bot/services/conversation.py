@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from bot import logs, metrics
@@ -22,6 +23,7 @@ from memory.errors import Failure
 from memory.images import describe
 from memory.llm import LLM, LLMError, LLMResult, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
+from memory.reply_markup import CleanStart, clean_reply, speakers
 from memory.store import Store, StoreError
 from memory.turns import tool_call_message, tool_result_message
 from memory.window import LockedBufferTooLarge
@@ -192,9 +194,13 @@ class Conversations:
             assembly = await self._assembler.assemble(thread_id, shape=FINAL if last and offered else REPLY)
             if not assembly.request.turns:
                 raise ReplyFailed("There is nothing to reply to yet.")
-            result = await self._llm.complete(assembly.request, on_text)
+            names = speakers(assembly.request, self._persona)
+            sink = CleanStart(on_text, names) if on_text is not None else None
+            result = await self._llm.complete(assembly.request, sink)
             if not result.tool_calls or self.toolbox is None or last:
-                return assembly, result
+                if sink is not None:
+                    sink.close()
+                return assembly, replace(result, text=clean_reply(result.text, names))
             thread = assembly.thread
             await self._store.append(thread_id, tool_call_message(result, self._persona))
             for call in result.tool_calls:
