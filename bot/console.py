@@ -256,7 +256,7 @@ class Console:
 
     async def _context(self) -> None:
         run = await self.start()
-        assembly = await self.engine.context(run.current)
+        assembly = await self.engine.context(run.current, calls=False)
         total = self.engine.config.llm.context_tokens
         self._say(context_heading(run.current, assembly.parts, total, assembly.window_budget))
         self._lines(context_bars(assembly.parts, total))

@@ -300,8 +300,9 @@ class Engine:
     async def settle(self) -> None:
         await self.conversations.settle()
 
-    async def context(self, thread_id: int) -> Assembly:
-        return await self.conversations.context(thread_id)
+    async def context(self, thread_id: int, *, calls: bool = True) -> Assembly:
+        """The thread's next request as it stands (`calls=False`: what /context shows, with no model call)."""
+        return await self.conversations.context(thread_id, calls=calls)
 
     async def preview(self, scope: Scope, content: str, *, author_name: str | None = None,
                       author_id: int | None = None, thread_id: int | None = None) -> Assembly:

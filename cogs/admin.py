@@ -396,7 +396,7 @@ class Admin(commands.Cog):
     async def context(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         _, thread_id = await self.where(interaction)
-        assembly = await self.engine.context(thread_id)
+        assembly = await self.engine.context(thread_id, calls=False)
         total = self.engine.config.llm.context_tokens
         await self.answer(interaction, "\n".join([
             context_heading(thread_id, assembly.parts, total, assembly.window_budget), "```",

@@ -12,6 +12,7 @@ the tail is paid in full on every turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -23,6 +24,7 @@ from typing import Any
 
 from memory import anchors, dates, recall
 from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_room
+from memory.errors import Failure
 from memory.layers import Layers, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier, Tool
 from memory.records import Message, NewMessage, Thread
@@ -251,6 +253,7 @@ class Assembler:
         self.conversation_for: Callable[[Thread], Awaitable[Conversation]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
+        self._folding: dict[int, asyncio.Future[bool]] = {}  # thread -> its next cut being summarised now
         # thread -> ((start, gap, store rewrites), the stored messages, their items, the rendering that sized them)
         self._windows: OrderedDict[int, tuple[tuple[Any, ...], list[Message], list[Item], Rendering]] = OrderedDict()
         # likewise, each message's text; and the memory layers
@@ -259,11 +262,12 @@ class Assembler:
         self._branches: dict[tuple[Any, ...], list[dict[str, str]]] = {}  # the working memory, as last read
 
     async def assemble(self, thread_id: int, *, shape: Shape = REPLY, incoming: NewMessage | None = None,
-                       persist: bool = True) -> Assembly:
+                       persist: bool = True, calls: bool = True) -> Assembly:
         """The next request for a thread; may cut its window first (with a summary prepared ahead, or one call).
 
         With `incoming`, the request that (unstored) message would produce; with `persist=False`, a
         preview: a cut is planned and summarised but not saved, and the cache's clock is left alone.
+        With `calls=False` (what /context shows) no model is asked: a summary not written yet is a note.
         """
         preview, naive = not persist, shape.naive
         await self.store.catch_up()  # another process's erasure must not live on in this one's caches
@@ -276,11 +280,16 @@ class Assembler:
 
         fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
         p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
+        if cut is not None and thread.id in self._folding:  # being summarised ahead: wait, never summarise twice
+            with contextlib.suppress(Failure):  # its failure is logged where it ran; then this one summarises
+                await asyncio.shield(self._folding[thread.id])
+            p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
 
         window, fold_soon = p.window, False
         if cut is not None:
             found = self._prepared_for(thread)  # `_cut` chose it if it still fits; the same cut summarises the same
-            state = found.state if found is not None and found.cut == cut else await self._fold_state(thread, p, cut)
+            state = found.state if found is not None and found.cut == cut else \
+                await self._fold_state(thread, p, cut, write=calls)
             # A cut sends everything after the persona card again: the cache holds no prefix ending
             # inside what it keeps, until the next turn; a trim keeps its head's.
             rewritten = {} if cut[0] else {"window_cached_after": window[-1].seq}
@@ -308,7 +317,15 @@ class Assembler:
         """Summarise now what the thread's next cut will fold, so the reply that cuts waits on no model call.
 
         Run in the background once a reply reports `fold_soon`. False when there is nothing to prepare.
+        A reply that needs the cut meanwhile waits for this one instead of asking the model again.
         """
+        running = self._folding.get(thread_id)
+        if running is None:
+            running = self._folding[thread_id] = asyncio.ensure_future(self._prepare_fold(thread_id))
+            running.add_done_callback(lambda _: self._folding.pop(thread_id, None))
+        return await asyncio.shield(running)
+
+    async def _prepare_fold(self, thread_id: int) -> bool:
         thread = await self.store.thread(thread_id)
         if self._prepared_for(thread) is not None:
             return False
@@ -595,11 +612,13 @@ class Assembler:
         _keep(self._renderings, thread.id, found)
         return found[1]
 
-    async def _fold_state(self, thread: Thread, p: _Planned, cut: tuple[int, int]) -> dict[str, Any]:
-        """Summarise what leaves the window at a cut or trim (`cut`: head, start): its new state."""
+    async def _fold_state(self, thread: Thread, p: _Planned, cut: tuple[int, int],
+                          write: bool = True) -> dict[str, Any]:
+        """Summarise what leaves the window at a cut or trim (`cut`: head, start): its new state (`write`
+        False: a note stands for the summary, and no model is asked)."""
         head, start = cut
         if head:
-            return await self._trim_state(thread, p, head, start)
+            return await self._trim_state(thread, p, head, start, write)
         new_start = p.window[start].seq
         covered_to = p.layers.covered_to
         # Messages the shown memory versions already cover need no summary, and neither does an earlier
@@ -619,8 +638,7 @@ class Assembler:
         lines += bridging + [Line(*line) for line in dated_transcript(after, p.seen.viewer, self.policy)]
         summary = first = last = first_at = last_at = None
         if lines:
-            summary = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
-                                      max_tokens=p.room, tier="light")
+            summary = await self._summary(lines, p.room, write)
             first = thread.window_summary_from if keep_earlier else (leaving[0].seq if leaving else None)
             first_at = thread.window_summary_first_at if keep_earlier else (leaving[0].created_at if leaving else None)
             last = leaving[-1].seq if leaving else thread.window_summary_to
@@ -635,7 +653,15 @@ class Assembler:
             state["window_gap_from"] = p.window[lock].seq if start < lock < len(p.window) else None
         return state
 
-    async def _trim_state(self, thread: Thread, p: _Planned, head: int, start: int) -> dict[str, Any]:
+    async def _summary(self, lines: list[Line], room: int, write: bool) -> str:
+        """The rolling summary of what leaves the window, or, without a model call, a note saying so."""
+        if not write:
+            return f"(not summarised yet: {len(lines)} message(s) fold here, summarised at the next reply)"
+        return await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
+                               max_tokens=room, tier="light")
+
+    async def _trim_state(self, thread: Thread, p: _Planned, head: int, start: int,
+                          write: bool = True) -> dict[str, Any]:
         """Summarise the run a trim drops (after the head, before `start`) into the bridge, with the one before."""
         lines = [Line.of(f"[earlier summary]\n{thread.window_bridge}")] if thread.window_bridge else []
         bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
@@ -646,8 +672,7 @@ class Assembler:
                 break
             leaving.insert(0, message)
         lines += [Line(*line) for line in dated_transcript(leaving, p.seen.viewer, self.policy)]
-        bridge = await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
-                                 max_tokens=p.room, tier="light")
+        bridge = await self._summary(lines, p.room, write)
         first = p.window[head]  # the gap's first message, unless the window was trimmed before
         if thread.window_gap_to is not None:  # the gap only grows: it starts where it started
             gap_from, first_at = thread.window_gap_from, thread.window_bridge_first_at

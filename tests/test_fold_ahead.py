@@ -120,3 +120,38 @@ async def test_a_summary_prepared_before_an_erasure_is_never_used(world):
         await _turn(engine, root_id, turn, author_id=7, external_id=100 + turn)
         turn += 1
     assert "turn 0" not in (await engine.store.thread(root_id)).window_summary
+
+
+async def test_a_reply_that_needs_the_cut_being_summarised_ahead_waits_for_it_instead_of_asking_again(world):
+    llm, engine, root_id = world
+    engine.assembler.policy = engine.assembler.policy.model_copy(update={"trims": 0})
+    for turn in range(200):  # the gate stays shut: a summary prepared ahead waits, as on a slow local model
+        before = llm.summaries
+        reply = asyncio.create_task(_turn(engine, root_id, turn))
+        done, _ = await asyncio.wait({reply}, timeout=1.0)
+        if done:
+            continue
+        assert engine.assembler._folding, "a reply waits on a summary nobody prepared: the test proves nothing"
+        llm.gate.set()  # the model answers the summary prepared ahead ...
+        await reply
+        await engine.settle()
+        assert llm.summaries - before == 1  # ... and the reply used it: one call for the cut
+        assert (await engine.store.thread(root_id)).window_summary.startswith("Summary")
+        return
+    raise AssertionError("the window never needed its cut: the test proves nothing")
+
+
+async def test_context_shows_a_cut_without_asking_the_model(world):
+    llm, engine, root_id = world
+    engine.assembler.policy = engine.assembler.policy.model_copy(update={"trims": 0})
+    llm.gate.set()
+    llm.fail_summaries = True  # nothing is prepared ahead
+    for turn in range(200):
+        await engine.hear(SCOPE, _message(turn), author_name="mahe")
+        shown = await asyncio.wait_for(engine.context(root_id, calls=False), 5)
+        if shown.cut:
+            break
+    else:
+        raise AssertionError("the window never needed its cut: the test proves nothing")
+    assert llm.summaries == 0 and "not summarised yet" in str(shown.request)
+    assert (await engine.store.thread(root_id)).window_start_seq is None  # and nothing was cut for it

@@ -216,9 +216,10 @@ class Conversations:
         self._snapshots.changed(thread.id)
         return message
 
-    async def context(self, thread_id: int) -> Assembly:
-        """The next request for a thread as it stands (what /context shows); nothing is stored or cut."""
-        return await self._assembler.assemble(thread_id, persist=False)
+    async def context(self, thread_id: int, *, calls: bool = True) -> Assembly:
+        """The next request for a thread as it stands; nothing is stored or cut. `calls=False` (what /context
+        shows): no model is asked, and a cut's summary not written yet is a note."""
+        return await self._assembler.assemble(thread_id, persist=False, calls=calls)
 
     async def preview(self, scope: Scope, content: str, *, author_name: str | None = None,
                       author_id: int | None = None, thread_id: int | None = None) -> Assembly:
