@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bot.clock import Clock
 from bot.config import Config
+from bot.fitting import FittedLLM
 from bot.identify import IdentifyGate
 from bot.instance_lock import AlreadyRunning, InstanceLock
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
@@ -73,7 +75,9 @@ class Engine:
     def __init__(self, config: Config, store: Store, llm: LLM, clock: Clock | None = None):
         self.config = config
         self.store = store  # for tests and tools; front ends never touch it (tests/test_layering.py)
-        self.llm = llm = MeteredLLM(llm)  # a pulse counts what it spends, whichever service calls
+        # Every request fits the model's context; a pulse counts what it spends, whichever service calls.
+        self.fitted = FittedLLM(llm, config.llm.context_tokens)
+        self.llm = llm = MeteredLLM(self.fitted)
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
         persona = config.persona.name
         self.settings = Settings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)
@@ -83,6 +87,7 @@ class Engine:
             config.context, config.stelis, clock=store.clock,
         )
         self.assembler.recall_enabled = config.context.recall
+        self.fitted.on_planned = self._plan_for  # a server that counts more: replies are planned smaller
         self.assembler.conversation_for = self.settings.conversation
         self.memory = MemoryWorker(store, llm, self.settings.memory, self.clock, config.memory.concurrency,
                                    config.memory.lease_seconds)
@@ -174,6 +179,11 @@ class Engine:
         if config.snapshots.interval_seconds > 0:
             engine._snapshotter = asyncio.create_task(engine.snapshots.every(config.snapshots.interval_seconds))
         return engine
+
+    def _plan_for(self, ratio: float) -> None:
+        """The server counts `ratio` tokens for each of ours: requests are planned with that much to spare."""
+        self.assembler.budget = replace(self.assembler.budget, safety=1 - 1 / ratio)
+        log.info("the model's server counts %.2f tokens for each estimated one: requests are planned to fit", ratio)
 
     def database_usage(self) -> tuple[int, int]:
         """Database connections in use and the pool's size (metrics)."""

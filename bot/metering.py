@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import metrics
+from bot.fitting import request_tokens
 from memory.llm import LLM, LLMError, LLMRequest, LLMResult, TextSink
-from memory.tokens import cached_tokens
 
 INPUT_MARGIN = 1.3  # a server counts up to this much more than cl100k's estimate (shared/findings/real-models.md)
 
@@ -67,9 +67,7 @@ class Meter:
 
 def estimate(request: LLMRequest) -> int:
     """The most a request can cost: its input (with the margin a server may count over ours) and its output."""
-    text = [b.text for b in request.system] + [b.text for t in request.turns for b in t.blocks]
-    text += [f"{t.name} {t.description} {t.input_schema}" for t in request.tools]
-    return int(sum(cached_tokens(x) for x in text if x) * INPUT_MARGIN) + request.max_tokens
+    return int(request_tokens(request) * INPUT_MARGIN) + request.max_tokens
 
 
 _meter: ContextVar[Meter | None] = ContextVar("stelis_meter", default=None)

@@ -31,6 +31,7 @@ class Budget:
     context_tokens: int
     max_output_tokens: int
     shares: ContextSettings = field(default_factory=ContextSettings)
+    safety: float = SAFETY  # of the context; more where the model's server counts more tokens than cl100k
 
     @property
     def output(self) -> int:
@@ -39,7 +40,7 @@ class Budget:
 
     @property
     def input(self) -> int:
-        return int(self.context_tokens * (1 - SAFETY)) - self.output
+        return int(self.context_tokens * (1 - self.safety)) - self.output
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,15 @@ class LLMError(Failure):
         self.status = status
 
 
+class RequestTooLarge(LLMError):
+    """A request larger than the model's context (said before sending it, or by the server): what does not
+    fit must be sent in smaller parts, never sent again unchanged."""
+
+    def __init__(self, notice: str, tokens: int | None = None):
+        super().__init__(notice, retryable=False, status=400)
+        self.tokens = tokens
+
+
 TextSink = Callable[[str], None]
 
 

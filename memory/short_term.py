@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from memory import provenance
-from memory.llm import LLM, Block, LLMError, LLMRequest, Turn
+from memory.llm import LLM, Block, LLMError, LLMRequest, RequestTooLarge, Turn
 from memory.records import MemoryChannel, MemoryRecord
 from memory.settings import MemorySettings
 from memory.store import Store
@@ -50,9 +50,7 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             return Outcome(ch.thread_id)
         pins = await store.pins(ch.persona, scope, scope_id)
         lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
-        instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
-        content = keep_pins(await summarise(llm, instruction, lines, chunk_tokens=settings.stelis.chunk_tokens,
-                                            max_tokens=settings.work.short_term_tokens, tier=settings.work.tier), pins)
+        content = keep_pins(await _summary(llm, lines, previous, pins, settings), pins)
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
@@ -70,6 +68,21 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         delay = await store.memory_failed(ch.thread_id, now, settings.work.retry_seconds)
         log.warning("memory update of thread %d failed (%s); retry in %.0f s", ch.thread_id, exc.notice, delay)
         return Outcome(ch.thread_id, error=exc.notice)
+
+
+async def _summary(llm: LLM, lines: list[Line], previous: list[MemoryRecord], pins: list[str],
+                   settings: MemorySettings) -> str:
+    """The next short-term version, with the earlier ones as context: as many of them, newest kept longest, as
+    leave the model's context room for the transcript."""
+    while True:
+        instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
+        try:
+            return await summarise(llm, instruction, lines, chunk_tokens=settings.stelis.chunk_tokens,
+                                   max_tokens=settings.work.short_term_tokens, tier=settings.work.tier)
+        except RequestTooLarge:
+            if not previous:
+                raise
+            previous = previous[1:]
 
 
 async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.llm import LLM, Block, LLMRequest, Tier, Turn
+from memory.llm import LLM, Block, LLMRequest, RequestTooLarge, Tier, Turn
 from memory.templates import render
 from memory.tokens import count_tokens
 from memory.vetting import vetted
@@ -15,6 +15,7 @@ COMBINE_INSTRUCTION = (
     "line. Combine them into one summary that keeps every fact they hold, with who said it and when."
 )
 MAX_COMBINE_ROUNDS = 4
+MIN_CHUNK_TOKENS = 200  # parts are halved while a request does not fit the model's context, down to this
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,21 @@ class Line:
 
 async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_tokens: int, max_tokens: int,
                     tier: Tier = "standard") -> str:
-    """One summary of all lines (each answer checked: memory/vetting.py); raises LLMError if the model fails."""
+    """One summary of all lines (each answer checked: memory/vetting.py); raises LLMError if the model fails.
+
+    A part too large for the model's context is summarised in smaller parts instead, down to MIN_CHUNK_TOKENS.
+    """
+    while True:
+        try:
+            return await _summarise(llm, instruction, lines, chunk_tokens, max_tokens, tier)
+        except RequestTooLarge:
+            if chunk_tokens <= MIN_CHUNK_TOKENS:
+                raise
+            chunk_tokens = max(MIN_CHUNK_TOKENS, chunk_tokens // 2)
+
+
+async def _summarise(llm: LLM, instruction: str, lines: list[Line], chunk_tokens: int, max_tokens: int,
+                     tier: Tier) -> str:
     for _ in range(MAX_COMBINE_ROUNDS):
         chunks = chunk(lines, chunk_tokens)
         if len(chunks) == 1:

@@ -9,8 +9,9 @@ import anthropic
 import httpx2  # the SDK's HTTP client: errors in the middle of a stream reach us unwrapped
 
 from bot.config import AnthropicConfig, ModelTiers
+from bot.fitting import too_long
 from bot.providers.usage_log import log_call
-from memory.llm import Block, LLMError, LLMRequest, LLMResult, TextSink, Tool, ToolCall, Usage
+from memory.llm import Block, LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, Tool, ToolCall, Usage
 
 
 class AnthropicLLM:
@@ -122,6 +123,8 @@ def _as_llm_error(exc: anthropic.APIError, config: AnthropicConfig) -> LLMError:
         if status in (401, 403):
             return LLMError(f"The model server refused the API key ({status}).", retryable=False,
                             status=status)
+        if status == 400 and too_long(detail):
+            return RequestTooLarge(f"The model rejected the request as too long: {detail}")
         if 400 <= status < 500:
             return LLMError(f"The model rejected the request ({status}): {detail}", retryable=False,
                             status=status)

@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from bot.config import ModelTiers, OpenAIConfig
+from bot.fitting import too_long
 from bot.providers.usage_log import log_call
-from memory.llm import LLMError, LLMRequest, LLMResult, TextSink, ToolCall, Turn, Usage
+from memory.llm import LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, ToolCall, Turn, Usage
 
 
 class OpenAILLM:
@@ -43,6 +44,8 @@ class OpenAILLM:
             )
         except self._openai.APIError as exc:
             status = getattr(exc, "status_code", None)
+            if status == 400 and too_long(str(exc)):
+                raise RequestTooLarge(f"the model server refused the request as too long: {exc}") from exc
             raise LLMError(f"The model server failed ({status or 'no answer'}): {exc}",
                            retryable=status is None or status >= 500 or status == 429,
                            status=status) from exc

@@ -1,0 +1,88 @@
+"""Every request inside the model's context: sized before it is sent, its answer's room fitted, and the
+token estimate calibrated on what the server counted.
+
+Stelis counts with cl100k; a small local model's tokenizer counts 9-31 % more (shared/findings/
+real-models.md). Each answer's usage says how much more this server counts, and the largest recent
+ratio is what the next request is sized with. A request that cannot fit is refused here with
+RequestTooLarge, so the caller sends less (summaries in smaller parts); the server is never asked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from memory.budget import SAFETY
+from memory.llm import LLM, LLMRequest, LLMResult, RequestTooLarge, TextSink
+from memory.tokens import cached_tokens
+
+FIRST_RATIO = 1 / (1 - SAFETY)  # server tokens per cl100k token, until a server counts: what replies plan with
+STEP = 0.05  # the planning follows the ratio in steps, upwards only: a window's cuts stay where they are
+RATIOS_KEPT = 50  # the ratio is the largest of these many recent answers' ...
+RATIO_SLACK = 1.03  # ... with this much to spare
+MIN_OUTPUT = 64  # an answer's room is cut to what the context leaves, down to this
+
+
+_TOO_LONG = ("context length", "context window", "maximum context", "too many tokens", "exceeds the context",
+             "prompt is too long", "exceed_context_size")
+
+
+def too_long(message: str) -> bool:
+    """Does a server's 400 say the request did not fit the model's context (llama.cpp, vLLM, Ollama, OpenAI)?"""
+    lowered = message.lower()
+    return any(phrase in lowered for phrase in _TOO_LONG)
+
+
+def request_tokens(request: LLMRequest) -> int:
+    """A request's input in cl100k tokens: system, turns and tool definitions."""
+    texts = [b.text for b in request.system] + [b.text for t in request.turns for b in t.blocks]
+    texts += [f"{t.name} {t.description} {t.input_schema}" for t in request.tools]
+    return sum(cached_tokens(x) for x in texts if x)
+
+
+class FittedLLM:
+    """The model, asked only what fits its context."""
+
+    def __init__(self, inner: LLM, context_tokens: int):
+        self.inner = inner
+        self.name = inner.name
+        self.context_tokens = context_tokens
+        self.ratio = FIRST_RATIO
+        self._ratios: deque[float] = deque(maxlen=RATIOS_KEPT)
+        self.planned = FIRST_RATIO  # the ratio replies are planned with (a step, only ever raised)
+        self.on_planned: Callable[[float], None] | None = None  # told when it is raised
+
+    def __getattr__(self, name: str) -> Any:  # supports_tools and whatever else a provider declares
+        return getattr(self.inner, name)
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
+        counted = request_tokens(request)
+        needed = int(counted * self.ratio) + 1
+        room = self.context_tokens - needed
+        if room < min(MIN_OUTPUT, request.max_tokens):
+            raise RequestTooLarge(f"the request needs about {needed} tokens of the model's {self.context_tokens} "
+                                  "before its answer", needed)
+        try:
+            result = await self.inner.complete(replace(request, max_tokens=min(request.max_tokens, room)), on_text)
+        except RequestTooLarge:
+            self._learn(self.ratio * 1.1)  # the server counts more than this process thought
+            raise
+        used = result.usage
+        served = used.input_tokens + used.cache_read_input_tokens + used.cache_creation_input_tokens
+        if served and counted:
+            self._learn(served / counted)
+        return result
+
+    def _learn(self, ratio: float) -> None:
+        self._ratios.append(ratio)
+        self.ratio = min(2.0, max(1.0, max(self._ratios) * RATIO_SLACK))
+        if self.ratio > self.planned:
+            self.planned = math.ceil(self.ratio / STEP) * STEP
+            if self.on_planned is not None:
+                self.on_planned(self.planned)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
