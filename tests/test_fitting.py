@@ -1,0 +1,130 @@
+"""Every request inside the model's context (issue 27, points 1-2): sized before it is sent, calibrated on what
+the server counted, shrunk (never resent unchanged) when it does not fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from bot.config import ModelTiers, OpenAIConfig
+from bot.fitting import FittedLLM, request_tokens
+from bot.providers.openai_llm import OpenAILLM
+from memory.llm import Block, LLMRequest, LLMResult, RequestTooLarge, Turn, Usage
+from memory.summarise import Line, summarise
+
+ANSWERS = json.loads((Path(__file__).parent / "fixtures" / "real_model_answers.json").read_text(encoding="utf-8"))
+
+
+class Counting:
+    """A server whose tokenizer counts `ratio` times cl100k, with a context of `context` tokens (a 400 past it)."""
+
+    name = "counting"
+
+    def __init__(self, ratio: float = 1.3, context: int = 2048):
+        self.ratio, self.context = ratio, context
+        self.requests: list[LLMRequest] = []
+
+    async def complete(self, request: LLMRequest, on_text=None) -> LLMResult:
+        self.requests.append(request)
+        served = int(request_tokens(request) * self.ratio)
+        if served + request.max_tokens > self.context:
+            raise RequestTooLarge(ANSWERS["refused_for_length"]["body"]["error"]["message"])
+        return LLMResult("Kai: the tour is on Saturday.", Usage(input_tokens=served, output_tokens=8),
+                         stop_reason="stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _request(words: int, max_tokens: int = 256) -> LLMRequest:
+    return LLMRequest(system=(Block("You are Rin."),), turns=(Turn.text("user", "tide " * words),),
+                      max_tokens=max_tokens)
+
+
+async def test_a_request_that_cannot_fit_is_refused_before_the_server_is_asked():
+    server = Counting()
+    fitted = FittedLLM(server, 2048)
+    with pytest.raises(RequestTooLarge, match="of the model's 2048"):
+        await fitted.complete(_request(2100))
+    assert server.requests == []
+
+
+async def test_the_answer_gets_the_room_the_context_leaves_and_the_estimate_learns_the_servers_count():
+    server = Counting(ratio=1.3)
+    fitted = FittedLLM(server, 2048)
+    await fitted.complete(_request(100))
+    assert fitted.ratio >= 1.3  # learnt from what the server counted
+    planned: list[float] = []
+    fitted.on_planned = planned.append
+    await fitted.complete(_request(100))
+    result = await fitted.complete(_request(1400, max_tokens=600))  # 1,400 words at 1.3: ~1,850 of 2,048
+    assert result.text and server.requests[-1].max_tokens < 600  # asked for what fits, not refused by the server
+    assert fitted.planned >= 1.3 and not planned  # raised once, at the first count (before the callback)
+
+
+async def test_a_summary_too_large_for_a_small_context_is_written_in_smaller_parts():
+    server = Counting(ratio=1.3, context=2048)
+    fitted = FittedLLM(server, 2048)
+    lines = [Line.of(f"[kai]: message {i} about the lighthouse tour, the tide table and the north pier")
+             for i in range(400)]
+    summary = await summarise(fitted, "Write the memory.", lines, chunk_tokens=6000, max_tokens=300)
+    assert summary
+    refused = [r for r in server.requests if int(request_tokens(r) * 1.3) + r.max_tokens > 2048]
+    assert len(refused) <= 2  # before it has counted, the server may refuse; then it is shrunk and sent again ...
+    assert len({str(r) for r in refused}) == len(refused)  # ... never the same request twice
+    assert all(int(request_tokens(r) * 1.3) + r.max_tokens <= 2048 for r in server.requests[-3:])
+
+
+async def test_a_servers_400_for_length_is_request_too_large_and_not_retried():
+    calls = []
+
+    async def completions(request: web.Request) -> web.Response:
+        calls.append(await request.json())
+        refused = ANSWERS["refused_for_length"]
+        return web.json_response(refused["body"], status=refused["status"])
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    llm = OpenAILLM(OpenAIConfig(base_url=f"http://{host}:{port}/v1", max_retries=2), ModelTiers())
+    try:
+        with pytest.raises(RequestTooLarge, match="maximum context length"):
+            await llm.complete(_request(10))
+    finally:
+        await llm.aclose()
+        await runner.cleanup()
+    assert len(calls) == 1  # a 400 is not retried by the client, and never resent unchanged by Stelis
+
+
+async def test_at_a_2k_context_the_conversation_and_its_memory_never_lock_up(make_config):
+    from bot.clock import Clock
+    from bot.engine import Engine
+    from memory.records import Scope
+
+    server = Counting(ratio=1.3, context=2048)
+    clock = Clock()
+    config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 256}, snapshots={"interval_seconds": 0},
+                         short_term_history={"conversation_idle_seconds": 60, "message_threshold": 500})
+    engine = await Engine.open(config, server, clock)
+    try:
+        scope = Scope.channel(1, 2)
+        root = await engine.thread_for(scope)
+        for i in range(60):
+            await engine.hear(scope, f"message {i}: the lighthouse tour, the tide table and the north pier " * 3,
+                              author_name="kai", author_id=5)
+            assert (await engine.reply(root.id)).content  # every reply, past the window's cuts
+        clock.advance(120)
+        outcomes = await engine.run_due_memory()
+        assert outcomes and all(o.error is None for o in outcomes) and outcomes[0].short_term is not None
+        assert (await engine.context(root.id, calls=False)).request.turns
+    finally:
+        await engine.close()
+    refused = [r for r in server.requests if int(request_tokens(r) * 1.3) + r.max_tokens > 2048]
+    assert len(refused) <= 2 and len({str(r) for r in refused}) == len(refused)
