@@ -18,9 +18,10 @@ from memory.llm import LLM, LLMRequest, LLMResult
 log = logging.getLogger(__name__)
 
 CUT = frozenset({"length", "max_tokens"})  # the server stopped the answer, not the model
-ECHO_WORDS = 8  # this many words in a row from the instructions (and not from the material) is an echo
+ECHO_WORDS = 5  # this many words in a row from the instructions (and not from the material) is an echo
 INVENTED_NAMES = 2  # at least this many names found nowhere in the source ...
-INVENTED_SHARE = 1 / 3  # ... making up this share of the names it states, is an invented text
+INVENTED_SHARE = 1 / 5  # ... making up this share of the names it states, is an invented text
+_MARKUP = re.compile(r"</?transcript>|\[part \d+ of \d+\]", re.IGNORECASE)  # the request's own wrapping
 _WORD = re.compile(r"\w+")
 _CALENDAR = frozenset({"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January",
                        "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -48,6 +49,8 @@ def refusal(result: LLMResult, request: LLMRequest, material: str) -> str | None
     if not text:
         return "empty"
     source = "\n".join(b.text for t in request.turns for b in t.blocks if b.text)
+    if _MARKUP.search(text) and not _MARKUP.search(material):
+        return "it repeats the request's markup"
     if _runs(text) & (_runs(_instructions(request, material)) - _runs(material)):
         return "it repeats its instructions"
     named = [n for n in identifiers(text) if n[:1].isupper() and n not in _CALENDAR]
