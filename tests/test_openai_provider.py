@@ -59,3 +59,35 @@ async def test_reply_from_an_openai_compatible_server():
     assert result.text == "hello from llama"
     assert (result.usage.input_tokens, result.usage.cache_read_input_tokens, result.usage.output_tokens) == (4, 8, 3)
     assert seen[0]["model"] == "small" and seen[0]["messages"][0] == {"role": "system", "content": "card"}
+
+
+async def test_with_no_model_named_for_it_the_server_s_own_model_is_used():
+    seen = []
+
+    async def models(request: web.Request) -> web.Response:
+        seen.append("models")
+        return web.json_response({"object": "list", "data": [{"id": "SmolLM2-135M-Instruct.Q4_1.gguf",
+                                                              "object": "model", "owned_by": "me"}]})
+
+    async def completions(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body["model"])
+        return web.json_response({
+            "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    llm = OpenAILLM(OpenAIConfig(base_url=f"http://{host}:{port}/v1", max_retries=0), ModelTiers())  # claude-*
+    for tier in ("standard", "light"):
+        await llm.complete(LLMRequest(system=(), turns=(Turn.text("user", "hi"),), max_tokens=5, tier=tier))
+    await llm.aclose()
+    await runner.cleanup()
+    assert seen == ["models", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"]  # asked once

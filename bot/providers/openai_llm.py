@@ -11,6 +11,8 @@ from bot.fitting import too_long
 from bot.providers.usage_log import log_call
 from memory.llm import LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, ToolCall, Turn, Usage
 
+ANTHROPIC_DEFAULTS = ("claude-",)  # a model tier still named as for Anthropic: not this server's
+
 
 class OpenAILLM:
     name = "openai"
@@ -25,6 +27,7 @@ class OpenAILLM:
                 retryable=False,
             ) from exc
         self._openai = openai
+        self._served: str | None = None  # the server's own model, when none was configured
         self.config = config
         self.tiers = tiers
         self.client = openai.AsyncOpenAI(
@@ -35,7 +38,7 @@ class OpenAILLM:
         )
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
-        model = request.model or getattr(self.tiers, request.tier)
+        model = request.model or await self._model(getattr(self.tiers, request.tier))
         started = time.monotonic()
         try:
             response = await self.client.chat.completions.create(
@@ -65,6 +68,23 @@ class OpenAILLM:
             on_text(text)
         return LLMResult(text=text, usage=usage, model=response.model or model,
                          stop_reason=response.choices[0].finish_reason, tool_calls=calls)
+
+    async def _model(self, configured: str) -> str:
+        """The tier's model; Anthropic's default names mean none was chosen for this server: the first model it
+        serves (`/v1/models`: llama.cpp, vLLM, Ollama), asked once."""
+        if not configured.startswith(ANTHROPIC_DEFAULTS):
+            return configured
+        if self._served is None:
+            try:
+                served = [m.id async for m in self.client.models.list()]
+            except self._openai.APIError as exc:
+                raise LLMError(f"persona.models names no model for this server, and it did not say which it serves "
+                               f"({exc}); set persona.models.standard and .light", retryable=False) from exc
+            if not served:
+                raise LLMError("the model server serves no model; set persona.models.standard and .light",
+                               retryable=False)
+            self._served = served[0]
+        return self._served
 
     async def aclose(self) -> None:
         await self.client.close()
