@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -11,6 +12,7 @@ from bot.fitting import too_long
 from bot.providers.usage_log import log_call
 from memory.llm import LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, ToolCall, Turn, Usage
 
+log = logging.getLogger(__name__)
 ANTHROPIC_DEFAULTS = ("claude-",)  # a model tier still named as for Anthropic: not this server's
 
 
@@ -78,12 +80,12 @@ class OpenAILLM:
             try:
                 served = [m.id async for m in self.client.models.list()]
             except self._openai.APIError as exc:
-                raise LLMError(f"persona.models names no model for this server, and it did not say which it serves "
-                               f"({exc}); set persona.models.standard and .light", retryable=False) from exc
-            if not served:
-                raise LLMError("the model server serves no model; set persona.models.standard and .light",
-                               retryable=False)
-            self._served = served[0]
+                served = []
+                log.warning("the model server did not list its models (%s)", exc)
+            if not served:  # a server with one model (llama.cpp) takes any name: say so once, then try it
+                log.warning("persona.models names no model for this server; sending %r: set persona.models "
+                            "standard and light to what it serves", configured)
+            self._served = served[0] if served else configured
         return self._served
 
     async def aclose(self) -> None:
