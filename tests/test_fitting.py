@@ -14,6 +14,7 @@ from bot.fitting import FittedLLM, request_tokens
 from bot.providers.openai_llm import OpenAILLM
 from memory.llm import Block, LLMRequest, LLMResult, RequestTooLarge, Turn, Usage
 from memory.summarise import Line, summarise
+from tests.http_server import serving
 
 ANSWERS = json.loads((Path(__file__).parent / "fixtures" / "real_model_answers.json").read_text(encoding="utf-8"))
 
@@ -86,20 +87,13 @@ async def test_a_servers_400_for_length_is_request_too_large_and_not_retried():
         refused = ANSWERS["refused_for_length"]
         return web.json_response(refused["body"], status=refused["status"])
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    llm = OpenAILLM(OpenAIConfig(base_url=f"http://{host}:{port}/v1", max_retries=2), ModelTiers())
-    try:
-        with pytest.raises(RequestTooLarge, match="maximum context length"):
-            await llm.complete(_request(10))
-    finally:
-        await llm.aclose()
-        await runner.cleanup()
+    async with serving({("POST", "/v1/chat/completions"): completions}) as url:
+        llm = OpenAILLM(OpenAIConfig(base_url=url, max_retries=2), ModelTiers(standard="smol"))
+        try:
+            with pytest.raises(RequestTooLarge, match="maximum context length"):
+                await llm.complete(_request(10))
+        finally:
+            await llm.aclose()
     assert len(calls) == 1  # a 400 is not retried by the client, and never resent unchanged by Stelis
 
 

@@ -3,6 +3,7 @@ from aiohttp import web
 from bot.config import ModelTiers, OpenAIConfig
 from bot.providers.openai_llm import OpenAILLM, to_chat_params
 from memory.llm import Block, LLMRequest, Tool, Turn
+from tests.http_server import serving
 
 
 def test_request_maps_to_chat_messages_with_tool_calls():
@@ -44,18 +45,11 @@ async def test_reply_from_an_openai_compatible_server():
                       "prompt_tokens_details": {"cached_tokens": 8}},
         })
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    llm = OpenAILLM(OpenAIConfig(base_url=f"http://{host}:{port}/v1", max_retries=0), ModelTiers(light="small"))
-    result = await llm.complete(LLMRequest(system=(Block("card"),), turns=(Turn.text("user", "hi"),),
-                                           max_tokens=20, tier="light"))
-    await llm.aclose()
-    await runner.cleanup()
+    async with serving({("POST", "/v1/chat/completions"): completions}) as url:
+        llm = OpenAILLM(OpenAIConfig(base_url=url, max_retries=0), ModelTiers(light="small"))
+        result = await llm.complete(LLMRequest(system=(Block("card"),), turns=(Turn.text("user", "hi"),),
+                                               max_tokens=20, tier="light"))
+        await llm.aclose()
     assert result.text == "hello from llama"
     assert (result.usage.input_tokens, result.usage.cache_read_input_tokens, result.usage.output_tokens) == (4, 8, 3)
     assert seen[0]["model"] == "small" and seen[0]["messages"][0] == {"role": "system", "content": "card"}
@@ -77,17 +71,9 @@ async def test_with_no_model_named_for_it_the_server_s_own_model_is_used():
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
 
-    app = web.Application()
-    app.router.add_get("/v1/models", models)
-    app.router.add_post("/v1/chat/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    llm = OpenAILLM(OpenAIConfig(base_url=f"http://{host}:{port}/v1", max_retries=0), ModelTiers())  # claude-*
-    for tier in ("standard", "light"):
-        await llm.complete(LLMRequest(system=(), turns=(Turn.text("user", "hi"),), max_tokens=5, tier=tier))
-    await llm.aclose()
-    await runner.cleanup()
+    async with serving({("GET", "/v1/models"): models, ("POST", "/v1/chat/completions"): completions}) as url:
+        llm = OpenAILLM(OpenAIConfig(base_url=url, max_retries=0), ModelTiers())  # claude-*: none chosen
+        for tier in ("standard", "light"):
+            await llm.complete(LLMRequest(system=(), turns=(Turn.text("user", "hi"),), max_tokens=5, tier=tier))
+        await llm.aclose()
     assert seen == ["models", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"]  # asked once
