@@ -33,12 +33,11 @@ from bot.config import validate
 from bot.console import Console
 from bot.engine import Engine
 from memory.context import ROLLING_INSTRUCTION
-from memory.llm import Block, LLMRequest, LLMResult, Turn
 from memory.records import Scope
 from memory.reply_markup import clean_reply
 from memory.summarise import COMBINE_INSTRUCTION
-from memory.templates import render
-from memory.vetting import refusal
+from memory.threads import DEFAULT_CHRONICLE_PROMPT
+from memory.vetting import echoes
 
 SCRIPT = [
     "Hi! I'm Kai. I run the lighthouse tours in Pemberly.", "The next tour is on Saturday at 9 from the north pier.",
@@ -148,12 +147,7 @@ async def _figures(engine: Engine, said: str, seconds: float) -> dict[str, Any]:
 
 def _echoes(text: str) -> bool:
     """Would a stored text be refused as a summary that repeats its instructions or the request's markup?"""
-    asked = "\n".join([render("short_term_request.md.j2", previous=[], pins=[]),
-                        render("long_term_request.md.j2", subject="this conversation", pins=[]),
-                        COMBINE_INSTRUCTION, ROLLING_INSTRUCTION])
-    request = LLMRequest(system=(Block(render("summarise_system.md.j2")),), turns=(Turn.text("user", asked),),
-                         max_tokens=1)
-    return (refusal(LLMResult(text, stop_reason="stop"), request, "") or "").startswith("it repeats")
+    return echoes(text, "\n".join([COMBINE_INSTRUCTION, ROLLING_INSTRUCTION, DEFAULT_CHRONICLE_PROMPT]), "") is not None
 
 
 def _server_figures(log: Path) -> dict[str, Any]:

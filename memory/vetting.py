@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import lru_cache
 
 from memory.extractive import extractive_summary
 from memory.identifiers import identifiers
 from memory.llm import LLM, LLMRequest, LLMResult
+from memory.templates import render
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +35,31 @@ def _runs(text: str) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
 
 
+@lru_cache(maxsize=1)
+def _templates() -> frozenset[tuple[str, ...]]:
+    """The word runs of every memory request's fixed words: a memory repeating any of them is an echo,
+    whichever request it answered (a merge that copies the short-term instructions, say)."""
+    fixed = [render("summarise_system.md.j2"), render("short_term_request.md.j2", previous=[], pins=[]),
+             render("long_term_request.md.j2", subject="this conversation", pins=[]),
+             render("summarise_request.md.j2", instruction="", transcript="", part=1, parts=2)]
+    return frozenset(_runs("\n".join(fixed)))
+
+
 def _instructions(request: LLMRequest, material: str) -> str:
     """The request's own words: its system text and the user text around the material, less its data
     lines (the pins and earlier versions it lists as `- ...`), which a summary may repeat."""
     asked = "\n".join(b.text for t in request.turns for b in t.blocks if b.text).replace(material, "")
     return "\n".join([*(b.text for b in request.system),
                       *(line for line in asked.splitlines() if not line.lstrip().startswith("- "))])
+
+
+def echoes(text: str, instructions: str, material: str) -> str | None:
+    """Why `text` repeats what it was asked rather than what it was given, or None."""
+    if _MARKUP.search(text) and not _MARKUP.search(material):
+        return "it repeats the request's markup"
+    if _runs(text) & ((_runs(instructions) | _templates()) - _runs(material)):
+        return "it repeats its instructions"
+    return None
 
 
 def refusal(result: LLMResult, request: LLMRequest, material: str) -> str | None:
@@ -49,10 +70,9 @@ def refusal(result: LLMResult, request: LLMRequest, material: str) -> str | None
     if not text:
         return "empty"
     source = "\n".join(b.text for t in request.turns for b in t.blocks if b.text)
-    if _MARKUP.search(text) and not _MARKUP.search(material):
-        return "it repeats the request's markup"
-    if _runs(text) & (_runs(_instructions(request, material)) - _runs(material)):
-        return "it repeats its instructions"
+    echoed = echoes(text, _instructions(request, material), material)
+    if echoed:
+        return echoed
     named = [n for n in identifiers(text) if n[:1].isupper() and n not in _CALENDAR]
     absent = [n for n in named if n.lower() not in source.lower()]
     if len(absent) >= INVENTED_NAMES and len(absent) >= INVENTED_SHARE * len(named):
