@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from memory import provenance
+from memory.extractive import extractive_summary
 from memory.llm import LLM, Block, LLMError, LLMRequest, RequestTooLarge, Turn
 from memory.records import MemoryChannel, MemoryRecord
 from memory.settings import MemorySettings
@@ -138,7 +139,11 @@ async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: 
                          + "\n\n<transcript>\n" + material + "\n</transcript>"),),
         max_tokens=settings.work.long_term_tokens, tier=settings.work.tier, purpose="summary",
     )
-    merged = await vetted(llm, request, material, f"long-term merge of {subject}")
+    try:
+        merged = await vetted(llm, request, material, f"long-term merge of {subject}")
+    except RequestTooLarge:  # more than the model's context holds: merged without it, within the same budget
+        log.warning("the long-term merge of %s does not fit the model's context: merged extractively", subject)
+        merged = extractive_summary(material, request.max_tokens)
     checked = [(f"long-term v{existing.version}", existing.content)] if existing else []
     return keep_pins(provenance.account(merged, checked + sources), pins)
 

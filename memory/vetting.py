@@ -47,10 +47,11 @@ def _templates() -> frozenset[tuple[str, ...]]:
 
 def _instructions(request: LLMRequest, material: str) -> str:
     """The request's own words: its system text and the user text around the material, less its data
-    lines (the pins and earlier versions it lists as `- ...`), which a summary may repeat."""
+    (the pins and earlier versions it lists as `- ...` items, their further lines indented), which a
+    summary may repeat."""
     asked = "\n".join(b.text for t in request.turns for b in t.blocks if b.text).replace(material, "")
     return "\n".join([*(b.text for b in request.system),
-                      *(line for line in asked.splitlines() if not line.lstrip().startswith("- "))])
+                      *(line for line in asked.splitlines() if not line.startswith(("- ", " ", "\t")))])
 
 
 def echoes(text: str, instructions: str, material: str) -> str | None:

@@ -98,3 +98,40 @@ async def test_a_long_term_merge_that_echoes_is_never_stored():
     settings = MemorySettings(ShortTermSettings(), MemoryWorkSettings(), StelisSettings())
     merged = await merge(llm, "channel general", None, [("v1", ANSWERS["good"]["text"])], [], settings)
     assert len(llm.requests) == 2 and "memory notes" not in merged and "north pier" in merged
+
+
+async def test_a_new_version_may_repeat_facts_of_the_earlier_versions_it_was_shown():
+    """Earlier versions are data in the request (indented under their `- vN:` line), not instructions."""
+    from memory.records import MemoryRecord
+    from memory.templates import render
+
+    earlier = MemoryRecord(id=1, persona="p", scope="channel", scope_id=1, type="short_term", version=1,
+                           content="[23 November 2026]\nkai: every single bicycle going past the pier\nlena: the tide",
+                           first_seq=1, last_seq=2, metadata={}, created_at=0.0)
+    instruction = render("short_term_request.md.j2", previous=[earlier], pins=[])
+
+    class Repeats(Answers):
+        async def complete(self, request, on_text=None):
+            self.requests.append(request)
+            return LLMResult("kai: every single bicycle going past the pier\nkai: the tour is on Saturday at 9",
+                             stop_reason="stop")
+
+    llm = Repeats("good")
+    kept = await summarise(llm, instruction, TRANSCRIPT, chunk_tokens=2000, max_tokens=120)
+    assert len(llm.requests) == 1 and kept.startswith("kai: every single bicycle")
+
+
+async def test_a_merge_too_large_for_the_context_is_merged_extractively_not_retried_for_ever():
+    from memory.llm import RequestTooLarge
+    from memory.settings import MemorySettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
+    from memory.short_term import merge
+
+    class TooSmall(Answers):
+        async def complete(self, request, on_text=None):
+            self.requests.append(request)
+            raise RequestTooLarge("the request needs about 3000 tokens of the model's 2048")
+
+    llm = TooSmall("good")
+    settings = MemorySettings(ShortTermSettings(), MemoryWorkSettings(), StelisSettings())
+    merged = await merge(llm, "channel general", None, [("v1", ANSWERS["good"]["text"])], [], settings)
+    assert len(llm.requests) == 1 and "north pier" in merged
