@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 MAX_TOOL_ROUNDS = 3  # tool calls a reply may make before it must answer
 FINAL = Shape(tool_choice="none")  # the last round: answer now (the tool list stays, so the cache does)
 INDEX_DELAY_SECONDS = 1.0  # what is heard is indexed for recall this long after, in one batch
-PARTICIPANTS_SEEN = 200
+PARTICIPANTS_SEEN = 200  # recent messages whose authors a reply may ping
 SAVE_RETRY_SECONDS = 1.0  # a refused reply is tried again after this, then twice as long each time ...
-SAVE_RETRY_MAX_SECONDS = 60.0  # ... up to this  # recent messages whose authors a reply may ping
+SAVE_RETRY_MAX_SECONDS = 60.0  # ... up to this
 
 
 class ReplyFailed(Failure):
