@@ -280,7 +280,7 @@ class Assembler:
 
         fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
         p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
-        if cut is not None and thread.id in self._folding:  # being summarised ahead: wait, never summarise twice
+        if calls and cut is not None and thread.id in self._folding:  # summarised ahead now: wait, never twice
             with contextlib.suppress(Failure):  # its failure is logged where it ran; then this one summarises
                 await asyncio.shield(self._folding[thread.id])
             p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
