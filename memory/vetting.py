@@ -31,7 +31,8 @@ _CALENDAR = frozenset({"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "
 
 
 def _runs(text: str) -> set[tuple[str, ...]]:
-    words = _WORD.findall(text.lower())
+    """Runs of ECHO_WORDS words, numbers as one word ("part 2 of 3" echoes "part 1 of 2")."""
+    words = ["#" if w.isdigit() else w for w in _WORD.findall(text.lower())]
     return {tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
 
 
@@ -56,7 +57,7 @@ def _instructions(request: LLMRequest, material: str) -> str:
 
 def echoes(text: str, instructions: str, material: str) -> str | None:
     """Why `text` repeats what it was asked rather than what it was given, or None."""
-    if _MARKUP.search(text) and not _MARKUP.search(material):
+    if _MARKUP.search(text):  # the wrapping of this request, or of the parts a combining request is given
         return "it repeats the request's markup"
     if _runs(text) & ((_runs(instructions) | _templates()) - _runs(material)):
         return "it repeats its instructions"

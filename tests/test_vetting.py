@@ -41,7 +41,8 @@ async def _summary(llm: Answers) -> str:
                            chunk_tokens=2000, max_tokens=120)
 
 
-BAD = ["echoed_instructions", "invented_example_person", "cut_at_max_tokens", "empty", "combined_garbage"]
+BAD = ["echoed_instructions", "invented_example_person", "cut_at_max_tokens", "empty", "combined_garbage",
+       "combined_echo"]
 
 
 @pytest.mark.parametrize("bad", BAD)
@@ -135,3 +136,12 @@ async def test_a_merge_too_large_for_the_context_is_merged_extractively_not_retr
     settings = MemorySettings(ShortTermSettings(), MemoryWorkSettings(), StelisSettings())
     merged = await merge(llm, "channel general", None, [("v1", ANSWERS["good"]["text"])], [], settings)
     assert len(llm.requests) == 1 and "north pier" in merged
+
+
+async def test_a_combined_summary_that_copies_the_part_headers_it_was_given_is_refused():
+    llm = Answers("good", "good", "combined_echo")  # two parts, then the combining answer (twice)
+    lines = [Line.of(f"[kai]: message {i} about the lighthouse tour and the north pier, and the tide") for i in range(60)]
+    kept = await summarise(llm, "Write the memory.", lines, chunk_tokens=500, max_tokens=200)
+    combining = [r for r in llm.requests if "[part 1 of" in str(r.turns)]
+    assert len(combining) == 2  # refused once, asked again, refused again
+    assert "[part" not in kept and "This is part" not in kept and "north pier" in kept
