@@ -140,7 +140,8 @@ async def test_a_merge_too_large_for_the_context_is_merged_extractively_not_retr
 
 async def test_a_combined_summary_that_copies_the_part_headers_it_was_given_is_refused():
     llm = Answers("good", "good", "combined_echo")  # two parts, then the combining answer (twice)
-    lines = [Line.of(f"[kai]: message {i} about the lighthouse tour and the north pier, and the tide") for i in range(60)]
+    lines = [Line.of(f"[kai]: message {i} about the lighthouse tour and the north pier, and the tide")
+             for i in range(60)]
     kept = await summarise(llm, "Write the memory.", lines, chunk_tokens=500, max_tokens=200)
     combining = [r for r in llm.requests if "[part 1 of" in str(r.turns)]
     assert len(combining) == 2  # refused once, asked again, refused again
