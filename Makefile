@@ -10,7 +10,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(VENV)/.installed: $(PY) pyproject.toml
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[openai]'  # any OpenAI-compatible server works with make run too
 	touch $@
 
 $(VENV)/.installed-dev: $(PY) pyproject.toml
