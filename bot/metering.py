@@ -48,7 +48,7 @@ class Meter:
 
     def admit(self, request: LLMRequest) -> None:
         """Count a call in before it is made, or raise BudgetSpent; a summary may use what was reserved."""
-        cost = estimate(request)
+        cost = estimate(request) if self.token_limit is not None else 0  # only a token budget needs it
         if request.purpose == "summary" and self.reserved_calls:
             self.reserved_calls -= 1
             self.reserved_tokens = max(0, self.reserved_tokens - cost)

@@ -71,12 +71,12 @@ def refusal(result: LLMResult, request: LLMRequest, material: str) -> str | None
         return f"cut off at {request.max_tokens} tokens ({result.stop_reason})"
     if not text:
         return "empty"
-    source = "\n".join(b.text for t in request.turns for b in t.blocks if b.text)
     echoed = echoes(text, _instructions(request, material), material)
     if echoed:
         return echoed
+    source = "\n".join(b.text for t in request.turns for b in t.blocks if b.text).lower()
     named = [n for n in identifiers(text) if n[:1].isupper() and n not in _CALENDAR]
-    absent = [n for n in named if n.lower() not in source.lower()]
+    absent = [n for n in named if n.lower() not in source]
     if len(absent) >= INVENTED_NAMES and len(absent) >= INVENTED_SHARE * len(named):
         return f"it names what its source does not ({', '.join(absent[:5])})"
     return None

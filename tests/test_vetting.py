@@ -36,6 +36,14 @@ class Answers:
         return None
 
 
+class Saying(Answers):
+    """A model that always answers `text`, finished."""
+
+    def __init__(self, text: str):
+        super().__init__("good")
+        self.answers = [{"text": text, "finish_reason": "stop"}]
+
+
 async def _summary(llm: Answers) -> str:
     return await summarise(llm, "Write the next short-term memory of this conversation.", TRANSCRIPT,
                            chunk_tokens=2000, max_tokens=120)
@@ -79,13 +87,7 @@ async def test_a_summary_may_repeat_its_pinned_facts_and_the_material_word_for_w
     """Data in the request (pins, earlier versions, the transcript) is not an instruction to echo."""
     pinned = "- kai: the lighthouse tour is on Saturday at 9, meet at the north pier"
 
-    class Repeats(Answers):
-        async def complete(self, request, on_text=None):
-            self.requests.append(request)
-            return LLMResult("kai: the lighthouse tour is on Saturday at 9, meet at the north pier",
-                             stop_reason="stop")
-
-    llm = Repeats("good")
+    llm = Saying("kai: the lighthouse tour is on Saturday at 9, meet at the north pier")
     kept = await summarise(llm, f"Write the memory.\n\nPinned facts:\n{pinned}", TRANSCRIPT, chunk_tokens=2000,
                            max_tokens=120)
     assert len(llm.requests) == 1 and kept.startswith("kai: the lighthouse tour")
@@ -111,13 +113,7 @@ async def test_a_new_version_may_repeat_facts_of_the_earlier_versions_it_was_sho
                            first_seq=1, last_seq=2, metadata={}, created_at=0.0)
     instruction = render("short_term_request.md.j2", previous=[earlier], pins=[])
 
-    class Repeats(Answers):
-        async def complete(self, request, on_text=None):
-            self.requests.append(request)
-            return LLMResult("kai: every single bicycle going past the pier\nkai: the tour is on Saturday at 9",
-                             stop_reason="stop")
-
-    llm = Repeats("good")
+    llm = Saying("kai: every single bicycle going past the pier\nkai: the tour is on Saturday at 9")
     kept = await summarise(llm, instruction, TRANSCRIPT, chunk_tokens=2000, max_tokens=120)
     assert len(llm.requests) == 1 and kept.startswith("kai: every single bicycle")
 
