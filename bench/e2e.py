@@ -90,7 +90,10 @@ def _start_server(server_python: str, ctx: int, log: Path) -> tuple[subprocess.P
     port = _free_port()
     process = subprocess.Popen(
         [server_python, "-m", "llama_cpp.server", "--model", _model_file(server_python), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", str(ctx), "--n_threads", "1"],
+         "--port", str(port), "--n_ctx", str(ctx), "--n_threads", "1",
+         # Keeps each prompt's state in RAM, so a reply finds its conversation's prefix though a background
+         # request ran in the single slot in between (README: local models).
+         "--cache", "true"],
         stdout=log.open("wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(120):

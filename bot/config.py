@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -102,19 +103,55 @@ def shard_ids(text: str) -> list[int] | None:
 class _Endpoint(_Model):
     api_key: SecretStr | None = Field(None, description="The key, if the endpoint needs one; prefer the variable.")
     base_url: str | None = Field(None, description="Another server that speaks this API; null for the default.")
-    timeout_seconds: float = Field(60.0, gt=0, le=600, description="Seconds before one request is abandoned.")
-    max_retries: int = Field(3, ge=0, le=10, description="Retries with exponential back-off on 429, 5xx and 529.")
 
 
 class AnthropicConfig(_Endpoint):
     """Anthropic's Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)."""
 
+    timeout_seconds: float = Field(60.0, gt=0, le=3_600, description="Seconds before one request is abandoned.")
+    max_retries: int = Field(3, ge=0, le=10, description="Retries with exponential back-off on 429, 5xx and 529.")
     stream: bool = Field(True, description=(
         "Stream replies (needed for long outputs; the console shows text as it arrives)."))
 
 
+LOCAL_TIMEOUT = 900.0  # a small model on a CPU takes minutes for a long prompt (shared/findings/real-models.md)
+
+
 class OpenAIConfig(_Endpoint):
     """Any OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 for Ollama (OPENAI_API_KEY, OPENAI_BASE_URL)."""
+
+    timeout_seconds: float | None = Field(None, gt=0, le=3_600, description=(
+        "Seconds before one request is abandoned; default 60 for a server on the internet, 900 for one on this "
+        "machine or its network (a small model on a CPU takes minutes)."))
+    max_retries: int | None = Field(None, ge=0, le=10, description=(
+        "Retries with back-off on 429 and 5xx; default 3 for a server on the internet, 0 for a local one (it "
+        "keeps computing an abandoned request, so a retry only queues behind it)."))
+    tools: Literal["auto", "yes", "no"] = Field("auto", description=(
+        "Does the served model call tools (recall while replying, a playbook step's tools)? auto: ask the server "
+        "(llama.cpp's /props, Ollama's /api/show; llama-cpp-python's chat templates drop tools: no). Without "
+        "tools, recall still brings what the conversation needs into each request."))
+
+    def local(self) -> bool:
+        """Is the server on this machine or its network (a compose service, a private address)?"""
+        return is_local(self.base_url)
+
+    def timeout(self) -> float:
+        return self.timeout_seconds or (LOCAL_TIMEOUT if self.local() else 60.0)
+
+    def retries(self) -> int:
+        return self.max_retries if self.max_retries is not None else (0 if self.local() else 3)
+
+
+def is_local(url: str | None) -> bool:
+    """A loopback or private address, localhost, or a bare host name (a compose service)."""
+    host = urlsplit(url or "").hostname or ""
+    if host == "localhost" or host.endswith((".local", ".internal")) or (host and "." not in host and ":" not in host):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 class LLMConfig(_Model):
@@ -123,7 +160,8 @@ class LLMConfig(_Model):
         "OpenAI-compatible endpoint; needs the `openai` extra) | offline."))
     context_tokens: int = Field(200_000, ge=2_048, le=2_000_000, description=(
         "The model's context window in tokens. Everything a request carries is planned inside it: the reply's "
-        "reserve, the persona card, memory, the conversation, recall."))
+        "reserve, the persona card, memory, the conversation, recall. Left unset with an OpenAI-compatible "
+        "server, the server is asked (llama.cpp, vLLM, Ollama); one that does not say keeps this default."))
     max_output_tokens: int = Field(1_024, ge=16, le=64_000, description=(
         "Tokens reserved for each reply, below context_tokens; at most a quarter of context_tokens is reserved, "
         "so a small local model keeps room for the conversation."))

@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.clock import Clock
 from bot.config import Config
-from bot.fitting import FittedLLM
+from bot.fitting import FittedLLM, fit_to_server
 from bot.identify import IdentifyGate
 from bot.instance_lock import AlreadyRunning, InstanceLock
 from bot.memory_scheduler import MemoryScheduler, MemoryWorker
@@ -151,7 +151,11 @@ class Engine:
             raise
         try:
             store.owner = process_owner()
-            engine = cls(config, store, llm or make_llm(config), clock)
+            llm = llm or make_llm(config)
+            config, ratio = await fit_to_server(config, llm)
+            engine = cls(config, store, llm, clock)
+            if ratio is not None:
+                engine.fitted.learn(ratio)
             engine._lock = lock
             if not exclusive:
                 return engine

@@ -10,17 +10,24 @@ RequestTooLarge, so the caller sends less (summaries in smaller parts); the serv
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bot.providers.local_server import ServerFacts
 from memory.budget import SAFETY
 from memory.context import tool_tokens
 from memory.llm import LLM, LLMRequest, LLMResult, RequestTooLarge, TextSink
 from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
 
+if TYPE_CHECKING:
+    from bot.config import Config
+
+log = logging.getLogger(__name__)
+MIN_CONTEXT = 2_048  # what llm.context_tokens allows at least
 FIRST_RATIO = 1 / (1 - SAFETY)  # server tokens per cl100k token, until a server counts: what replies plan with
 STEP = 0.05  # the planning follows the ratio in steps, upwards only: a window's cuts stay where they are
 RATIOS_KEPT = 50  # the ratio is the largest of these many recent answers' ...
@@ -71,15 +78,16 @@ class FittedLLM:
         try:
             result = await self.inner.complete(replace(request, max_tokens=min(request.max_tokens, room)), on_text)
         except RequestTooLarge:
-            self._learn(self.ratio * 1.1)  # the server counts more than this process thought
+            self.learn(self.ratio * 1.1)  # the server counts more than this process thought
             raise
         used = result.usage
         served = used.input_tokens + used.cache_read_input_tokens + used.cache_creation_input_tokens
-        if served and counted:
-            self._learn(served / counted)
+        if served and counted and not used.estimated:
+            self.learn(served / counted)
         return result
 
-    def _learn(self, ratio: float) -> None:
+    def learn(self, ratio: float) -> None:
+        """The server counted `ratio` tokens for each estimated one (an answer's usage, a /tokenize count)."""
         self._ratios.append(ratio)
         self.ratio = min(2.0, max(1.0, max(self._ratios) * RATIO_SLACK))
         if self.ratio > self.planned:
@@ -89,3 +97,38 @@ class FittedLLM:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+async def fit_to_server(config: Config, llm: LLM) -> tuple[Config, float | None]:
+    """Ask a provider that can what its server is: the config fitted to its context, and how many tokens it
+    counts for each estimated one (None: not said)."""
+    discover = getattr(llm, "discover", None)
+    if discover is None:
+        return config, None
+    facts: ServerFacts = await discover()
+    return to_server(config, facts), facts.tokens_per_estimate
+
+
+def to_server(config: Config, facts: ServerFacts) -> Config:
+    """The config with the server's context where it says one: taken when none was set, and when the one set is
+    more than the server runs with (it would refuse what does not fit)."""
+    llm = config.llm
+    told = facts.context_tokens
+    chosen = "context_tokens" in llm.model_fields_set
+    if told is None:
+        if not chosen and llm.resolved_provider() == "openai":
+            log.warning("the model server does not say its context size: requests are planned for %d tokens; set "
+                        "llm.context_tokens (STELIS_LLM_CONTEXT_TOKENS) to the server's", llm.context_tokens)
+        return config
+    if chosen and llm.context_tokens <= told:
+        return config
+    if chosen:
+        log.warning("llm.context_tokens is %d but the model server runs with %d: planning with %d",
+                    llm.context_tokens, told, told)
+    if told < MIN_CONTEXT:
+        log.error("the model server runs with a %d-token context; Stelis needs %d: start it with a larger one",
+                  told, MIN_CONTEXT)
+    size = max(told, MIN_CONTEXT)
+    output = min(llm.max_output_tokens, size // 4)
+    return config.model_copy(update={"llm": llm.model_copy(update={"context_tokens": size,
+                                                                   "max_output_tokens": output})})

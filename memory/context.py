@@ -86,6 +86,7 @@ class Shape:
     tools: tuple[Tool, ...] | None = None
     tool_choice: str | None = None  # narrows what may be called without touching the cached tool list
     instruction: str | None = None  # a task for the model after the cached history (a playbook node's action)
+    recall_for: str | None = None  # what recall looks up when no new message asks (a node's task)
     naive: bool = False  # a benchmark's plain slide: the newest messages that fit, no summary, no recall
 
 
@@ -423,10 +424,12 @@ class Assembler:
                        seen: Rendering, own_budget: int, cut: bool, shape: Shape) -> Assembly:
         """Lay out the request: system, layers, parent region, summary, history, then the tail."""
         trigger = window[-1] if window and window[-1].role == "user" else None
+        query = trigger.content if trigger is not None else shape.recall_for
         searching = None
-        if trigger is not None and self.recall_enabled and shape.with_recall and not shape.naive:
+        if query and self.recall_enabled and shape.with_recall and not shape.naive:
             # Recall's look-ups run in the database's thread while the history is rendered here.
-            searching = asyncio.ensure_future(self._recall(chain[-1], trigger, window[:-1], protected + window, layers))
+            before = window[:-1] if trigger is not None else window
+            searching = asyncio.ensure_future(self._recall(chain[-1], query, before, protected + window, layers))
             await asyncio.sleep(0)  # let it send its first query
         try:
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
@@ -506,7 +509,7 @@ class Assembler:
         request = LLMRequest(system=tuple(system), turns=tuple(to_turns(pieces + tail)),
                              max_tokens=self.budget.output, tier=shape.tier, persona=persona.name,
                              tools=self.conversation_tools if shape.tools is None else shape.tools,
-                             tool_choice=shape.tool_choice, model=chosen)
+                             tool_choice=shape.tool_choice, model=chosen, cache_key=f"thread:{chain[-1].id}")
         parts["output"] = self.budget.output
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
@@ -528,13 +531,13 @@ class Assembler:
         _keep(self._layers, thread.id, found)
         return found[1]
 
-    async def _recall(self, root: Thread, trigger: Message, window: list[Message], shown: list[Message],
+    async def _recall(self, root: Thread, query: str, window: list[Message], shown: list[Message],
                       layers: Layers) -> list[recall.Hit]:
-        """Recall's hits for the new message and the turn before it, best first."""
+        """Recall's hits for the new message (or a task) and the turn before it, best first."""
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
-        hits = await recall.search(self.store, await self.visibilities.of(self.store, root), trigger.content, already,
+        hits = await recall.search(self.store, await self.visibilities.of(self.store, root), query, already,
                                    context=before, frequencies=self.frequencies, unindexed_ok=len(window))
         return hits
 

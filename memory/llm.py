@@ -77,6 +77,9 @@ class LLMRequest:
     # without a model, the offline one, writes a valid object from it).
     response_schema: dict[str, Any] | None = None
     model: str | None = None  # this conversation's own model (a server's choice); None: the tier's
+    # The conversation whose cached prefix this request extends ("" for a background job): a local server with
+    # several slots keeps each conversation's prefix warm in its own.
+    cache_key: str = ""
 
     def replayable(self) -> LLMRequest:
         """The request as a provider can send it: a history's tool blocks become text when no tools are
@@ -92,6 +95,7 @@ class Usage:
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    estimated: bool = False  # the server did not count (a stream without usage): these are our estimates
 
 
 @dataclass(frozen=True)

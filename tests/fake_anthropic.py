@@ -124,6 +124,7 @@ class FakeAnthropic:
         usage = self.account(body)
         answer = self.responder(body) if self.responder else default_reply(body)
         content = [{"type": "text", "text": answer}] if isinstance(answer, str) else answer
+        content = _as_forced(body.get("tool_choice"), content, len(self.calls))
         usage["output_tokens"] = sum(count_tokens(b.get("text") or json.dumps(b.get("input", {}))) for b in content)
         self.calls.append(CallRecord(body, usage, 200))
         calls_tools = any(b["type"] == "tool_use" for b in content)
@@ -440,3 +441,17 @@ def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str
                                                "delta": {"type": kind, key: whole[i:i + 16]}}))
     events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     return events
+
+
+def _as_forced(choice: Any, content: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """A forced tool choice is always answered with that tool's call, as the API does: a scripted text
+    answer becomes its input when it is a JSON object (else the input is empty)."""
+    if not isinstance(choice, dict) or choice.get("type") != "tool" or any(b["type"] == "tool_use" for b in content):
+        return content
+    text = "".join(b.get("text", "") for b in content)
+    try:
+        given = json.loads(text[text.find("{"):text.rfind("}") + 1]) if "{" in text else {}
+    except json.JSONDecodeError:
+        given = {}
+    return [{"type": "tool_use", "id": f"toolu_forced_{n}", "name": choice["name"],
+             "input": given if isinstance(given, dict) else {}}]

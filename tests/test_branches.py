@@ -122,7 +122,7 @@ async def test_branch_tools_list_and_update_branches_of_this_server_only(make_co
         "error: there is no branch 'discord-7102' here"  # another server's: out of reach
     assert (await engine.store.branch("discord-7102")).brief_state is None
     assert await call("branch_update", branch="discord-7101", status="lost") == \
-        "error: status is one of active, suspended, completed, not 'lost'"
+        'error: branch_update: \'status\' is one of "active", "suspended", "completed", not "lost"'
     assert await call("branch_update", branch="discord-7101") == "error: give a brief_state, a status, or both"
     await engine.close()
 

@@ -1,9 +1,12 @@
-from aiohttp import web
+import asyncio
+import json
+
+import pytest
 
 from bot.config import ModelTiers, OpenAIConfig
 from bot.providers.openai_llm import OpenAILLM, to_chat_params
 from memory.llm import Block, LLMRequest, Tool, Turn
-from tests.http_server import serving
+from tests.fake_openai import prompt_text, running
 
 
 def test_request_maps_to_chat_messages_with_tool_calls():
@@ -31,49 +34,151 @@ def test_request_maps_to_chat_messages_with_tool_calls():
     ]
 
 
-async def test_reply_from_an_openai_compatible_server():
-    seen = []
+PLAIN = LLMRequest(system=(Block("card"),), turns=(Turn.text("user", "hi"),), max_tokens=40, tier="light")
 
-    async def completions(request: web.Request) -> web.Response:
-        body = await request.json()
-        seen.append(body)
-        return web.json_response({
-            "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "hello from llama"}}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15,
-                      "prompt_tokens_details": {"cached_tokens": 8}},
-        })
 
-    async with serving({("POST", "/v1/chat/completions"): completions}) as url:
-        llm = OpenAILLM(OpenAIConfig(base_url=url, max_retries=0), ModelTiers(light="small"))
-        result = await llm.complete(LLMRequest(system=(Block("card"),), turns=(Turn.text("user", "hi"),),
-                                               max_tokens=20, tier="light"))
+def provider(url: str, **settings: object) -> OpenAILLM:
+    return OpenAILLM(OpenAIConfig(base_url=url, **settings), ModelTiers(standard="smol", light="small"))
+
+
+async def test_an_answer_is_streamed_to_the_front_end_as_it_is_written_and_counted_by_the_server():
+    async with running(flavor="vllm", responder=lambda body: "hello from the small model") as server:
+        llm = provider(server.base_url)
+        pieces: list[str] = []
+        result = await llm.complete(PLAIN, pieces.append)
         await llm.aclose()
-    assert result.text == "hello from llama"
-    assert (result.usage.input_tokens, result.usage.cache_read_input_tokens, result.usage.output_tokens) == (4, 8, 3)
-    assert seen[0]["model"] == "small" and seen[0]["messages"][0] == {"role": "system", "content": "card"}
+    assert len(pieces) == 5 and "".join(pieces) == result.text == "hello from the small model"
+    sent = server.calls[0]
+    assert sent["stream"] is True and sent["model"] == "small" and sent["messages"][0] == {"role": "system",
+                                                                                          "content": "card"}
+    assert not result.usage.estimated and result.usage.input_tokens == server.tokens(prompt_text(sent))
+
+
+async def test_a_server_that_streams_no_usage_gets_our_estimate_marked_as_one():
+    async with running(flavor="llama-cpp-python") as server:
+        llm = provider(server.base_url)
+        result = await llm.complete(PLAIN)
+        await llm.aclose()
+    assert result.usage.estimated and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+
+
+async def test_a_cancelled_request_closes_its_stream_so_the_server_stops_computing_it():
+    async with running(flavor="llama.cpp", chunk_delay=0.05,
+                       responder=lambda body: " ".join(["word"] * 200)) as server:
+        llm = provider(server.base_url)
+        heard: list[str] = []
+        task = asyncio.create_task(llm.complete(PLAIN, heard.append))
+        while len(heard) < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await llm.aclose()
+        for _ in range(100):
+            if server.disconnects:
+                break
+            await asyncio.sleep(0.02)
+    assert server.disconnects == 1 and len(heard) < 200
+
+
+async def test_an_answer_whose_stream_ends_without_a_stop_reason_is_not_an_answer():
+    from aiohttp import web
+
+    from memory.llm import LLMError
+    from tests.http_server import serving
+
+    async def cut(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": "half an ans"}, "finish_reason": None}]}
+        await response.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+        return response
+
+    async with serving({("POST", "/v1/chat/completions"): cut}) as url:
+        llm = provider(url)
+        with pytest.raises(LLMError, match="ended before it was finished"):
+            await llm.complete(PLAIN)
+        await llm.aclose()
 
 
 async def test_with_no_model_named_for_it_the_server_s_own_model_is_used():
-    seen = []
-
-    async def models(request: web.Request) -> web.Response:
-        seen.append("models")
-        return web.json_response({"object": "list", "data": [{"id": "SmolLM2-135M-Instruct.Q4_1.gguf",
-                                                              "object": "model", "owned_by": "me"}]})
-
-    async def completions(request: web.Request) -> web.Response:
-        body = await request.json()
-        seen.append(body["model"])
-        return web.json_response({
-            "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
-
-    async with serving({("GET", "/v1/models"): models, ("POST", "/v1/chat/completions"): completions}) as url:
-        llm = OpenAILLM(OpenAIConfig(base_url=url, max_retries=0), ModelTiers())  # claude-*: none chosen
+    async with running(flavor="llama-cpp-python") as server:
+        llm = OpenAILLM(OpenAIConfig(base_url=server.base_url), ModelTiers())  # claude-*: none chosen
         for tier in ("standard", "light"):
             await llm.complete(LLMRequest(system=(), turns=(Turn.text("user", "hi"),), max_tokens=5, tier=tier))
         await llm.aclose()
-    assert seen == ["models", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"]  # asked once
+    assert [c["model"] for c in server.calls] == [server.model, server.model]
+
+
+def test_a_local_server_gets_a_long_timeout_and_no_blind_retries_a_cloud_one_the_usual():
+    for url in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://ollama:11434/v1",
+                "http://192.168.1.20:8000/v1", "http://gpu-box.local:8000/v1"):
+        config = OpenAIConfig(base_url=url)
+        assert config.local() and config.timeout() >= 600 and config.retries() == 0, url
+    cloud = OpenAIConfig(base_url="https://api.together.xyz/v1")
+    assert not cloud.local() and cloud.timeout() == 60 and cloud.retries() == 3
+    assert OpenAIConfig(base_url="http://127.0.0.1:8080/v1", timeout_seconds=30, max_retries=1).retries() == 1
+
+
+@pytest.mark.parametrize(("flavor", "context", "slots", "tools", "form"), [
+    ("llama-cpp-python", None, 0, False, "json_object"),
+    ("llama.cpp", 4096, 4, True, "json_schema"),
+    ("vllm", 4096, 0, None, "json_schema"),
+    ("ollama", 4096, 0, True, "json_schema"),
+])
+async def test_the_server_is_asked_what_it_is(flavor, context, slots, tools, form):
+    async with running(flavor=flavor, n_ctx=4096, slots=4, tools_work=True, ratio=1.2) as server:
+        llm = provider(server.base_url)
+        facts = await llm.discover()
+        await llm.aclose()
+    assert (facts.kind, facts.context_tokens, facts.slots, facts.tools, facts.json_form) == (
+        flavor, context, slots, tools, form)
+    assert facts.tokens_per_estimate is None if flavor == "ollama" else 1.1 < facts.tokens_per_estimate < 1.3
+    assert llm.supports_tools is (tools is not False)
+
+
+async def test_tools_are_not_sent_to_a_model_whose_template_drops_them_unless_told_so():
+    tool = Tool("recall", "look up", {"type": "object", "properties": {"query": {"type": "string"}}})
+    asking = LLMRequest(system=(), turns=(Turn.text("user", "hi"),), max_tokens=20, tools=(tool,))
+    async with running(flavor="llama-cpp-python") as server:
+        auto, told = provider(server.base_url), provider(server.base_url, tools="yes")
+        await auto.discover(), await told.discover()
+        await auto.complete(asking), await told.complete(asking)
+        await auto.aclose(), await told.aclose()
+    assert "tools" not in server.calls[0] and server.calls[1]["tools"][0]["function"]["name"] == "recall"
+
+
+async def test_a_json_answer_is_held_to_its_schema_in_the_form_the_server_takes():
+    schema = {"type": "object", "properties": {"react": {"type": "string", "enum": ["no", "yes"]}},
+              "required": ["react"]}
+    asking = LLMRequest(system=(), turns=(Turn.text("user", "answer?"),), max_tokens=50, response_schema=schema)
+    rambling = "Sure! Here is what I think about the question you asked me."
+    async with running(flavor="llama-cpp-python", responder=lambda body: rambling) as server:
+        llm = provider(server.base_url)  # not asked what it is: tries OpenAI's form, then the one it takes
+        first = await llm.complete(asking)
+        second = await llm.complete(asking)
+        await llm.aclose()
+    assert json.loads(first.text)["react"] in ("no", "yes") and json.loads(second.text)["react"] in ("no", "yes")
+    assert [form for form, _ in [(c["response_format"]["type"], 0) for c in server.calls]] == ["json_object"] * 2
+    assert server.refused and server.refused[0][0] == 422 and len(server.refused) == 1  # refused once, remembered
+    assert server.calls[0]["response_format"]["schema"] == schema
+
+
+async def test_replies_keep_their_conversation_s_slot_and_background_jobs_another_on_llama_cpp():
+    history = "kai: the tour is on Saturday at 9 from the north pier. " * 40
+    async with running(flavor="llama.cpp", slots=2) as server:
+        llm = provider(server.base_url)
+        await llm.discover()
+        reads = []
+        for i in range(4):
+            reply = LLMRequest(system=(Block("card"),), turns=(Turn.text("user", f"{history}\nkai: question {i}"),),
+                               max_tokens=20, cache_key="thread:1")
+            reads.append((await llm.complete(reply)).usage)
+            summary = LLMRequest(system=(Block("You write memory notes."),), turns=(Turn.text("user", history),),
+                                 max_tokens=20, purpose="summary")
+            await llm.complete(summary)
+        await llm.aclose()
+    slots = [c["id_slot"] for c in server.calls]
+    assert slots == [0, 1] * 4 and all(c["cache_prompt"] for c in server.calls)
+    assert all(u.cache_read_input_tokens > 4 * u.input_tokens for u in reads[1:])  # the prefix stayed warm

@@ -39,7 +39,8 @@ async def request_for(profile: Profile, instruction: str, *, thread_id: int, sta
                       response_schema: dict[str, Any] | None, max_tokens: int) -> LLMRequest:
     """The request an llm node sends under its profile."""
     if profile == "conversation":  # tools None: the conversation's own list, as every reply sends it
-        shape = Shape(tier=TIERS[profile], tools=tools, instruction=instruction or None)
+        # Recall looks up the node's task too: a model that cannot call tools still gets what it needs.
+        shape = Shape(tier=TIERS[profile], tools=tools, instruction=instruction or None, recall_for=instruction)
         assembly = await assembler.assemble(thread_id, shape=shape)
         request = assembly.request
     elif profile == "router":

@@ -32,6 +32,7 @@ from bot.playbooks.profiles import request_for, with_schema
 from bot.playbooks.state import PlaybookError, fill, route
 from bot.services.toolbox import ToolBox
 from bot.tools import ToolError, definitions
+from bot.tools.registry import argument_problems
 from memory import threads
 from memory.context import Assembler
 from memory.errors import Failure
@@ -187,15 +188,38 @@ class Runner:
             if not result.tool_calls:
                 break
             request = await self._tool_round(node, ctx, instruction, tools, request, result)
+        value: Any = result.text
+        if node.response_schema is not None:
+            value, answered = await self._answer_as_asked(node, request, result)
+            usage = usage if answered is result else _added(usage, answered.usage)
+            result = answered
         step = replace(step, profile=node.context_profile, tier=request.tier, input_tokens=usage.input_tokens,
                        output_tokens=usage.output_tokens, cache_read=usage.cache_read_input_tokens,
                        cache_write=usage.cache_creation_input_tokens)
-        value: Any = _structured(result.text, node.response_schema) if node.response_schema else result.text
         if node.speak:
             await self._speak(ctx, node, result.text)
         elif node.memorize:
             await self._keep(ctx, node, result.text, placeholder=result.placeholder)
         return value, step
+
+    async def _answer_as_asked(self, node: LLMNode, request: LLMRequest,
+                               result: LLMResult) -> tuple[dict[str, Any], LLMResult]:
+        """The JSON object the node's schema asks for; an answer that is not one is sent back once with what
+        was wrong, and a second miss ends the node with a PlaybookError that says so."""
+        assert node.response_schema is not None
+        try:
+            return _structured(result.text, node.response_schema), result
+        except PlaybookError as first:
+            log.info("%s: %s; asked again", node.id, first)
+            again = replace(request, tools=(), tool_choice=None, turns=(
+                *request.turns, Turn.text("assistant", result.text or "(nothing)"),
+                Turn.text("user", f"That answer cannot be used: {first}. Answer again with only the JSON object, "
+                                  "matching the schema given above.")))
+            result = await self._llm.complete(again)
+            try:
+                return _structured(result.text, node.response_schema), result
+            except PlaybookError as second:
+                raise PlaybookError(f"node {node.id}: twice no usable answer ({second})") from None
 
     async def _speak(self, ctx: _Context, node: LLMNode, text: str) -> None:
         """Said in the conversation through its front end (which remembers it), or kept where the run is."""
@@ -281,7 +305,7 @@ def _added(a: Usage, b: Usage) -> Usage:
 
 
 def _structured(text: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The JSON object an answer holds (a code fence around it is fine); its required keys must be there."""
+    """The JSON object an answer holds (a code fence around it is fine), valid for the schema's keys."""
     found = re.search(r"\{.*\}", text, re.DOTALL)
     try:
         value = json.loads(found.group(0)) if found else None
@@ -289,9 +313,9 @@ def _structured(text: str, schema: dict[str, Any]) -> dict[str, Any]:
         value = None
     if not isinstance(value, dict):
         raise PlaybookError(f"the model did not answer with a JSON object: {text[:120]!r}")
-    missing = [key for key in schema.get("required", []) if key not in value]
-    if missing:
-        raise PlaybookError(f"the model's answer lacks {', '.join(missing)}")
+    problems = argument_problems(schema, value, unknown_ok=True)
+    if problems:
+        raise PlaybookError(f"the model's JSON answer is not as asked: {'; '.join(problems)}")
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -12,6 +13,8 @@ from bot.config import AnthropicConfig, ModelTiers
 from bot.fitting import too_long
 from bot.providers.usage_log import log_call
 from memory.llm import Block, LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, Tool, ToolCall, Usage
+
+ANSWER_TOOL = "answer"  # a JSON answer comes as this forced tool's input
 
 
 class AnthropicLLM:
@@ -56,9 +59,13 @@ class AnthropicLLM:
         log_call(self.name, message.model, request, usage, time.monotonic() - started)
         text = "".join(b.text for b in message.content if b.type == "text")
         calls = tuple(ToolCall(b.id, b.name, dict(b.input)) for b in message.content if b.type == "tool_use")
+        if forced_answer(request):  # the JSON answer came as the answer tool's input
+            text = next((json.dumps(c.input, ensure_ascii=False) for c in calls if c.name == ANSWER_TOOL), text)
+            calls = ()
+        stop = "end_turn" if forced_answer(request) and message.stop_reason == "tool_use" else message.stop_reason
         if not self.config.stream and on_text and text:
             on_text(text)
-        return LLMResult(text=text, usage=usage, model=message.model, stop_reason=message.stop_reason,
+        return LLMResult(text=text, usage=usage, model=message.model, stop_reason=stop,
                          tool_calls=calls)
 
     async def aclose(self) -> None:
@@ -82,7 +89,18 @@ def to_params(request: LLMRequest, model: str) -> dict[str, Any]:
     if request.tool_choice is not None:
         params["tool_choice"] = ({"type": request.tool_choice} if request.tool_choice in ("auto", "any", "none")
                                  else {"type": "tool", "name": request.tool_choice})
+    if forced_answer(request):
+        assert request.response_schema is not None
+        params["tools"] = [{"name": ANSWER_TOOL, "description": "Give your answer.",
+                            "input_schema": request.response_schema}]
+        params["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
     return params
+
+
+def forced_answer(request: LLMRequest) -> bool:
+    """A JSON answer is asked for as a forced tool call, when the request offers no tools of its own (the
+    model must be free to call those first, and a conversation's cached tool list must not change)."""
+    return request.response_schema is not None and not request.tools
 
 
 def _tool(tool: Tool) -> dict[str, Any]:

@@ -1,24 +1,35 @@
-"""Any OpenAI-compatible chat endpoint (Ollama, vLLM, llama.cpp server); needs the `openai` extra."""
+"""Any OpenAI-compatible chat endpoint (Ollama, vLLM, llama.cpp server); needs the `openai` extra.
+
+Answers are streamed (text reaches the front end as it is written; a cancelled request closes its stream,
+so the server stops computing it). A parameter the server refuses (a JSON schema's form, usage in the
+stream, a slot) is dropped for good and the request sent again without it.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+import zlib
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import httpx2
+
 from bot.config import ModelTiers, OpenAIConfig
-from bot.fitting import too_long
+from bot.fitting import request_tokens, too_long
+from bot.providers.local_server import JsonForm, ServerFacts, probe
 from bot.providers.usage_log import log_call
 from memory.llm import LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, ToolCall, Turn, Usage
+from memory.tokens import cached_tokens
 
 log = logging.getLogger(__name__)
 ANTHROPIC_DEFAULTS = ("claude-",)  # a model tier still named as for Anthropic: not this server's
+JSON_FORMS: tuple[JsonForm, ...] = ("json_schema", "json_object")
 
 
 class OpenAILLM:
     name = "openai"
-    supports_tools = True
 
     def __init__(self, config: OpenAIConfig, tiers: ModelTiers):
         try:
@@ -32,44 +43,104 @@ class OpenAILLM:
         self._served: str | None = None  # the server's own model, when none was configured
         self.config = config
         self.tiers = tiers
+        self.facts = ServerFacts()
+        self.supports_tools = config.tools != "no"
+        # What this server takes, narrowed when it refuses something: JSON schema forms in the order tried,
+        # usage at the end of a stream, pinning to a slot.
+        self._json_forms: list[JsonForm] = list(JSON_FORMS)
+        self._stream_usage = True
         self.client = openai.AsyncOpenAI(
             api_key=config.api_key.get_secret_value() if config.api_key else "not-needed",
             base_url=config.base_url,
-            timeout=config.timeout_seconds,
-            max_retries=config.max_retries,
+            timeout=config.timeout(),
+            max_retries=config.retries(),
         )
+
+    async def discover(self) -> ServerFacts:
+        """Ask the server what it is (its context, slots, tokenizer, tools), once, before the first request."""
+        if self.config.base_url is None:  # OpenAI itself: nothing to ask
+            return self.facts
+        key = self.config.api_key.get_secret_value() if self.config.api_key else None
+        self.facts = await probe(self.config.base_url, await self._model(self.tiers.standard), key)
+        if self.config.tools == "auto" and self.facts.tools is not None:
+            self.supports_tools = self.facts.tools
+        self._json_forms.sort(key=lambda form: form != self.facts.json_form)
+        log.info("model server: %s, context %s, %d slot(s), tools %s", self.facts.kind,
+                 self.facts.context_tokens or "not said", self.facts.slots, "yes" if self.supports_tools else "no")
+        return self.facts
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         model = request.model or await self._model(getattr(self.tiers, request.tier))
         started = time.monotonic()
-        try:
-            response = await self.client.chat.completions.create(
-                model=model, max_tokens=request.max_tokens,
-                **to_chat_params(request),
-            )
-        except self._openai.APIError as exc:
-            status = getattr(exc, "status_code", None)
-            if status == 400 and too_long(str(exc)):
-                raise RequestTooLarge(f"the model server refused the request as too long: {exc}") from exc
-            raise LLMError(f"The model server failed ({status or 'no answer'}): {exc}",
-                           retryable=status is None or status >= 500 or status == 429,
-                           status=status) from exc
-        answer = response.choices[0].message
-        text = answer.content or ""
-        calls = tuple(ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
-                      for c in answer.tool_calls or () if getattr(c, "function", None) is not None)
-        details = getattr(response.usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", 0) or 0
-        usage = Usage(
-            input_tokens=(response.usage.prompt_tokens - cached) if response.usage else 0,
-            output_tokens=response.usage.completion_tokens if response.usage else 0,
-            cache_read_input_tokens=cached,
-        )
+        while True:
+            params = self._params(request, model)
+            try:
+                answer = await self._stream(params, on_text)
+                break
+            except self._openai.APIStatusError as exc:
+                if not self._dropped_refused(exc, params):
+                    raise self._error(exc) from exc
+            except self._openai.APIError as exc:
+                raise self._error(exc) from exc
+            except httpx2.HTTPError as exc:  # the stream broke off after it began
+                raise LLMError(f"The model's answer broke off ({type(exc).__name__}); nothing of it was kept.") from exc
+        usage = answer.usage or Usage(input_tokens=request_tokens(request), output_tokens=cached_tokens(answer.text),
+                                      estimated=True)
         log_call(self.name, model, request, usage, time.monotonic() - started)
-        if on_text and text:
-            on_text(text)
-        return LLMResult(text=text, usage=usage, model=response.model or model,
-                         stop_reason=response.choices[0].finish_reason, tool_calls=calls)
+        return LLMResult(text=answer.text, usage=usage, model=answer.model or model, stop_reason=answer.finish,
+                         tool_calls=answer.tool_calls())
+
+    def _params(self, request: LLMRequest, model: str) -> dict[str, Any]:
+        sent = request if self.supports_tools else replace(request, tools=(), tool_choice=None)
+        params: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, **to_chat_params(sent)}
+        if request.response_schema is not None and self._json_forms:
+            params["response_format"] = response_format(self._json_forms[0], request.response_schema)
+        if self._stream_usage:
+            params["stream_options"] = {"include_usage": True}
+        if self.facts.kind == "llama.cpp" and self.facts.slots > 1:
+            params["extra_body"] = {"id_slot": slot_for(request, self.facts.slots), "cache_prompt": True}
+        return params
+
+    async def _stream(self, params: dict[str, Any], on_text: TextSink | None) -> _Answer:
+        answer = _Answer()
+        stream = await self.client.chat.completions.create(**params, stream=True)
+        try:
+            async for chunk in stream:
+                answer.add(chunk, on_text)
+        finally:
+            await stream.close()  # cancelled or done: the server stops computing this answer
+        if answer.finish is None:
+            raise LLMError("The model's answer ended before it was finished; nothing of it was kept.")
+        return answer
+
+    def _dropped_refused(self, exc: Any, params: dict[str, Any]) -> bool:
+        """A 400/422 naming a parameter this server does not take: drop it from now on (True: send again)."""
+        said = str(exc).lower()
+        if exc.status_code not in (400, 422) or too_long(said):
+            return False
+        if "response_format" in params and ("response_format" in said or "json_schema" in said):
+            log.warning("the model server refused response_format %s", self._json_forms.pop(0))
+            return True
+        if "stream_options" in params and "stream_options" in said:
+            self._stream_usage = False
+            return True
+        if "extra_body" in params and ("id_slot" in said or "slot" in said):
+            self.facts = ServerFacts(self.facts.kind, self.facts.context_tokens)
+            return True
+        if "tools" in params and "tool" in said:
+            log.warning("the model server refused tools; recall comes in the request instead (llm.openai.tools: no)")
+            self.supports_tools = False
+            return True
+        return False
+
+    def _error(self, exc: Any) -> LLMError:
+        status = getattr(exc, "status_code", None)
+        if status == 400 and too_long(str(exc)):
+            return RequestTooLarge(f"the model server refused the request as too long: {exc}")
+        if isinstance(exc, self._openai.APITimeoutError):
+            return LLMError(f"The model did not answer within {self.config.timeout():g} s.")
+        return LLMError(f"The model server failed ({status or 'no answer'}): {exc}",
+                        retryable=status is None or status >= 500 or status == 429, status=status)
 
     async def _model(self, configured: str) -> str:
         """The tier's model; Anthropic's default names mean none was chosen for this server: the first model it
@@ -90,6 +161,65 @@ class OpenAILLM:
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+@dataclass
+class _Answer:
+    """An answer as its stream arrives: text, tool calls by index, the stop reason, usage."""
+
+    text: str = ""
+    finish: str | None = None
+    model: str = ""
+    usage: Usage | None = None
+    calls: dict[int, list[str]] = field(default_factory=dict)  # index -> [id, name, arguments]
+
+    def add(self, chunk: Any, on_text: TextSink | None) -> None:
+        self.model = chunk.model or self.model
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage, getattr(chunk, "timings", None))
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta is not None and delta.content:
+                self.text += delta.content
+                if on_text:
+                    on_text(delta.content)
+            for piece in (delta.tool_calls or ()) if delta is not None else ():
+                call = self.calls.setdefault(piece.index, [f"call_{piece.index}", "", ""])
+                call[0] = piece.id or call[0]
+                if piece.function is not None:
+                    call[1] += piece.function.name or ""
+                    call[2] += piece.function.arguments or ""
+            self.finish = choice.finish_reason or self.finish
+
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(ToolCall(i, name, _arguments(args)) for i, name, args in self.calls.values() if name)
+
+
+def _usage(reported: Any, timings: Any) -> Usage:
+    """The server's count; prompt tokens it read from its cache are cache reads (OpenAI's and vLLM's
+    cached_tokens, llama.cpp's timings.cache_n)."""
+    details = getattr(reported, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", 0) or 0
+    if not cached and isinstance(timings, dict):
+        cached = int(timings.get("cache_n") or 0)
+    return Usage(input_tokens=reported.prompt_tokens - cached, output_tokens=reported.completion_tokens,
+                 cache_read_input_tokens=cached)
+
+
+def slot_for(request: LLMRequest, slots: int) -> int:
+    """A conversation keeps its slot (the server reuses the slot's cached prefix); background jobs share the
+    last one, so they never push a conversation's prefix out."""
+    if not request.cache_key:
+        return slots - 1
+    return zlib.crc32(request.cache_key.encode()) % (slots - 1)
+
+
+def response_format(form: JsonForm, schema: dict[str, Any]) -> dict[str, Any]:
+    """The answer constrained to a JSON schema: OpenAI's json_schema (vLLM, Ollama, llama.cpp's server), or
+    llama-cpp-python's json_object with the schema beside it."""
+    if form == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
 
 
 def to_chat_params(request: LLMRequest) -> dict[str, Any]:

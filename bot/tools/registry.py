@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -89,19 +90,22 @@ class ToolSpec:
         return await self.run(where, args)
 
 
-def argument_problems(schema: dict[str, Any], args: dict[str, Any]) -> list[str]:
-    """Missing, unknown or mistyped arguments (the subset of JSON Schema tool inputs use)."""
+def argument_problems(schema: dict[str, Any], args: dict[str, Any], *, unknown_ok: bool = False) -> list[str]:
+    """Missing, unknown, mistyped or unlisted values (the subset of JSON Schema tool inputs and answers use)."""
     properties: dict[str, Any] = schema.get("properties") or {}
-    problems = [f"missing argument {name!r}" for name in schema.get("required", []) if name not in args]
+    problems = [f"missing {name!r}" for name in schema.get("required", []) if name not in args]
     for name, value in args.items():
         spec = properties.get(name)
         if spec is None:
-            problems.append(f"unknown argument {name!r}")
+            if not unknown_ok:
+                problems.append(f"unknown argument {name!r}")
             continue
         expected = _JSON_TYPES.get(spec.get("type", ""))
         if expected is not None and (not isinstance(value, expected) or (isinstance(value, bool)
                                                                         and spec.get("type") != "boolean")):
-            problems.append(f"argument {name!r} must be {spec['type']}")
+            problems.append(f"{name!r} must be {spec['type']}")
+        elif "enum" in spec and value not in spec["enum"]:
+            problems.append(f"{name!r} is one of {', '.join(map(json.dumps, spec['enum']))}, not {json.dumps(value)}")
     return problems
 
 
