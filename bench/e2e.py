@@ -9,8 +9,11 @@ when a figure misses:
 - refused: requests the server refused (HTTP 400): 0
 - echo_versions: stored memory versions or chronicles that repeat the request's instructions or markup: 0
 - markup_replies: stored replies that open with the request's markup: 0
-- reevaluated_share: prompt tokens the server evaluated again over all prompt tokens, after the
-  first ten requests (llama.cpp's `prefix-match hit` log lines): under .25
+- reevaluated_share: prompt tokens the server evaluated again over all prompt tokens of the replies (requests
+  on a conversation's prefix), after the first five (llama.cpp's `prefix-match hit` log lines, each read
+  after its request: requests go one at a time, as the server runs them anyway): under .25
+
+Also printed: the same share over every request (background summaries are new prompts, read in full).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import io
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -32,7 +36,9 @@ from typing import Any
 from bot.config import validate
 from bot.console import Console
 from bot.engine import Engine
+from bot.providers import make_llm
 from memory.context import ROLLING_INSTRUCTION
+from memory.llm import LLM, LLMRequest, LLMResult, TextSink
 from memory.records import Scope
 from memory.reply_markup import clean_reply
 from memory.summarise import COMBINE_INSTRUCTION
@@ -69,7 +75,44 @@ SCRIPT = [
     "/idle 7200", "/memory", "/context", "/quit",
 ]
 REEVALUATED_AT_MOST = 0.25
+WARM_UP = 5  # replies before the conversation is steady
 _HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+
+
+class OneAtATime:
+    """The engine's model, sending one request at a time and reading the server's log after each, so every
+    `prefix-match` line is known to be a reply's (a request on a conversation's prefix) or a background job's."""
+
+    def __init__(self, inner: LLM, log: Path):
+        self.inner = inner
+        self.log = log
+        self.read = 0
+        self.lock = asyncio.Lock()
+        self.hits: list[tuple[bool, int, int]] = []  # (a reply?, tokens reused, tokens evaluated)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
+        async with self.lock:
+            try:
+                return await self.inner.complete(request, on_text)
+            finally:
+                with self.log.open("rb") as file:
+                    file.seek(self.read)
+                    text = file.read().decode(errors="replace")
+                    self.read = file.tell()
+                self.hits += [(bool(request.cache_key), int(a), int(b)) for a, b in _HIT.findall(text)]
+
+    def shares(self) -> dict[str, float | None]:
+        replies = [(a, b) for reply, a, b in self.hits if reply][WARM_UP:]
+        every = [(a, b) for _, a, b in self.hits]
+        return {"reevaluated_share": _share(replies), "reevaluated_share_all_requests": _share(every)}
+
+
+def _share(hits: list[tuple[int, int]]) -> float | None:
+    total = sum(a + b for a, b in hits)
+    return round(sum(b for _, b in hits) / total, 3) if total else None
 
 
 def _free_port() -> int:
@@ -108,7 +151,7 @@ def _start_server(server_python: str, ctx: int, log: Path) -> tuple[subprocess.P
     raise SystemExit(f"e2e: the model server did not answer in 60 s; see {log}")
 
 
-async def _converse(url: str, ctx: int, data: Path) -> dict[str, Any]:
+async def _converse(url: str, ctx: int, data: Path, log: Path) -> dict[str, Any]:
     config = validate({"data_dir": str(data), "llm": {"provider": "openai", "context_tokens": ctx,
                                                       "max_output_tokens": 200,
                                                       "openai": {"base_url": url, "timeout_seconds": 600,
@@ -116,12 +159,13 @@ async def _converse(url: str, ctx: int, data: Path) -> dict[str, Any]:
                        "persona": {"name": "Rin", "models": {"standard": "smollm2", "light": "smollm2"}},
                        "autonomy": {"quiet_minutes": 0}, "snapshots": {"interval_seconds": 0},
                        "console": {"user_name": "kai"}})
-    engine = await Engine.open(config)
+    llm = OneAtATime(make_llm(config), log)
+    engine = await Engine.open(config, llm)
     out = io.StringIO()
     started = time.monotonic()
     try:
         await Console(engine, io.StringIO("\n".join(SCRIPT) + "\n"), out, "kai").run_loop()
-        return await _figures(engine, out.getvalue(), time.monotonic() - started)
+        return {**llm.shares(), **await _figures(engine, out.getvalue(), time.monotonic() - started)}
     finally:
         await engine.close()
 
@@ -143,7 +187,7 @@ async def _figures(engine: Engine, said: str, seconds: float) -> dict[str, Any]:
         "markup_replies": sum(clean_reply(m.content, names) != m.content for m in replies),
         "memory_versions": len(records), "chronicles": sum(bool(t.chronicle_summary) for t in threads),
         "echo_versions": len(echoes),
-        "pulse_outcomes": re.findall(r"Pulse[^:\n]*: ([^\n]{0,60})", said),
+        "pulse_outcomes": re.findall(r"(?:No pulse|Pulse[^:\n]*): [^\n]{0,60}", said),
         "seconds": round(seconds),
     }
 
@@ -155,32 +199,33 @@ def _echoes(text: str) -> bool:
 
 def _server_figures(log: Path) -> dict[str, Any]:
     text = log.read_text(errors="replace")
-    hits = [(int(a), int(b)) for a, b in _HIT.findall(text)][10:]  # after the first requests warm the slot
-    evaluated = sum(b for _, b in hits)
-    total = sum(a + b for a, b in hits)
-    return {"refused": len(re.findall(r'" 400 ', text)), "requests": text.count("POST /v1/chat/completions"),
-            "reevaluated_share": round(evaluated / total, 3) if total else None}
+    return {"refused": len(re.findall(r'" 400 ', text)), "requests": text.count("POST /v1/chat/completions")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e")
     parser.add_argument("--server-python", required=True, help="the python of the environment with llama-cpp-python")
     parser.add_argument("--ctx", type=int, default=2048, help="the model server's context (n_ctx)")
+    parser.add_argument("--server-log", type=Path, help="keep the model server's log here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="stelis-e2e-") as folder:
         log = Path(folder) / "server.log"
         server, url = _start_server(args.server_python, args.ctx, log)
         try:
-            figures = asyncio.run(_converse(url, args.ctx, Path(folder) / "data"))
+            figures = asyncio.run(_converse(url, args.ctx, Path(folder) / "data", log))
         finally:
             server.terminate()
             server.wait(timeout=30)
         figures = {"bench": "e2e", "model": "SmolLM2-135M-Instruct Q4_1", "n_ctx": args.ctx, "lines": len(SCRIPT),
                    **_server_figures(log), **figures}
+        if args.server_log:
+            shutil.copyfile(log, args.server_log)
     print(json.dumps(figures, ensure_ascii=False))
     checks = (("refused", figures["refused"] == 0), ("echo_versions", figures["echo_versions"] == 0),
               ("markup_replies", figures["markup_replies"] == 0),
-              ("reevaluated_share", (figures["reevaluated_share"] or 0) < REEVALUATED_AT_MOST))
+              ("reevaluated_share", (figures["reevaluated_share"] or 0) < REEVALUATED_AT_MOST),
+              ("pulse_outcomes", bool(figures["pulse_outcomes"]) and not any(
+                  outcome.startswith("Pulse failed") for outcome in figures["pulse_outcomes"])))
     missed = [name for name, ok in checks if not ok]
     if missed:
         print(f"e2e: missed {', '.join(missed)}", file=sys.stderr)

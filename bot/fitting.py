@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MIN_CONTEXT = 2_048  # what llm.context_tokens allows at least
+UNSAID_LOCAL_CONTEXT = 4_096  # planned for a local server that does not say its context (Ollama's default)
 FIRST_RATIO = 1 / (1 - SAFETY)  # server tokens per cl100k token, until a server counts: what replies plan with
 STEP = 0.05  # the planning follows the ratio in steps, upwards only: a window's cuts stay where they are
 RATIOS_KEPT = 50  # the ratio is the largest of these many recent answers' ...
@@ -114,12 +115,16 @@ def to_server(config: Config, facts: ServerFacts) -> Config:
     more than the server runs with (it would refuse what does not fit)."""
     llm = config.llm
     told = facts.context_tokens
-    chosen = "context_tokens" in llm.model_fields_set
+    # config.yaml lists every key: a size is chosen when it is not the default (Anthropic's context).
+    chosen = llm.context_tokens != type(llm).model_fields["context_tokens"].default
     if told is None:
-        if not chosen and llm.resolved_provider() == "openai":
-            log.warning("the model server does not say its context size: requests are planned for %d tokens; set "
-                        "llm.context_tokens (STELIS_LLM_CONTEXT_TOKENS) to the server's", llm.context_tokens)
-        return config
+        if chosen or llm.resolved_provider() != "openai":
+            return config
+        # A local server rarely runs with the 200,000 tokens of Anthropic's models; one that does not say is
+        # planned for what small servers run with.
+        told = UNSAID_LOCAL_CONTEXT if llm.openai.local() else llm.context_tokens
+        log.warning("the model server does not say its context size: requests are planned for %d tokens; set "
+                    "llm.context_tokens (STELIS_LLM_CONTEXT_TOKENS) to the server's", told)
     if chosen and llm.context_tokens <= told:
         return config
     if chosen:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ class FakeOpenAI:
     n_ctx: int = 2_048
     slots: int = 1
     tools_work: bool = False  # does the model's chat template take tools (llama.cpp, Ollama)
+    model_num_ctx: bool = True  # Ollama: the model sets num_ctx (else the server's own context, not said)
     ratio: float = 1.15  # the model's tokens for each cl100k one
     responder: Callable[[dict[str, Any]], Answer] | None = None
     chunk_delay: float = 0.0  # seconds between streamed pieces
@@ -136,7 +136,9 @@ class FakeOpenAI:
         slot = int(body.get("id_slot", 0)) if self.slots > 1 else 0
         before = self._slot_prompts.get(slot, "")
         self._slot_prompts[slot] = prompt
-        return self.tokens(os.path.commonprefix([before, prompt]))
+        same = next((i for i, (a, b) in enumerate(zip(before, prompt, strict=False)) if a != b),
+                    min(len(before), len(prompt)))
+        return self.tokens(prompt[:same])
 
     async def _stream(self, request: web.Request, body: dict[str, Any], words: list[str],
                       calls: list[dict[str, Any]], finish: str, usage: dict[str, Any],
@@ -194,7 +196,8 @@ class FakeOpenAI:
         return web.json_response({"version": "0.12.0"})
 
     async def _show(self, request: web.Request) -> web.Response:
-        return web.json_response({"parameters": f"num_ctx                        {self.n_ctx}\nstop \"<|im_end|>\"",
+        num_ctx = f"num_ctx                        {self.n_ctx}\n" if self.model_num_ctx else ""
+        return web.json_response({"parameters": f"{num_ctx}stop \"<|im_end|>\"",
                                   "capabilities": ["completion", *(["tools"] if self.tools_work else [])],
                                   "model_info": {"llama.context_length": 8192}})
 

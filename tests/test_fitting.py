@@ -122,3 +122,22 @@ async def test_at_a_2k_context_the_conversation_and_its_memory_never_lock_up(mak
         await engine.close()
     refused = [r for r in server.requests if int(request_tokens(r) * 1.3) + r.max_tokens > 2048]
     assert len(refused) <= 2 and len({str(r) for r in refused}) == len(refused)
+
+
+def test_a_server_that_does_not_say_its_context_is_planned_small_when_local_and_said_so(make_config, caplog):
+    from bot.fitting import UNSAID_LOCAL_CONTEXT, to_server
+    from bot.providers.local_server import ServerFacts
+
+    def planned(url: str, **llm: object) -> int:
+        config = make_config(llm={"provider": "openai", "openai": {"base_url": url}, **llm})
+        return to_server(config, ServerFacts("llama-cpp-python")).llm.context_tokens
+
+    assert planned("http://127.0.0.1:8000/v1") == UNSAID_LOCAL_CONTEXT
+    assert "does not say its context size" in caplog.text
+    assert planned("http://127.0.0.1:8000/v1", context_tokens=2048) == 2048  # given: kept
+    assert planned("https://api.example.com/v1") == 200_000  # a cloud API: its models are large
+    small = to_server(make_config(llm={"provider": "openai", "openai": {"base_url": "http://127.0.0.1:1/v1"}}),
+                      ServerFacts("llama.cpp", context_tokens=4096)).llm
+    assert (small.context_tokens, small.max_output_tokens) == (4096, 1024)
+    offline = make_config()
+    assert to_server(offline, ServerFacts()) is offline

@@ -67,9 +67,14 @@ async def test_a_cancelled_request_closes_its_stream_so_the_server_stops_computi
                        responder=lambda body: " ".join(["word"] * 200)) as server:
         llm = provider(server.base_url)
         heard: list[str] = []
-        task = asyncio.create_task(llm.complete(PLAIN, heard.append))
-        while len(heard) < 3:
-            await asyncio.sleep(0.01)
+        started = asyncio.Event()
+
+        def hear(piece: str) -> None:
+            heard.append(piece)
+            started.set()
+
+        task = asyncio.create_task(llm.complete(PLAIN, hear))
+        await started.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -106,7 +106,8 @@ async def test_the_pulse_decides_on_a_small_local_model_that_writes_prose(make_c
     """The pulse failed on every pulse against llama.cpp (shared/findings/real-models.md): the model wrote prose
     where JSON was asked. The server's grammar now holds it to the schema."""
     home = Scope.channel(1, 20)
-    async with running(flavor="llama-cpp-python", responder=lambda body: REAL["react_check_not_json"]["text"]) as server:
+    prose = REAL["react_check_not_json"]["text"]
+    async with running(flavor="llama-cpp-python", responder=lambda body: prose) as server:
         llm = OpenAILLM(make_config(llm={"provider": "openai", "openai": {"base_url": server.base_url}}).llm.openai,
                         ModelTiers(standard="smol", light="smol"))
         config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 200}, snapshots={"interval_seconds": 0},

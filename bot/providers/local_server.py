@@ -17,7 +17,6 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["llama.cpp", "llama-cpp-python", "vllm", "ollama", "other"]
 JsonForm = Literal["json_schema", "json_object"]
-OLLAMA_DEFAULT_CONTEXT = 2_048  # what Ollama's OpenAI endpoint gives a model unless num_ctx says otherwise
 PROBE_SECONDS = 5.0
 # Counted by the server and by us to learn how much more its tokenizer counts: prose, names, numbers, markup,
 # Japanese, as a conversation has them.
@@ -98,14 +97,15 @@ async def _llama_cpp_python(http: httpx2.AsyncClient, root: str, model: str) -> 
 
 
 async def _ollama(http: httpx2.AsyncClient, root: str, model: str) -> ServerFacts | None:
-    """Ollama: /api/show has the model's abilities and its num_ctx, if one was set."""
+    """Ollama: /api/show has the model's abilities and its num_ctx, if the model sets one."""
     version = await _get(http, f"{root}/api/version")
     if not isinstance(version, dict) or "version" not in version:
         return None
     shown = await _post(http, f"{root}/api/show", {"model": model}) or {}
     found = re.search(r"^num_ctx\s+(\d+)", str(shown.get("parameters") or ""), re.MULTILINE)
     capabilities = shown.get("capabilities")
-    return ServerFacts("ollama", int(found.group(1)) if found else OLLAMA_DEFAULT_CONTEXT,
+    # Without num_ctx the context is the server's (OLLAMA_CONTEXT_LENGTH), which it does not say.
+    return ServerFacts("ollama", int(found.group(1)) if found else None,
                        tools=("tools" in capabilities) if isinstance(capabilities, list) else None)
 
 
