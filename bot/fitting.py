@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bot.providers.local_server import ServerFacts
+from bot.providers.server_facts import ServerFacts
 from memory.budget import SAFETY
 from memory.context import tool_tokens
 from memory.llm import LLM, LLMRequest, LLMResult, RequestTooLarge, TextSink

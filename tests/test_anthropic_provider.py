@@ -181,3 +181,21 @@ async def test_the_tool_definitions_are_the_first_bytes_the_cache_holds(fake_ant
     second = await llm.complete(replace(ask, turns=(Turn.text("user", "something else entirely"),)))
     assert second.usage.cache_read_input_tokens > 0  # the tool list, cached at its breakpoint, is read again
     await llm.aclose()
+
+
+async def test_the_tokenizer_is_counted_before_the_first_request_and_a_failed_count_is_no_failure(fake_anthropic):
+    from bot.providers.server_facts import SAMPLE
+    from memory.tokens import cached_tokens
+    from tests.fake_anthropic import flatten
+
+    llm = provider(fake_anthropic)
+    facts = await llm.discover()
+    await llm.aclose()
+    counted = [sum(t for _, t, _ in flatten({"messages": [{"role": "user", "content": text}]}))
+               for text in (SAMPLE, ".")]
+    assert facts.tokens_per_estimate == pytest.approx((counted[0] - counted[1]) / cached_tokens(SAMPLE))
+    assert fake_anthropic.calls == []  # counting is not a model call
+    unreachable = AnthropicLLM(AnthropicConfig(api_key="k", base_url="http://127.0.0.1:9", max_retries=0),
+                               ModelTiers())
+    assert (await unreachable.discover()).tokens_per_estimate is None
+    await unreachable.aclose()

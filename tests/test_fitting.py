@@ -126,7 +126,7 @@ async def test_at_a_2k_context_the_conversation_and_its_memory_never_lock_up(mak
 
 def test_a_server_that_does_not_say_its_context_is_planned_small_when_local_and_said_so(make_config, caplog):
     from bot.fitting import UNSAID_LOCAL_CONTEXT, to_server
-    from bot.providers.local_server import ServerFacts
+    from bot.providers.server_facts import ServerFacts
 
     def planned(url: str, **llm: object) -> int:
         config = make_config(llm={"provider": "openai", "openai": {"base_url": url}, **llm})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -11,9 +12,12 @@ import httpx2  # the SDK's HTTP client: errors in the middle of a stream reach u
 
 from bot.config import AnthropicConfig, ModelTiers
 from bot.fitting import too_long
+from bot.providers.server_facts import SAMPLE, ServerFacts
 from bot.providers.usage_log import log_call
 from memory.llm import Block, LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, Tool, ToolCall, Usage
+from memory.tokens import cached_tokens
 
+log = logging.getLogger(__name__)
 ANSWER_TOOL = "answer"  # a JSON answer comes as this forced tool's input
 
 
@@ -31,6 +35,18 @@ class AnthropicLLM:
             timeout=config.timeout_seconds,
             max_retries=config.max_retries,
         )
+
+    async def discover(self) -> ServerFacts:
+        """How Anthropic's tokenizer counts against our estimate, from its free count-tokens endpoint (the
+        difference of two counts leaves the message's framing out)."""
+        try:
+            counts = [(await self.client.messages.count_tokens(
+                model=self.tiers.standard, messages=[{"role": "user", "content": text}])).input_tokens
+                for text in (SAMPLE, ".")]
+        except anthropic.APIError as exc:
+            log.info("the model's tokens were not counted before the first request (%s)", exc)
+            return ServerFacts()
+        return ServerFacts(tokens_per_estimate=max(1, counts[0] - counts[1]) / cached_tokens(SAMPLE))
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         params = to_params(request, request.model or getattr(self.tiers, request.tier))

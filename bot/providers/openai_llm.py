@@ -18,7 +18,7 @@ import httpx2
 
 from bot.config import ModelTiers, OpenAIConfig
 from bot.fitting import request_tokens, too_long
-from bot.providers.local_server import JsonForm, ServerFacts, probe
+from bot.providers.server_facts import JsonForm, ServerFacts, probe
 from bot.providers.usage_log import log_call
 from memory.llm import LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, ToolCall, Turn, Usage
 from memory.tokens import cached_tokens

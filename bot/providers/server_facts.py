@@ -1,6 +1,6 @@
-"""What an OpenAI-compatible server says about itself: which server it is, its context, its slots, how its
-tokenizer counts, whether its model calls tools. Asked once at start, briefly; what a server does not say
-is left to the settings."""
+"""What a model's server says about itself: which server it is, its context, its slots, how its tokenizer
+counts, whether its model calls tools. Asked once at start, briefly; what a server does not say is left to
+the settings."""
 
 from __future__ import annotations
 
