@@ -107,7 +107,8 @@ class OneAtATime:
     def shares(self) -> dict[str, float | None]:
         replies = [(a, b) for reply, a, b in self.hits if reply][WARM_UP:]
         every = [(a, b) for _, a, b in self.hits]
-        return {"reevaluated_share": _share(replies), "reevaluated_share_all_requests": _share(every)}
+        return {"reevaluated_share": _share(replies), "reevaluated_share_all_requests": _share(every),
+                "hits": [(int(reply), a, b) for reply, a, b in self.hits]}
 
 
 def _share(hits: list[tuple[int, int]]) -> float | None:
@@ -220,13 +221,17 @@ def main(argv: list[str] | None = None) -> int:
                    **_server_figures(log), **figures}
         if args.server_log:
             shutil.copyfile(log, args.server_log)
-    print(json.dumps(figures, ensure_ascii=False))
+    print(json.dumps({k: v for k, v in figures.items() if k != "hits"}, ensure_ascii=False))
     checks = (("refused", figures["refused"] == 0), ("echo_versions", figures["echo_versions"] == 0),
               ("markup_replies", figures["markup_replies"] == 0),
               ("reevaluated_share", (figures["reevaluated_share"] or 0) < REEVALUATED_AT_MOST),
               ("pulse_outcomes", bool(figures["pulse_outcomes"]) and not any(
                   outcome.startswith("Pulse failed") for outcome in figures["pulse_outcomes"])))
     missed = [name for name, ok in checks if not ok]
+    if "reevaluated_share" in missed:  # which requests read what again, in order: where the cache was lost
+        print("e2e: (reply?, tokens reused, tokens evaluated) per request: " + json.dumps(figures.pop("hits")),
+              file=sys.stderr)
+    figures.pop("hits", None)
     if missed:
         print(f"e2e: missed {', '.join(missed)}", file=sys.stderr)
     return 1 if missed else 0
