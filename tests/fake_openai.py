@@ -167,7 +167,9 @@ class FakeOpenAI:
                     if self.flavor == "llama.cpp" else {}
                 await send({}, usage=usage, **extra)
             await response.write(b"data: [DONE]\n\n")
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the client closed its stream: the server stops writing
+            self.disconnects += 1
+        except asyncio.CancelledError:
             self.disconnects += 1
             raise
         return response

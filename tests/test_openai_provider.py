@@ -187,3 +187,36 @@ async def test_replies_keep_their_conversation_s_slot_and_background_jobs_anothe
     slots = [c["id_slot"] for c in server.calls]
     assert slots == [0, 1] * 4 and all(c["cache_prompt"] for c in server.calls)
     assert all(u.cache_read_input_tokens > 4 * u.input_tokens for u in reads[1:])  # the prefix stayed warm
+
+
+async def test_quitting_during_a_memory_update_stops_the_server_s_work_without_a_traceback(make_config, caplog):
+    from bot.clock import Clock
+    from bot.engine import Engine
+    from memory.records import Scope
+
+    async with running(flavor="llama-cpp-python", chunk_delay=0.2,
+                       responder=lambda body: " ".join(["note"] * 400)) as server:
+        clock = Clock()
+        config = make_config(llm={"provider": "openai", "context_tokens": 4096, "max_output_tokens": 200,
+                                  "openai": {"base_url": server.base_url}},
+                             persona={"models": {"standard": "smol", "light": "smol"}},
+                             snapshots={"interval_seconds": 0},
+                             short_term_history={"conversation_idle_seconds": 60, "message_threshold": 500})
+        engine = await Engine.open(config, clock=clock)
+        engine.shutdown_grace = 0.3
+        scope = Scope.console()
+        for i in range(6):
+            await engine.hear(scope, f"line {i}: the tour is on Saturday at nine", author_name="kai")
+        clock.advance(120)
+        updating = asyncio.create_task(engine.run_due_memory())
+        while not server.calls:
+            await asyncio.sleep(0.05)
+        await engine.close()
+        await asyncio.gather(updating, return_exceptions=True)
+        for _ in range(50):
+            if server.disconnects:
+                break
+            await asyncio.sleep(0.05)
+    assert server.disconnects >= 1  # the stream was closed: the server stopped writing the summary
+    ours = [r for r in caplog.records if not r.name.startswith("aiohttp")]
+    assert not [r for r in ours if r.exc_info or r.levelname in ("ERROR", "CRITICAL")]
