@@ -652,7 +652,7 @@ class Assembler:
         if self.policy.trims:
             # What this cut keeps before its locked turns is a head the next trim may keep: the cut's
             # request puts a breakpoint there (the head's end), so the cache holds that prefix.
-            lock = locked_start(p.items, self.policy.locked_turns, lock_limit(p.budget, self.policy, p.room))
+            lock = locked_start(p.items, self.policy.locked_turns, lock_limit(p.items, p.budget, self.policy, p.room))
             state["window_gap_from"] = p.window[lock].seq if start < lock < len(p.window) else None
         return state
 

@@ -84,17 +84,29 @@ def locked_start(items: Sequence[Item], turns: int, limit: int | None = None) ->
     return 0
 
 
-def lock_limit(budget: int, policy: ContextSettings, summary_room: int) -> int:
-    """The most the locked turns may fill: with the next summary, no more than high_water of the window."""
-    return int(budget * policy.high_water) - summary_room
+def lock_limit(items: Sequence[Item], budget: int, policy: ContextSettings, summary_room: int) -> int:
+    """The most the locked turns may fill: with the next summary, no more than high_water of the window, nor
+    more than leaves room for half of turns_per_cut (a small window's locked turns would fill it)."""
+    return int(budget * min(policy.high_water, _roomy(items, budget, policy))) - summary_room
 
 
 def fill_target(items: Sequence[Item], budget: int, policy: ContextSettings) -> float:
-    """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest."""
+    """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest;
+    at least low_water full while that leaves room for half as many."""
     sizes = turn_sizes(items)[-20:] or [0]
-    usual = sum(sizes) / len(sizes)
-    fill = max(policy.low_water, 1 - policy.turns_per_cut * usual / budget)
+    fill = max(min(policy.low_water, _roomy(items, budget, policy)), 1 - policy.turns_per_cut * _usual(items) / budget)
     return max(0.15, min(policy.high_water, fill, 1 - 2 * max(sizes[-policy.locked_turns:]) / budget))
+
+
+def _usual(items: Sequence[Item]) -> float:
+    sizes = turn_sizes(items)[-20:] or [0]
+    return sum(sizes) / len(sizes)
+
+
+def _roomy(items: Sequence[Item], budget: int, policy: ContextSettings) -> float:
+    """The fill that leaves room for half of turns_per_cut usual turns. Where it binds (a window of a few
+    turns: a 2k model's) a cut keeps less, so cuts, each sent again whole, do not come every other turn."""
+    return 1 - policy.turns_per_cut / 2 * _usual(items) / budget
 
 
 def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,
@@ -109,7 +121,7 @@ def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summar
     """
     total = summary_tokens + sum(i.tokens for i in items)
     room = policy.summary_tokens if summary_room is None else summary_room
-    lock = max(head, locked_start(items, policy.locked_turns, lock_limit(budget, policy, room)))
+    lock = max(head, locked_start(items, policy.locked_turns, lock_limit(items, budget, policy, room)))
     locked = sum(i.tokens for i in items[lock:])
     if locked > budget:
         raise LockedBufferTooLarge(
@@ -143,7 +155,7 @@ def plan_trim(items: Sequence[Item], budget: int, policy: ContextSettings, summa
     lies between head and locked turns, or they leave no room.
     """
     room = policy.summary_tokens if summary_room is None else summary_room
-    lock = locked_start(items, policy.locked_turns, lock_limit(budget, policy, room))
+    lock = locked_start(items, policy.locked_turns, lock_limit(items, budget, policy, room))
     locked = sum(i.tokens for i in items[lock:])
     if not head:
         target = int(budget * fill_target(items, budget, policy)) - summary_tokens - room - locked

@@ -209,7 +209,9 @@ async def test_quitting_during_a_memory_update_stops_the_server_s_work_without_a
             await engine.hear(scope, f"line {i}: the tour is on Saturday at nine", author_name="kai")
         clock.advance(120)
         updating = asyncio.create_task(engine.run_due_memory())
-        while not server.calls:
+        for _ in range(200):
+            if server.calls:
+                break
             await asyncio.sleep(0.05)
         await engine.close()
         await asyncio.gather(updating, return_exceptions=True)

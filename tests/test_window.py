@@ -12,6 +12,7 @@ from memory.window import (
     Item,
     LockedBufferTooLarge,
     fill_target,
+    lock_limit,
     locked_start,
     plan_cut,
     plan_trim,
@@ -48,16 +49,27 @@ def test_nothing_is_cut_while_the_window_fits():
 
 def test_one_cut_down_to_the_low_water_mark_at_a_turn_start():
     history = items(*[(10, i % 2 == 0) for i in range(20)])  # user/assistant pairs of 10 tokens
-    cut = plan_cut(history, budget=150, policy=POLICY)
+    roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=4)
+    cut = plan_cut(history, budget=150, policy=roomy)  # low_water leaves room for 2 of its 4 turns
     kept = history[cut:]
     assert kept[0].starts_turn
     assert sum(i.tokens for i in kept) <= 0.6 * 150
     assert sum(i.tokens for i in history[cut - 2:]) > 0.6 * 150  # cut as little as that allows
 
 
+def test_a_window_of_a_few_turns_is_cut_to_leave_room_for_half_of_turns_per_cut():
+    """A 2k model's window holds a handful of turns: cut only to low_water, the next cut would come two turns
+    later, and each cut is sent again whole (shared/findings/real-models.md: a third of its prompt tokens)."""
+    history = items(*[(10, i % 2 == 0) for i in range(20)])  # 10 turns of 20 in a 150-token window
+    cut = plan_cut(history, budget=150, policy=POLICY)
+    kept = sum(i.tokens for i in history[cut:])
+    assert 150 - kept >= POLICY.turns_per_cut // 2 * 20 and history[cut].starts_turn and kept >= 20
+
+
 def test_the_cut_never_enters_the_locked_buffer_even_above_low_water():
     history = items((10, True), (10, False), (50, True), (50, False), (10, True), (10, False))
-    cut = plan_cut(history, budget=300, policy=POLICY, summary_tokens=200)
+    roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=1)
+    cut = plan_cut(history, budget=300, policy=roomy, summary_tokens=200)
     assert cut == locked_start(history, 2, 150) == 2
 
 
@@ -76,8 +88,9 @@ def test_only_a_newest_turn_larger_than_the_window_is_an_error():
 
 def test_summary_tokens_count_against_the_budget():
     history = items((10, True), (10, False), (10, True), (10, False), (10, True), (10, False))
-    assert plan_cut(history, budget=85, policy=POLICY) is None
-    assert plan_cut(history, budget=85, policy=POLICY, summary_tokens=30) == 2
+    roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=1)
+    assert plan_cut(history, budget=85, policy=roomy) is None
+    assert plan_cut(history, budget=85, policy=roomy, summary_tokens=30) == 2
 
 
 def test_a_trim_keeps_a_head_of_whole_turns_and_only_the_locked_turns_after_it():
@@ -133,7 +146,7 @@ def test_by_default_a_cut_keeps_half_the_window_so_requests_average_four_fifths(
 @given(st.lists(st.tuples(st.integers(1, 60), st.booleans()), min_size=1, max_size=80), st.integers(50, 600))
 def test_cut_invariants(spec, budget):
     history = items(*spec)
-    lock = locked_start(history, 2, int(budget * POLICY.high_water))
+    lock = locked_start(history, 2, lock_limit(history, budget, POLICY, 0))
     try:
         cut = plan_cut(history, budget, POLICY)
     except LockedBufferTooLarge:
