@@ -181,6 +181,8 @@ async def _figures(engine: Engine, said: str, seconds: float) -> dict[str, Any]:
                for r in await store.recent_records(engine.persona, "channel", 0, kind, 1_000)]
     texts = [r.content for r in records] + [t.chronicle_summary for t in threads if t.chronicle_summary]
     echoes = [t for t in texts if _echoes(t)]
+    for line in (x for x in said.splitlines() if "(no reply:" in x):
+        print(f"e2e: {line.strip()[:300]}", file=sys.stderr)
     for text in echoes:  # the conversation is scripted: its texts may be shown
         print(f"e2e: stored text that repeats its instructions: {text[:300]!r}", file=sys.stderr)
     return {

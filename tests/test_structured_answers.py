@@ -32,14 +32,16 @@ JUDGE = {"name": "judge", "description": "one structured step", "start_node": "c
 class Scripted(OfflineLLM):
     """Answers from a list, keeping each request."""
 
-    def __init__(self, *answers: str) -> None:
+    def __init__(self, *answers: str | tuple[str, str]) -> None:
         self.answers = list(answers)
         self.requests: list[LLMRequest] = []
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         self.requests.append(request)
         if request.response_schema is not None and self.answers:
-            return LLMResult(self.answers.pop(0), stop_reason="stop")
+            answer = self.answers.pop(0)
+            text, stop = answer if isinstance(answer, tuple) else (answer, "stop")
+            return LLMResult(text, stop_reason=stop)
         return await super().complete(request, on_text)
 
 
@@ -62,6 +64,38 @@ async def test_an_answer_that_is_not_the_json_asked_for_is_asked_again_once_with
     first, again = [r for r in llm.requests if r.response_schema is not None]
     assert again.turns[:-2] == first.turns and again.turns[-2].blocks[0].text == REAL["react_check_not_json"]["text"]
     assert "did not answer with a JSON object" in again.turns[-1].blocks[0].text
+
+
+async def test_an_answer_cut_off_at_the_length_limit_is_asked_again_shorter(make_config, tmp_path):
+    """What SmolLM2 did in make e2e: the grammar held it to JSON, but its "why" ran to max_tokens."""
+    cut = ('{ "react": "no", "why": "yes }\n```\n```\nThe model didn\'t answer with a JSON object. The user', "length")
+    llm = Scripted(cut, '{"react": "no", "why": "quiet"}')
+    engine = await _engine(make_config, tmp_path, llm)
+    try:
+        done = await engine.run_playbook(HERE, "judge", {})
+    finally:
+        await engine.close()
+    assert done.outputs["check"]["why"] == "quiet"
+    assert "cut off at the length limit: keep each text short" in llm.requests[-1].turns[-1].blocks[0].text
+
+
+def test_the_builtin_structured_steps_bound_their_texts():
+    """A grammar-held answer cannot end a string it is never told to end: every free text has a maxLength."""
+    from bot.playbooks.library import BUILTIN
+
+    def texts(schema: dict) -> list[dict]:
+        found = [schema] if schema.get("type") == "string" and "enum" not in schema else []
+        for child in (*(schema.get("properties") or {}).values(), *([schema["items"]] if "items" in schema else [])):
+            found += texts(child)
+        return found
+
+    checked = 0
+    for path in BUILTIN.glob("*.json"):
+        for node in json.loads(path.read_text())["nodes"]:
+            for text in texts(node.get("response_schema") or {}):
+                assert "maxLength" in text, (path.name, node["id"])
+                checked += 1
+    assert checked >= 7
 
 
 async def test_a_value_outside_the_schema_is_not_an_answer_either(make_config, tmp_path):

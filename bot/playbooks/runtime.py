@@ -42,6 +42,7 @@ from memory.settings import StelisSettings
 from memory.store import Store
 from memory.threads import Run
 from memory.turns import tool_call_message, tool_result_message
+from memory.vetting import CUT
 
 log = logging.getLogger(__name__)
 
@@ -211,15 +212,16 @@ class Runner:
             return _structured(result.text, node.response_schema), result
         except PlaybookError as first:
             log.info("%s: %s; asked again", node.id, first)
+            cut = " It was cut off at the length limit: keep each text short." if result.stop_reason in CUT else ""
             again = replace(request, tools=(), tool_choice=None, turns=(
                 *request.turns, Turn.text("assistant", result.text or "(nothing)"),
-                Turn.text("user", f"That answer cannot be used: {first}. Answer again with only the JSON object, "
-                                  "matching the schema given above.")))
+                Turn.text("user", f"That answer cannot be used: {first}.{cut} Answer again with only the JSON "
+                                  "object, matching the schema given above.")))
             result = await self._llm.complete(again)
             try:
                 return _structured(result.text, node.response_schema), result
             except PlaybookError as second:
-                raise PlaybookError(f"node {node.id}: twice no usable answer ({second})") from None
+                raise PlaybookError(f"twice no usable answer ({second})") from None
 
     async def _speak(self, ctx: _Context, node: LLMNode, text: str) -> None:
         """Said in the conversation through its front end (which remembers it), or kept where the run is."""
