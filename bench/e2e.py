@@ -10,8 +10,10 @@ when a figure misses:
 - echo_versions: stored memory versions or chronicles that repeat the request's instructions or markup: 0
 - markup_replies: stored replies that open with the request's markup: 0
 - reevaluated_share: prompt tokens the server evaluated again over all prompt tokens of the replies (requests
-  on a conversation's prefix), after the first five (llama.cpp's `prefix-match hit` log lines, each read
-  after its request: requests go one at a time, as the server runs them anyway): under .25
+  on a conversation's prefix) in steady conversation: after the first five, and not the first after `/idle`
+  (hours pass: a cloud cache would have expired, and new memory comes in) or `/thread` (another prefix).
+  From llama.cpp's `prefix-match hit` log lines, each read after its request: requests go one at a time,
+  as the server runs them anyway. Under .25
 
 Also printed: the same share over every request (background summaries are new prompts, read in full).
 """
@@ -79,6 +81,24 @@ WARM_UP = 5  # replies before the conversation is steady
 _HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 
 
+class Script:
+    """The scripted lines, read one at a time as a console's input; a line after which the conversation is
+    not steady is told."""
+
+    def __init__(self, lines: list[str], llm: OneAtATime):
+        self.lines = iter(lines)
+        self.llm = llm
+
+    def isatty(self) -> bool:
+        return False
+
+    def readline(self) -> str:
+        line = next(self.lines, "")
+        if line.startswith(("/idle", "/thread")):
+            self.llm.unsteady()
+        return line + "\n" if line else ""
+
+
 class OneAtATime:
     """The engine's model, sending one request at a time and reading the server's log after each, so every
     `prefix-match` line is known to be a reply's (a request on a conversation's prefix) or a background job's."""
@@ -88,7 +108,13 @@ class OneAtATime:
         self.log = log
         self.read = 0
         self.lock = asyncio.Lock()
-        self.hits: list[tuple[bool, int, int]] = []  # (a reply?, tokens reused, tokens evaluated)
+        self.hits: list[tuple[bool, int, int]] = []  # (a steady reply?, tokens reused, tokens evaluated)
+        self.replies = 0
+        self.steady = False  # the next reply is in steady conversation
+
+    def unsteady(self) -> None:
+        """Hours pass or the conversation changes: the next reply is not steady conversation."""
+        self.steady = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -102,13 +128,17 @@ class OneAtATime:
                     file.seek(self.read)
                     text = file.read().decode(errors="replace")
                     self.read = file.tell()
-                self.hits += [(bool(request.cache_key), int(a), int(b)) for a, b in _HIT.findall(text)]
+                steady = bool(request.cache_key) and self.steady and self.replies >= WARM_UP
+                self.hits += [(steady, int(a), int(b)) for a, b in _HIT.findall(text)]
+                if request.cache_key:
+                    self.replies += 1
+                    self.steady = True
 
-    def shares(self) -> dict[str, float | None]:
-        replies = [(a, b) for reply, a, b in self.hits if reply][WARM_UP:]
+    def shares(self) -> dict[str, Any]:
+        replies = [(a, b) for steady, a, b in self.hits if steady]
         every = [(a, b) for _, a, b in self.hits]
         return {"reevaluated_share": _share(replies), "reevaluated_share_all_requests": _share(every),
-                "hits": [(int(reply), a, b) for reply, a, b in self.hits]}
+                "hits": [(int(steady), a, b) for steady, a, b in self.hits]}
 
 
 def _share(hits: list[tuple[int, int]]) -> float | None:
@@ -165,7 +195,7 @@ async def _converse(url: str, ctx: int, data: Path, log: Path) -> dict[str, Any]
     out = io.StringIO()
     started = time.monotonic()
     try:
-        await Console(engine, io.StringIO("\n".join(SCRIPT) + "\n"), out, "kai").run_loop()
+        await Console(engine, Script(SCRIPT, llm), out, "kai").run_loop()  # type: ignore[arg-type]
         return {**llm.shares(), **await _figures(engine, out.getvalue(), time.monotonic() - started)}
     finally:
         await engine.close()
@@ -231,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                   outcome.startswith("Pulse failed") for outcome in figures["pulse_outcomes"])))
     missed = [name for name, ok in checks if not ok]
     if "reevaluated_share" in missed:  # which requests read what again, in order: where the cache was lost
-        print("e2e: (reply?, tokens reused, tokens evaluated) per request: " + json.dumps(figures.pop("hits")),
+        print("e2e: (a steady reply?, tokens reused, tokens evaluated) per request: " + json.dumps(figures.pop("hits")),
               file=sys.stderr)
     figures.pop("hits", None)
     if missed:
