@@ -16,6 +16,7 @@ COMBINE_INSTRUCTION = (
 )
 MAX_COMBINE_ROUNDS = 4
 MIN_CHUNK_TOKENS = 200  # parts are halved while a request does not fit the model's context, down to this
+MIN_PART_TOKENS = 64  # the least a part's summary may take
 
 
 @dataclass(frozen=True)
@@ -45,17 +46,21 @@ async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_toke
 
 async def _summarise(llm: LLM, instruction: str, lines: list[Line], chunk_tokens: int, max_tokens: int,
                      tier: Tier) -> str:
+    parts: list[str] = []
     for _ in range(MAX_COMBINE_ROUNDS):
         chunks = chunk(lines, chunk_tokens)
         if len(chunks) == 1:
             return await _request(llm, instruction, chunks[0], None, max_tokens, tier)
+        # A part's summary is at most half its part, so each round halves what is combined (a summary cut
+        # off at a larger max_tokens is refused and replaced by an extractive one just as large: no progress).
+        part_tokens = max(MIN_PART_TOKENS, min(max_tokens, chunk_tokens // 2))
         parts = [
-            await _request(llm, instruction, part, (i + 1, len(chunks)), max_tokens, tier)
+            await _request(llm, instruction, part, (i + 1, len(chunks)), part_tokens, tier)
             for i, part in enumerate(chunks)
         ]
         lines = [Line.of(f"[part {i + 1} of {len(parts)}]\n{text}") for i, text in enumerate(parts)]
         instruction = COMBINE_INSTRUCTION
-    return "\n\n".join(line.text for line in lines)  # the model keeps writing long parts: keep them all
+    return "\n\n".join(parts)  # the model keeps writing long parts: keep them all, without the request's headers
 
 
 def chunk(lines: list[Line], chunk_tokens: int) -> list[list[Line]]:

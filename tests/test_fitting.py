@@ -3,7 +3,9 @@ the server counted, shrunk (never resent unchanged) when it does not fit."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,72 @@ def test_a_server_that_does_not_say_its_context_is_planned_small_when_local_and_
     assert (small.context_tokens, small.max_output_tokens) == (4096, 1024)
     offline = make_config()
     assert to_server(offline, ServerFacts()) is offline
+
+
+class Verbose:
+    """A small model that writes until max_tokens every time, the source's own words (what SmolLM2 did)."""
+
+    name = "verbose"
+
+    def __init__(self) -> None:
+        self.requests: list[LLMRequest] = []
+
+    async def complete(self, request: LLMRequest, on_text=None) -> LLMResult:
+        self.requests.append(request)
+        words = request.turns[-1].blocks[0].text.split("<transcript>")[-1].replace("</transcript>", "").split()
+        text = " ".join(words[:int(request.max_tokens * 0.7)])
+        return LLMResult(text, Usage(input_tokens=request_tokens(request), output_tokens=request.max_tokens),
+                         stop_reason="stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_parts_are_summarised_at_most_half_their_size_so_combining_ends():
+    """make e2e at 2,048: part summaries as long as their parts were combined into 18 parts, then stored with
+    the request's [part N of M] headers."""
+    llm = Verbose()
+    lines = [Line.of(f"kai: line {i} about the Osprey, the tide table and Lena's sunset tour at 19:30")
+             for i in range(300)]
+    summary = await summarise(llm, "Write the memory.", lines, chunk_tokens=400, max_tokens=600)
+    assert "[part" not in summary and summary
+    parts = [r for r in llm.requests if "of a longer record" in r.turns[-1].blocks[0].text]
+    assert parts and all(r.max_tokens <= 200 for r in parts)  # half a 400-token part
+    rounds = list(dict.fromkeys(int(re.search(r"part \d+ of (\d+)", r.turns[-1].blocks[0].text).group(1))
+                                for r in parts))
+    assert all(later <= earlier / 2 for earlier, later in itertools.pairwise(rounds))  # each round halves
+    assert "of a longer record" not in llm.requests[-1].turns[-1].blocks[0].text  # ... down to one request
+
+
+async def test_a_pulse_on_a_busy_day_fits_a_2k_context(make_config):
+    """make e2e: react_check needed 2,007 tokens of 2,048 once the day's messages were in its view."""
+    from bot.clock import Clock
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+    from memory.records import Scope
+
+    class Keeping(OfflineLLM):
+        def __init__(self) -> None:
+            self.requests: list[LLMRequest] = []
+
+        async def complete(self, request: LLMRequest, on_text=None) -> LLMResult:
+            self.requests.append(request)
+            return await super().complete(request, on_text)
+
+    home, llm = Scope.channel(1, 20), Keeping()
+    config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 200}, snapshots={"interval_seconds": 0},
+                         autonomy={"quiet_minutes": 0})
+    engine = await Engine.open(config, llm, Clock())
+    try:
+        await engine.set_autonomy(home, "enabled", True)
+        await engine.set_autonomy(home, "home_channel", home.channel_id)
+        for i in range(40):
+            await engine.hear(home, f"note {i}: " + "the Osprey's inspection, the tide table and the sunset tour " * 4,
+                              author_name="kai", author_id=5)
+        outcome = await engine.pulse_now(home)
+    finally:
+        await engine.close()
+    assert outcome.action != "error", outcome.detail
+    routed = [r for r in llm.requests if r.response_schema is not None]
+    assert routed and all(request_tokens(r) + r.max_tokens <= 2048 * 0.95 for r in routed)
+    assert "note 39" in routed[0].turns[-1].blocks[0].text  # the newest of the day stays in view

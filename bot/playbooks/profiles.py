@@ -13,17 +13,20 @@ from typing import Any
 
 from bot.playbooks.model import Profile
 from memory.anchors import exchange_lines
-from memory.context import Assembler, Persona, Shape
+from memory.context import Assembler, Persona, Shape, tool_tokens
 from memory.llm import Block, LLMRequest, Tier, Tool, Turn
+from memory.observation import reduce_message
 from memory.store import Store
 from memory.templates import render
 from memory.threads import lineage
+from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
 
 NEUTRAL_SYSTEM = ("You carry out one step of a task for a persona's workflow. Do exactly what the step asks, "
                   "from the state you are given; answer plainly, without greeting or commentary.")
 TIERS: dict[Profile, Tier] = {"conversation": "standard", "router": "light", "worker": "standard",
                               "worker_light": "light"}
 STATE_CHARS = 6_000  # the state a worker sees, as JSON, at most
+MIN_ROOM = 200  # tokens a router's or worker's message keeps, however small the context
 
 
 def with_schema(instruction: str, schema: dict[str, Any] | None) -> str:
@@ -46,16 +49,42 @@ async def request_for(profile: Profile, instruction: str, *, thread_id: int, sta
     elif profile == "router":
         persona = await _persona(assembler, store, thread_id)
         system = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
-        recent = await store.last_exchanges(thread_id, 2 * assembler.policy.locked_turns)
-        lines = "\n".join(exchange_lines(recent)) or "(nothing said yet)"
+        room = _room(assembler, system, tools)
+        task = _within(instruction, room * 2 // 3)
+        recent = exchange_lines(await store.last_exchanges(thread_id, 2 * assembler.policy.locked_turns))
+        lines = "\n".join(_newest(recent, room - cached_tokens(task))) or "(nothing said yet)"
         request = LLMRequest(system=(Block(system),), max_tokens=max_tokens, tier=TIERS[profile], tools=tools or (),
-                             turns=(Turn.text("user", f"Recent conversation:\n{lines}\n\n{instruction}"),))
+                             turns=(Turn.text("user", f"Recent conversation:\n{lines}\n\n{task}"),))
     else:
+        room = _room(assembler, NEUTRAL_SYSTEM, tools)
+        task = _within(instruction, room * 2 // 3)
         shown = json.dumps({k: v for k, v in state.items() if k != "input"}, ensure_ascii=False, default=str)
+        shown = _within(shown[:STATE_CHARS], room - cached_tokens(task))
         request = LLMRequest(system=(Block(NEUTRAL_SYSTEM),), max_tokens=max_tokens, tier=TIERS[profile],
-                             tools=tools or (),
-                             turns=(Turn.text("user", f"{instruction}\n\nState:\n{shown[:STATE_CHARS]}"),))
+                             tools=tools or (), turns=(Turn.text("user", f"{task}\n\nState:\n{shown}"),))
     return replace(request, response_schema=response_schema)
+
+
+def _room(assembler: Assembler, system: str, tools: tuple[Tool, ...] | None) -> int:
+    """What a router's or worker's user message may take of the model's context (replies plan the same way)."""
+    used = cached_tokens(system) + tool_tokens(tools or ()) + 3 * MESSAGE_OVERHEAD
+    return max(MIN_ROOM, assembler.budget.input - used)
+
+
+def _within(text: str, tokens: int) -> str:
+    """The text, as head and tail when it is longer than `tokens` (a pulse's view of a busy day)."""
+    return reduce_message(text, cached_tokens(text), max(MIN_ROOM // 2, tokens))
+
+
+def _newest(lines: list[str], tokens: int) -> list[str]:
+    """The newest of the lines that fit in `tokens`, oldest first."""
+    kept: list[str] = []
+    for line in reversed(lines):
+        tokens -= cached_tokens(line) + 1
+        if tokens < 0:
+            break
+        kept.append(line)
+    return kept[::-1]
 
 
 async def _persona(assembler: Assembler, store: Store, thread_id: int) -> Persona:
