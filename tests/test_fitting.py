@@ -212,3 +212,27 @@ async def test_a_pulse_on_a_busy_day_fits_a_2k_context(make_config):
     routed = [r for r in llm.requests if r.response_schema is not None]
     assert routed and all(request_tokens(r) + r.max_tokens <= 2048 * 0.95 for r in routed)
     assert "note 39" in routed[0].turns[-1].blocks[0].text  # the newest of the day stays in view
+
+
+async def test_a_conversation_step_with_a_long_task_fits_a_2k_context(make_config, tmp_path):
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+    from memory.records import Scope
+
+    folder = tmp_path / "pb"
+    folder.mkdir()
+    (folder / "long.json").write_text(json.dumps({
+        "name": "long", "description": "a step whose task carries a long text", "start_node": "say",
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "nodes": [{"id": "say", "type": "llm", "context_profile": "conversation", "action": "Answer this: {text}"}]}))
+    config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 200}, snapshots={"interval_seconds": 0},
+                         playbooks={"folder": str(folder)})
+    engine = await Engine.open(config, OfflineLLM())
+    try:
+        here = Scope.channel(1, 30)
+        for i in range(20):
+            await engine.hear(here, f"line {i}: the tide table and the Osprey " * 5, author_name="kai")
+        done = await engine.run_playbook(here, "long", {"text": "the north pier and the tour " * 400})
+    finally:
+        await engine.close()
+    assert done.outputs["last"]  # answered: the request fitted (a RequestTooLarge would have failed the run)

@@ -42,8 +42,10 @@ async def request_for(profile: Profile, instruction: str, *, thread_id: int, sta
                       response_schema: dict[str, Any] | None, max_tokens: int) -> LLMRequest:
     """The request an llm node sends under its profile."""
     if profile == "conversation":  # tools None: the conversation's own list, as every reply sends it
-        # Recall looks up the node's task too: a model that cannot call tools still gets what it needs.
-        shape = Shape(tier=TIERS[profile], tools=tools, instruction=instruction or None, recall_for=instruction)
+        # Recall looks up the node's task too: a model that cannot call tools still gets what it needs. The task
+        # comes after a window planned for replies, so it takes no more than a reply's tail may.
+        task = _within(instruction, assembler.budget.input // 8) if instruction else None
+        shape = Shape(tier=TIERS[profile], tools=tools, instruction=task, recall_for=instruction)
         assembly = await assembler.assemble(thread_id, shape=shape)
         request = assembly.request
     elif profile == "router":
