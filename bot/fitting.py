@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -38,6 +39,20 @@ MIN_OUTPUT = 64  # an answer's room is cut to what the context leaves, down to t
 
 _TOO_LONG = ("context length", "context window", "maximum context", "too many tokens", "exceeds the context",
              "prompt is too long", "exceed_context_size")
+
+
+_SERVED = (re.compile(r"(\d+) in the messages"),  # OpenAI, vLLM, llama-cpp-python
+           re.compile(r"prompt is too long: (\d+) tokens"),  # Anthropic
+           re.compile(r"n_prompt_tokens\W+(\d+)"))  # llama.cpp's llama-server
+
+
+def served_tokens(message: str) -> int | None:
+    """The server's count of a prompt it refused as too long, where its message says it."""
+    for pattern in _SERVED:
+        found = pattern.search(message)
+        if found:
+            return int(found.group(1))
+    return None
 
 
 def too_long(message: str) -> bool:
@@ -78,8 +93,8 @@ class FittedLLM:
                                   "before its answer", needed)
         try:
             result = await self.inner.complete(replace(request, max_tokens=min(request.max_tokens, room)), on_text)
-        except RequestTooLarge:
-            self.learn(self.ratio * 1.1)  # the server counts more than this process thought
+        except RequestTooLarge as refused:  # the server counts more than this process thought: how much more
+            self.learn(refused.tokens / counted if refused.tokens and counted else self.ratio * 1.1)
             raise
         used = result.usage
         served = used.input_tokens + used.cache_read_input_tokens + used.cache_creation_input_tokens

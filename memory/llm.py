@@ -134,7 +134,7 @@ class RequestTooLarge(LLMError):
 
     def __init__(self, notice: str, tokens: int | None = None):
         super().__init__(notice, retryable=False, status=400)
-        self.tokens = tokens
+        self.tokens = tokens  # the prompt's size as counted (by the server, when it said so)
 
 
 TextSink = Callable[[str], None]

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from bot.config import ModelTiers, OpenAIConfig
-from bot.fitting import FittedLLM, request_tokens
+from bot.fitting import FittedLLM, request_tokens, served_tokens
 from bot.providers.openai_llm import OpenAILLM
 from memory.llm import Block, LLMRequest, LLMResult, RequestTooLarge, Turn, Usage
 from memory.summarise import Line, summarise
@@ -26,8 +26,9 @@ class Counting:
 
     name = "counting"
 
-    def __init__(self, ratio: float = 1.3, context: int = 2048):
+    def __init__(self, ratio: float = 1.3, context: int = 2048, counts: bool = True):
         self.ratio, self.context = ratio, context
+        self.counts = counts  # says its count in each answer's usage (llama-cpp-python's stream does not)
         self.requests: list[LLMRequest] = []
 
     async def complete(self, request: LLMRequest, on_text=None) -> LLMResult:
@@ -35,8 +36,9 @@ class Counting:
         served = int(request_tokens(request) * self.ratio)
         if served + request.max_tokens > self.context:
             raise RequestTooLarge(ANSWERS["refused_for_length"]["body"]["error"]["message"])
-        return LLMResult("Kai: the tour is on Saturday.", Usage(input_tokens=served, output_tokens=8),
-                         stop_reason="stop")
+        usage = Usage(input_tokens=served, output_tokens=8) if self.counts else \
+            Usage(input_tokens=request_tokens(request), output_tokens=8, estimated=True)
+        return LLMResult("Kai: the tour is on Saturday.", usage, stop_reason="stop")
 
     async def aclose(self) -> None:
         return None
@@ -236,3 +238,47 @@ async def test_a_conversation_step_with_a_long_task_fits_a_2k_context(make_confi
     finally:
         await engine.close()
     assert done.outputs["last"]  # answered: the request fitted (a RequestTooLarge would have failed the run)
+
+
+async def test_a_reply_the_server_refuses_for_length_is_planned_smaller_and_sent_once_more(make_config):
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+    from memory.records import Scope
+
+    class RefusesOnce(OfflineLLM):
+        """A server that refuses the first full reply for length (its tokenizer counts more than planned)."""
+
+        def __init__(self) -> None:
+            self.replies: list[LLMRequest] = []
+
+        async def complete(self, request: LLMRequest, on_text=None) -> LLMResult:
+            if request.purpose == "reply":
+                self.replies.append(request)
+                if len(self.replies) == 1:  # its tokenizer counts 1.6 times ours, as its message says
+                    served = int(request_tokens(request) * 1.6)
+                    said = (f"This model's maximum context length is 2048 tokens. However, you requested "
+                            f"{served + 200} tokens ({served} in the messages, 200 in the completion).")
+                    raise RequestTooLarge(said, served_tokens(said))
+            return await super().complete(request, on_text)
+
+    server = RefusesOnce()
+    config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 200}, snapshots={"interval_seconds": 0})
+    engine = await Engine.open(config, server)
+    here = Scope.channel(1, 40)
+    try:
+        root = await engine.thread_for(here)
+        for i in range(40):
+            await engine.hear(here, f"line {i}: the tide table and the Osprey's deck " * 3, author_name="kai")
+        reply = await engine.reply(root.id)
+    finally:
+        await engine.close()
+    _, again = server.replies  # refused once, then sent smaller
+    assert reply.content and request_tokens(again) * 1.6 + again.max_tokens <= 2048  # planned to fit, answered
+
+
+def test_the_servers_count_of_a_refused_prompt_is_read_from_its_message():
+    assert served_tokens(ANSWERS["refused_for_length"]["body"]["error"]["message"]) == 2279
+    assert served_tokens("prompt is too long: 210345 tokens > 200000 maximum") == 210345
+    assert served_tokens('{"code":400,"message":"the request exceeds the available context size","type":'
+                         '"exceed_context_size_error","n_prompt_tokens":4120,"n_ctx":4096}') == 4120
+    assert served_tokens("context length exceeded") is None

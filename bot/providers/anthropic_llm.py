@@ -11,7 +11,7 @@ import anthropic
 import httpx2  # the SDK's HTTP client: errors in the middle of a stream reach us unwrapped
 
 from bot.config import AnthropicConfig, ModelTiers
-from bot.fitting import too_long
+from bot.fitting import served_tokens, too_long
 from bot.providers.server_facts import SAMPLE, ServerFacts
 from bot.providers.usage_log import log_call
 from memory.llm import Block, LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, Tool, ToolCall, Usage
@@ -158,7 +158,7 @@ def _as_llm_error(exc: anthropic.APIError, config: AnthropicConfig) -> LLMError:
             return LLMError(f"The model server refused the API key ({status}).", retryable=False,
                             status=status)
         if status == 400 and too_long(detail):
-            return RequestTooLarge(f"The model rejected the request as too long: {detail}")
+            return RequestTooLarge(f"The model rejected the request as too long: {detail}", served_tokens(detail))
         if 400 <= status < 500:
             return LLMError(f"The model rejected the request ({status}): {detail}", retryable=False,
                             status=status)

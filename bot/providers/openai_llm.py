@@ -17,7 +17,7 @@ from typing import Any
 import httpx2
 
 from bot.config import ModelTiers, OpenAIConfig
-from bot.fitting import request_tokens, too_long
+from bot.fitting import request_tokens, served_tokens, too_long
 from bot.providers.server_facts import JsonForm, ServerFacts, probe
 from bot.providers.usage_log import log_call
 from memory.llm import LLMError, LLMRequest, LLMResult, RequestTooLarge, TextSink, ToolCall, Turn, Usage
@@ -136,7 +136,7 @@ class OpenAILLM:
     def _error(self, exc: Any) -> LLMError:
         status = getattr(exc, "status_code", None)
         if status == 400 and too_long(str(exc)):
-            return RequestTooLarge(f"the model server refused the request as too long: {exc}")
+            return RequestTooLarge(f"the model server refused the request as too long: {exc}", served_tokens(str(exc)))
         if isinstance(exc, self._openai.APITimeoutError):
             return LLMError(f"The model did not answer within {self.config.timeout():g} s.")
         return LLMError(f"The model server failed ({status or 'no answer'}): {exc}",

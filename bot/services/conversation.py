@@ -21,7 +21,7 @@ from memory.budget import ContextError
 from memory.context import REPLY, Assembler, Assembly, Shape
 from memory.errors import Failure
 from memory.images import describe
-from memory.llm import LLM, LLMError, LLMResult, TextSink
+from memory.llm import LLM, LLMError, LLMResult, RequestTooLarge, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
 from memory.reply_markup import CleanStart, clean_reply, speakers
 from memory.store import Store, StoreError
@@ -196,7 +196,16 @@ class Conversations:
                 raise ReplyFailed("There is nothing to reply to yet.")
             names = speakers(assembly.request, self._persona)
             sink = CleanStart(on_text, names) if on_text is not None else None
-            result = await self._llm.complete(assembly.request, sink)
+            try:
+                result = await self._llm.complete(assembly.request, sink)
+            except RequestTooLarge:
+                # The server counts more than planned, and the plan has shrunk since (bot/fitting.py): once
+                # more, smaller; never the same request again.
+                smaller = await self._assembler.assemble(thread_id, shape=FINAL if last and offered else REPLY)
+                if smaller.request == assembly.request:
+                    raise
+                assembly = smaller
+                result = await self._llm.complete(assembly.request, sink)
             if not result.tool_calls or self.toolbox is None or last:
                 if sink is not None:
                     sink.close()
