@@ -57,3 +57,21 @@ async def tool_burst(store: Store, thread_id: int, calls: int, lines: int, tag: 
     for use in uses:
         output = "\n".join(f"{use['id']} output line {j}" for j in range(lines))
         await store.append(thread_id, NewMessage("tool", output, metadata={"tool_use_id": use["id"]}))
+
+
+async def pulse_at_2k(make_config, llm, home, lines: list[str]):
+    """One pulse at a 2,048-token context after `lines` said by kai in the home channel (autonomy on there)."""
+    from bot.clock import Clock
+    from bot.engine import Engine
+
+    config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 200}, snapshots={"interval_seconds": 0},
+                         autonomy={"quiet_minutes": 0})
+    engine = await Engine.open(config, llm, Clock())
+    try:
+        await engine.set_autonomy(home, "enabled", True)
+        await engine.set_autonomy(home, "home_channel", home.channel_id)
+        for line in lines:
+            await engine.hear(home, line, author_name="kai", author_id=5)
+        return await engine.pulse_now(home)
+    finally:
+        await engine.close()

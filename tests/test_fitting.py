@@ -184,10 +184,9 @@ async def test_parts_are_summarised_at_most_half_their_size_so_combining_ends():
 
 async def test_a_pulse_on_a_busy_day_fits_a_2k_context(make_config):
     """make e2e: react_check needed 2,007 tokens of 2,048 once the day's messages were in its view."""
-    from bot.clock import Clock
-    from bot.engine import Engine
     from bot.providers.offline import OfflineLLM
     from memory.records import Scope
+    from tests.context_helpers import pulse_at_2k
 
     class Keeping(OfflineLLM):
         def __init__(self) -> None:
@@ -198,18 +197,8 @@ async def test_a_pulse_on_a_busy_day_fits_a_2k_context(make_config):
             return await super().complete(request, on_text)
 
     home, llm = Scope.channel(1, 20), Keeping()
-    config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 200}, snapshots={"interval_seconds": 0},
-                         autonomy={"quiet_minutes": 0})
-    engine = await Engine.open(config, llm, Clock())
-    try:
-        await engine.set_autonomy(home, "enabled", True)
-        await engine.set_autonomy(home, "home_channel", home.channel_id)
-        for i in range(40):
-            await engine.hear(home, f"note {i}: " + "the Osprey's inspection, the tide table and the sunset tour " * 4,
-                              author_name="kai", author_id=5)
-        outcome = await engine.pulse_now(home)
-    finally:
-        await engine.close()
+    day = [f"note {i}: " + "the Osprey's inspection, the tide table and the sunset tour " * 4 for i in range(40)]
+    outcome = await pulse_at_2k(make_config, llm, home, day)
     assert outcome.action != "error", outcome.detail
     routed = [r for r in llm.requests if r.response_schema is not None]
     assert routed and all(request_tokens(r) + r.max_tokens <= 2048 * 0.95 for r in routed)

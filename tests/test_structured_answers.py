@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.clock import Clock
 from bot.config import AnthropicConfig, ModelTiers
 from bot.engine import Engine, PlaybookError
 from bot.providers.anthropic_llm import AnthropicLLM
@@ -16,6 +15,7 @@ from bot.providers.offline import OfflineLLM
 from bot.providers.openai_llm import OpenAILLM
 from memory.llm import LLMRequest, LLMResult, TextSink
 from memory.records import Scope
+from tests.context_helpers import pulse_at_2k
 from tests.fake_openai import running
 
 HERE = Scope.channel(1, 10)
@@ -144,16 +144,7 @@ async def test_the_pulse_decides_on_a_small_local_model_that_writes_prose(make_c
     async with running(flavor="llama-cpp-python", responder=lambda body: prose) as server:
         llm = OpenAILLM(make_config(llm={"provider": "openai", "openai": {"base_url": server.base_url}}).llm.openai,
                         ModelTiers(standard="smol", light="smol"))
-        config = make_config(llm={"context_tokens": 2048, "max_output_tokens": 200}, snapshots={"interval_seconds": 0},
-                             autonomy={"quiet_minutes": 0})
-        engine = await Engine.open(config, llm, Clock())
-        try:
-            await engine.set_autonomy(home, "enabled", True)
-            await engine.set_autonomy(home, "home_channel", home.channel_id)
-            await engine.hear(home, "the tour is on Saturday", author_name="kai", author_id=5)
-            outcome = await engine.pulse_now(home)
-        finally:
-            await engine.close()
+        outcome = await pulse_at_2k(make_config, llm, home, ["the tour is on Saturday"])
     assert outcome.action in ("wait", "resume", "create", "react"), outcome
     structured = [c for c in server.calls if "response_format" in c]
     assert structured and all(c["response_format"]["type"] == "json_object" for c in structured)
