@@ -303,29 +303,37 @@ def _record_hits(row: NoteMatch, terms: Collection[str]) -> list[Hit]:
     return hits
 
 
+RECALL_HEADER = "[Recall: from earlier, found for the message above]"
+RECALL_GROUP = re.compile(r"^(.*\d{4}), (.+):$")  # a day and place line of the recall section
+
+
 def render(hits: list[Hit], budget: int) -> tuple[str, list[Hit]]:
-    """The recall section within `budget` tokens, and the hits it holds."""
+    """The recall section within `budget` tokens, and the hits it holds: chosen best first, shown under one
+    line per day and place (a line of its own for each hit cost a seventh of recall's room in dates)."""
     if budget <= 0 or not hits:
         return "", []
-    header = "[Recall: from earlier, found for the message above]"
-    used = cached_tokens(header) + 2
-    lines, kept = [header], []
+    used = cached_tokens(RECALL_HEADER) + 2
+    groups: dict[str, list[str]] = {}
+    kept: list[Hit] = []
     said: list[str] = []
     for hit in hits:
         gist = _gist(hit.text)
         if any(gist in other or other in gist for other in said):
             continue  # a summary quoting a message already shown, or the other way round
         said.append(gist)
-        line = f"- {dates.day_line(hit.at)}, {hit.who} ({hit.where}): {_resolved(hit, hit.text)}"
-        cost = cached_tokens(line) + 1
+        group = f"{dates.day_line(hit.at)}, {hit.where}:"
+        line = f"- {hit.who}: {_resolved(hit, hit.text)}"
+        cost = cached_tokens(line) + 1 + (0 if group in groups else cached_tokens(group) + 1)
         if used + cost > budget:
             continue
-        lines.append(line)
+        groups.setdefault(group, []).append(line)
         kept.append(hit)
         used += cost
         if budget - used < MIN_LINE_TOKENS:
             break
-    return ("\n".join(lines), kept) if kept else ("", [])
+    if not kept:
+        return "", []
+    return "\n".join([RECALL_HEADER, *(x for group, lines in groups.items() for x in (group, *lines))]), kept
 
 
 def _gist(text: str) -> str:

@@ -138,7 +138,7 @@ async def test_offline_reply_says_it_is_offline_and_shows_what_memory_holds_with
                Turn(role="user", blocks=(Block("[Now: Monday, 8 May 2023, 10:00 UTC]"),
                                          Block("[mahe] what is my cat called?"),
                                          Block("[Recall: from earlier, found for the message above]\n"
-                                               "- Sunday, 7 May 2023, mahe (#pets): the cat is a tabby")))),
+                                               "Sunday, 7 May 2023, #pets:\n- mahe: the cat is a tabby")))),
         max_tokens=100, persona="Stelis",
     )
     pieces = []

@@ -196,3 +196,21 @@ async def test_warming_counts_the_newest_words_so_a_look_up_needs_no_count(store
     assert rounds == []  # warmed: no round trip
     assert (await frequencies.counts(store, ["pelican"]))["pelican"] == 1  # older than the warmed messages
     assert rounds == [["pelican"]]
+
+
+def test_recall_is_shown_under_one_line_per_day_and_place_best_first_within_its_room():
+    from memory.recall import RECALL_HEADER, Hit, render
+
+    day = 1_779_000_000.0
+    hits = [Hit("message", 1, "The Osprey seats 16.", day, "kai", "this conversation", 3.0),
+            Hit("message", 2, "The cafe sells our honey.", day - 86_400 * 30, "lena", "#harbour", 2.0),
+            Hit("message", 3, "Our boat is called the Osprey.", day + 60, "kai", "this conversation", 1.0)]
+    text, kept = render(hits, 200)
+    lines = text.splitlines()
+    assert lines[0] == RECALL_HEADER and kept == hits
+    assert [ln for ln in lines if not ln.startswith("- ")][1:] == [
+        "Sunday, 17 May 2026, this conversation:", "Friday, 17 April 2026, #harbour:"]
+    assert lines[1:4] == ["Sunday, 17 May 2026, this conversation:", "- kai: The Osprey seats 16.",
+                          "- kai: Our boat is called the Osprey."]
+    small, few = render(hits, 45)  # the best first: what does not fit is left out, its day line too
+    assert few == hits[:1] and "#harbour" not in small

@@ -7,6 +7,7 @@ import re
 
 from memory.extractive import OFFLINE_TAG
 from memory.llm import LLMRequest, Turn
+from memory.recall import RECALL_GROUP
 from memory.words import content_words
 
 SHOWN = 3  # remembered lines a reply shows at most
@@ -44,10 +45,14 @@ def _remembered(request: LLMRequest) -> list[tuple[str, str]]:
     for turn in request.turns:
         for block in turn.blocks:
             if block.text.startswith("[Recall"):
+                day, place = "", ""
                 for line in block.text.splitlines()[1:]:
-                    where, _, said = line.removeprefix("- ").partition(": ")
+                    if group := RECALL_GROUP.match(line):
+                        day, place = group.groups()
+                        continue
+                    who, _, said = line.removeprefix("- ").partition(": ")
                     if said and OFFLINE_TAG not in said:  # another stand-in's words (a duet partner's)
-                        out.append((f"recall: {where}", said))
+                        out.append((f"recall: {day}, {who} ({place})", said))
     return out
 
 
