@@ -111,6 +111,7 @@ class Engine:
         self.assembler.images_enabled = self.conversations.describes_images = getattr(llm, "supports_images", False)
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):
             self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)
+            self.assembler.tools_work = lambda: bool(getattr(llm, "supports_tools", False))
         runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
                         stelis=config.stelis, persona=persona, max_subagent_depth=config.playbooks.subagent_depth)
         self.playbooks = Playbooks(store, runner, self.stelis, REGISTRY, config.playbooks.folder,

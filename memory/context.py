@@ -245,7 +245,8 @@ class Assembler:
         self.stelis = stelis
         self.clock = clock
         self.conversation = Conversation.of(persona, ShortTermSettings(), MemoryWorkSettings())
-        self.conversation_tools: tuple[Tool, ...] = ()  # what every reply (and conversation-profile request) offers
+        self._tools: tuple[Tool, ...] = ()
+        self.tools_work: Callable[[], bool] = lambda: True  # the model still takes tools (a server may refuse them)
         self.images_enabled = False  # the model reads images: the newest message's are sent with it
         self.recall_enabled = True
         self.frequencies = recall.Frequencies()
@@ -513,6 +514,15 @@ class Assembler:
         parts["output"] = self.budget.output
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
+
+    @property
+    def conversation_tools(self) -> tuple[Tool, ...]:
+        """What every reply (and conversation-profile request) offers: none once the model's server refused them."""
+        return self._tools if self.tools_work() else ()
+
+    @conversation_tools.setter
+    def conversation_tools(self, tools: tuple[Tool, ...]) -> None:
+        self._tools = tools
 
     async def conversation_of(self, root: Thread) -> Conversation:
         return await self.conversation_for(root) if self.conversation_for else self.conversation

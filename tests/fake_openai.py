@@ -104,6 +104,8 @@ class FakeOpenAI:
                                                 "msg": "Input should be 'text' or 'json_object'"}]})
         if form is not None and self.flavor in ("vllm", "openai") and "schema" in form:
             return 400, "response_format: Extra inputs are not permitted: 'schema'"
+        if self.flavor == "vllm" and body.get("tools") and not self.tools_work and body.get("tool_choice") != "none":
+            return 400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
         tokens = self.tokens(prompt_text(body))
         if tokens >= self.n_ctx:
             return 400, (f"This model's maximum context length is {self.n_ctx} tokens. However, you requested "

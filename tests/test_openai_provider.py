@@ -222,3 +222,27 @@ async def test_quitting_during_a_memory_update_stops_the_server_s_work_without_a
     assert server.disconnects >= 1  # the stream was closed: the server stopped writing the summary
     ours = [r for r in caplog.records if not r.name.startswith("aiohttp")]
     assert not [r for r in ours if r.exc_info or r.levelname in ("ERROR", "CRITICAL")]
+
+
+async def test_a_server_that_refuses_tools_gets_none_again_and_replies_stop_planning_them(make_config):
+    """vLLM started without a tool parser answers 400 to any request with tools: it is sent again without them,
+    and the conversation stops offering them (their definitions took room in every request)."""
+    from bot.engine import Engine
+    from memory.records import Scope
+
+    async with running(flavor="vllm", n_ctx=4096, responder=lambda body: "Saturday at nine.") as server:
+        config = make_config(llm={"provider": "openai", "openai": {"base_url": server.base_url}},
+                             persona={"models": {"standard": "smol", "light": "smol"}},
+                             snapshots={"interval_seconds": 0})
+        engine = await Engine.open(config)
+        try:
+            assert engine.assembler.conversation_tools  # vLLM does not say: tools are offered at first
+            here = Scope.console()
+            root = await engine.thread_for(here)
+            for line in ("When is the tour?", "And where?"):
+                await engine.hear(here, line, author_name="kai")
+                assert (await engine.reply(root.id)).content == "Saturday at nine."
+            assert engine.assembler.conversation_tools == ()
+        finally:
+            await engine.close()
+    assert len(server.refused) == 1 and all("tools" not in call for call in server.calls)
