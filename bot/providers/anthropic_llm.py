@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -40,13 +41,13 @@ class AnthropicLLM:
         """How Anthropic's tokenizer counts against our estimate, from its free count-tokens endpoint (the
         difference of two counts leaves the message's framing out)."""
         try:
-            counts = [(await self.client.messages.count_tokens(
-                model=self.tiers.standard, messages=[{"role": "user", "content": text}])).input_tokens
-                for text in (SAMPLE, ".")]
+            sample, framing = await asyncio.gather(*(self.client.messages.count_tokens(
+                model=self.tiers.standard, messages=[{"role": "user", "content": text}]) for text in (SAMPLE, ".")))
         except anthropic.APIError as exc:
             log.info("the model's tokens were not counted before the first request (%s)", exc)
             return ServerFacts()
-        return ServerFacts(tokens_per_estimate=max(1, counts[0] - counts[1]) / cached_tokens(SAMPLE))
+        return ServerFacts(tokens_per_estimate=max(1, sample.input_tokens - framing.input_tokens)
+                           / cached_tokens(SAMPLE))
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
         params = to_params(request, request.model or getattr(self.tiers, request.tier))
@@ -75,10 +76,11 @@ class AnthropicLLM:
         log_call(self.name, message.model, request, usage, time.monotonic() - started)
         text = "".join(b.text for b in message.content if b.type == "text")
         calls = tuple(ToolCall(b.id, b.name, dict(b.input)) for b in message.content if b.type == "tool_use")
+        stop = message.stop_reason
         if forced_answer(request):  # the JSON answer came as the answer tool's input
             text = next((json.dumps(c.input, ensure_ascii=False) for c in calls if c.name == ANSWER_TOOL), text)
             calls = ()
-        stop = "end_turn" if forced_answer(request) and message.stop_reason == "tool_use" else message.stop_reason
+            stop = "end_turn" if stop == "tool_use" else stop
         if not self.config.stream and on_text and text:
             on_text(text)
         return LLMResult(text=text, usage=usage, model=message.model, stop_reason=stop,

@@ -125,7 +125,7 @@ class OpenAILLM:
             self._stream_usage = False
             return True
         if "extra_body" in params and ("id_slot" in said or "slot" in said):
-            self.facts = ServerFacts(self.facts.kind, self.facts.context_tokens)
+            self.facts = replace(self.facts, slots=0)
             return True
         if "tools" in params and "tool" in said:
             log.warning("the model server refused tools; recall comes in the request instead (llm.openai.tools: no)")

@@ -191,7 +191,8 @@ class Conversations:
         offered = [t.name for t in self._assembler.conversation_tools]
         for round_ in range(MAX_TOOL_ROUNDS + 1):
             last = round_ == MAX_TOOL_ROUNDS
-            assembly = await self._assembler.assemble(thread_id, shape=FINAL if last and offered else REPLY)
+            shape = FINAL if last and offered else REPLY
+            assembly = await self._assembler.assemble(thread_id, shape=shape)
             if not assembly.request.turns:
                 raise ReplyFailed("There is nothing to reply to yet.")
             names = speakers(assembly.request, self._persona)
@@ -201,7 +202,7 @@ class Conversations:
             except RequestTooLarge:
                 # The server counts more than planned, and the plan has shrunk since (bot/fitting.py): once
                 # more, smaller; never the same request again.
-                smaller = await self._assembler.assemble(thread_id, shape=FINAL if last and offered else REPLY)
+                smaller = await self._assembler.assemble(thread_id, shape=shape)
                 if smaller.request == assembly.request:
                     raise
                 assembly = smaller
