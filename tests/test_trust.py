@@ -192,3 +192,18 @@ async def test_the_console_budget_counts_the_days_its_spending_was_stamped_in(ma
         assert (await engine.autonomy_status(console)).spent_calls == counting.calls
     finally:
         await engine.close()
+
+
+async def test_a_playbook_step_s_own_recall_finds_only_what_its_channel_may_see(trust_engine, fake_anthropic):
+    """A conversation step's task is looked up by recall (a model without tools still gets what it needs):
+    with the same visibility as a reply's."""
+    engine, _ = await trust_engine(lambda body: "ok")
+    await _private_places(engine)
+    await engine.hear(GENERAL, "morning all", author_name="mahe", author_id=7)
+    await engine.reply((await engine.thread_for(GENERAL)).id)
+    topic = "the vault, the list for March, what came back, and the bake sale on friday"
+    await engine.run_playbook(GENERAL, "research", {"topic": topic})
+    asked = "\n".join(str(call.body) for call in fake_anthropic.calls)
+    assert "the bake sale is on friday" in asked  # #events is public: its words are recalled for the task
+    for secret in ("4711-0815", "bob and carol", "came back positive"):
+        assert secret not in asked
