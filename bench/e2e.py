@@ -44,6 +44,7 @@ from memory.llm import LLM, LLMRequest, LLMResult, TextSink
 from memory.records import Scope
 from memory.reply_markup import clean_reply
 from memory.summarise import COMBINE_INSTRUCTION
+from memory.tokens import cached_tokens
 from memory.threads import DEFAULT_CHRONICLE_PROMPT
 from memory.vetting import echoes
 
@@ -109,6 +110,7 @@ class OneAtATime:
         self.read = 0
         self.lock = asyncio.Lock()
         self.hits: list[tuple[bool, int, int]] = []  # (a steady reply?, tokens reused, tokens evaluated)
+        self.requests: list[dict[str, Any]] = []  # what each request was and what the server evaluated of it
         self.replies = 0
         self.steady = False  # the next reply is in steady conversation
 
@@ -130,6 +132,11 @@ class OneAtATime:
                     self.read = file.tell()
                 steady = bool(request.cache_key) and self.steady and self.replies >= WARM_UP
                 self.hits += [(steady, int(a), int(b)) for a, b in _HIT.findall(text)]
+                self.requests.append({"steady": steady, "reply": bool(request.cache_key), "turns": len(request.turns),
+                                      "hits": _HIT.findall(text), "last_turn": [
+                                          cached_tokens(b.text) for b in request.turns[-1].blocks] if request.turns
+                                      else [], "system": [b.text for b in request.system],
+                                      "texts": [[t.role, [b.text for b in t.blocks]] for t in request.turns]})
                 if request.cache_key:
                     self.replies += 1
                     self.steady = True
@@ -138,7 +145,7 @@ class OneAtATime:
         replies = [(a, b) for steady, a, b in self.hits if steady]
         every = [(a, b) for _, a, b in self.hits]
         return {"reevaluated_share": _share(replies), "reevaluated_share_all_requests": _share(every),
-                "hits": [(int(steady), a, b) for steady, a, b in self.hits]}
+                "hits": [(int(steady), a, b) for steady, a, b in self.hits], "requests": self.requests}
 
 
 def _share(hits: list[tuple[int, int]]) -> float | None:
@@ -253,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                    **_server_figures(log), **figures}
         if args.server_log:
             shutil.copyfile(log, args.server_log)
+            args.server_log.with_suffix(".requests.json").write_text(json.dumps(figures["requests"]))
+        figures.pop("requests")
     print(json.dumps({k: v for k, v in figures.items() if k != "hits"}, ensure_ascii=False))
     checks = (("refused", figures["refused"] == 0), ("echo_versions", figures["echo_versions"] == 0),
               ("markup_replies", figures["markup_replies"] == 0),

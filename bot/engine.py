@@ -108,6 +108,7 @@ class Engine:
         self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
+        self.assembler.keep_tails = bool(getattr(llm, "caches_answers", False))
         self.assembler.images_enabled = self.conversations.describes_images = getattr(llm, "supports_images", False)
         if config.llm.reply_tools and getattr(llm, "supports_tools", False):
             self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)

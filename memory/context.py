@@ -18,7 +18,7 @@ import logging
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -134,6 +134,7 @@ class Assembly:
     parent_messages: list[Message] = field(default_factory=list)  # the parent's protected region
     window_messages: list[Message] = field(default_factory=list)  # the window, the new message included
     recalled: list[recall.Hit] = field(default_factory=list)
+    tail: tuple[str, ...] = ()  # the tail's texts (time, recall), when it holds nothing but text
     fold_soon: bool = False  # the window nears its budget: prepare the next cut's summary now
 
 
@@ -144,6 +145,17 @@ class Prepared:
     base: tuple[Any, ...]  # the window's state and every stored text, as it was planned on (Assembler._base)
     cut: tuple[int, int]  # (head, start) as planned: items keep their places while the window holds still
     state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KeptTail:
+    """A reply's tail (time, recall) left in place after the message it answered, on a server whose prefix
+    cache holds what the model wrote (llama.cpp, vLLM, Ollama): the next turn then finds the reply in the
+    cache instead of evaluating it again, at the price of the tail's room in the window."""
+
+    blocks: tuple[str, ...]
+    tokens: int
+    recalled: tuple[recall.Hit, ...]
 
 
 @dataclass(frozen=True)
@@ -169,10 +181,12 @@ class _Planned:
 class Rendering:
     """Each message's text and tokens as one viewer sees them, computed once per assembly."""
 
-    def __init__(self, viewer: set[int], policy: ContextSettings, max_message_tokens: int):
+    def __init__(self, viewer: set[int], policy: ContextSettings, max_message_tokens: int,
+                 tails: dict[int, KeptTail] | None = None):
         self.viewer = viewer
         self.policy = policy
         self.max_message_tokens = max_message_tokens
+        self.tails: dict[int, KeptTail] = tails or {}  # message seq -> the tail its reply was asked with
         self._done: dict[int, tuple[str, int]] = {}
         # (first message, the one before it) -> (index and seq of a turn start, the blocks before it)
         self._stable: dict[tuple[int, int | None], tuple[int, int, list[Piece]]] = {}
@@ -217,11 +231,21 @@ class Rendering:
         for i, starts in enumerate(day_starts(messages, after)):
             if starts:
                 texts[i] = f"[{dates.day_line(messages[i].created_at)}]\n{texts[i]}"
-        return to_pieces(messages, texts)
+        pieces: list[Piece] = []
+        start = 0
+        for i in (i for i, m in enumerate(messages) if m.seq in self.tails):  # a user message: no tool call spans it
+            pieces += to_pieces(messages[start:i + 1], texts[start:i + 1])
+            pieces += [Piece("user", Block(text)) for text in self.tails[messages[i].seq].blocks]
+            start = i + 1
+        return pieces + to_pieces(messages[start:], texts[start:])
 
     def tokens(self, messages: list[Message], after: Message | None = None) -> int:
-        return sum(self(m)[1] for m in messages) + sum(
+        return sum(self(m)[1] + self.tail_tokens(m.seq) for m in messages) + sum(
             day_tokens(m) for m, starts in zip(messages, day_starts(messages, after), strict=True) if starts)
+
+    def tail_tokens(self, seq: int) -> int:
+        tail = self.tails.get(seq)
+        return 0 if tail is None else tail.tokens
 
 
 def day_starts(messages: list[Message], after: Message | None = None) -> list[bool]:
@@ -249,6 +273,7 @@ class Assembler:
         self.tools_work: Callable[[], bool] = lambda: True  # the model still takes tools (a server may refuse them)
         self.images_enabled = False  # the model reads images: the newest message's are sent with it
         self.recall_enabled = True
+        self.keep_tails = False  # the model's server caches its answers: a reply's tail stays where it was
         self.frequencies = recall.Frequencies()
         self.visibilities = recall.Visibilities()
         # Per-conversation settings (a server may change the card, a channel its memory); default: fixed ones.
@@ -313,7 +338,21 @@ class Assembler:
         assembly = await self._request(thread, chain, persona, system_text, budget, p.layers, protected, window,
                                        p.seen, p.budget, cut is not None, shape)
         assembly.fold_soon = fold_soon and self._prepared_for(thread) is None
+        if self.keep_tails and persist and calls and shape == REPLY:
+            self._keep_tail(thread.id, p.seen, assembly)
         return assembly
+
+    def _keep_tail(self, thread_id: int, seen: Rendering, assembly: Assembly) -> None:
+        """Leave a reply's tail after the stored message it answers, in every request until the window moves
+        past it (the window's sizes count it from now on)."""
+        trigger = assembly.window_messages[-1] if assembly.window_messages else None
+        if trigger is None or trigger.role != "user" or trigger.seq == PREVIEW_SEQ or not assembly.tail:
+            return
+        tail = KeptTail(assembly.tail, sum(cached_tokens(t) for t in assembly.tail), tuple(assembly.recalled))
+        seen.tails[trigger.seq] = tail
+        cached = self._windows.get(thread_id)
+        if cached is not None and cached[3] is seen and cached[2] and cached[2][-1].seq == trigger.seq:
+            cached[2][-1] = replace(cached[2][-1], tokens=cached[2][-1].tokens + tail.tokens)
 
     async def prepare_fold(self, thread_id: int) -> bool:
         """Summarise now what the thread's next cut will fold, so the reply that cuts waits on no model call.
@@ -430,7 +469,8 @@ class Assembler:
         if query and self.recall_enabled and shape.with_recall and not shape.naive:
             # Recall's look-ups run in the database's thread while the history is rendered here.
             before = window[:-1] if trigger is not None else window
-            searching = asyncio.ensure_future(self._recall(chain[-1], query, before, protected + window, layers))
+            tails = [seen.tails[m.seq] for m in window if m.seq in seen.tails]
+            searching = asyncio.ensure_future(self._recall(chain[-1], query, before, protected + window, layers, tails))
             await asyncio.sleep(0)  # let it send its first query
         try:
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
@@ -501,6 +541,7 @@ class Assembler:
         if images:  # what the newest message shows, in the tail: volatile, never in a cached prefix
             tail += [Piece("user", Block(url, kind="image")) for url in images]
             parts["images"] = IMAGE_TOKENS * len(images)
+        kept = tuple(p.block.text for p in tail) if not images else ()
         if shape.instruction:  # after everything cached: the history's prefix is the normal reply's
             tail.append(Piece("user", Block(shape.instruction)))
         system = [Block(system_text, cache="1h")]
@@ -513,7 +554,7 @@ class Assembler:
                              tool_choice=shape.tool_choice, model=chosen, cache_key=f"thread:{chain[-1].id}")
         parts["output"] = self.budget.output
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
-        return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled)
+        return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled, kept)
 
     @property
     def conversation_tools(self) -> tuple[Tool, ...]:
@@ -542,11 +583,19 @@ class Assembler:
         return found[1]
 
     async def _recall(self, root: Thread, query: str, window: list[Message], shown: list[Message],
-                      layers: Layers) -> list[recall.Hit]:
-        """Recall's hits for the new message (or a task) and the turn before it, best first."""
+                      layers: Layers, tails: Iterable[KeptTail] = ()) -> list[recall.Hit]:
+        """Recall's hits for the new message (or a task) and the turn before it, best first; none the
+        request already carries (in its window, its memory, or an earlier reply's kept tail)."""
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
+        for hit in (hit for tail in tails for hit in tail.recalled):
+            if hit.kind == "message":
+                already.messages.add(hit.key)
+            elif hit.kind == "memory":
+                already.records.add(hit.key)
+            else:
+                already.chronicles.add(hit.key)
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), query, already,
                                    context=before, frequencies=self.frequencies, unindexed_ok=len(window))
         return hits
@@ -618,10 +667,14 @@ class Assembler:
 
         A cut starts it afresh, so it holds no more than the window (and the parent's region) it renders.
         """
-        key = (thread.window_start_seq, frozenset(viewer), max_message_tokens, self.store.rewrites)
+        key = (thread.window_start_seq, frozenset(viewer), max_message_tokens, self.store.rewrites,
+               self.store.memory_changes, self.store.sharing_version)  # the last two: what a kept tail recalled
         found = self._renderings.get(thread.id)
         if found is None or found[0] != key or len(found[1]) > RENDERED_KEPT:
-            found = (key, Rendering(viewer, self.policy, max_message_tokens))
+            start = thread.window_start_seq or 0  # a cut keeps the tails of the turns it keeps
+            tails = {seq: t for seq, t in found[1].tails.items() if seq >= start} \
+                if found is not None and found[0][1:] == key[1:] else {}
+            found = (key, Rendering(viewer, self.policy, max_message_tokens, tails))
         _keep(self._renderings, thread.id, found)
         return found[1]
 
@@ -802,7 +855,8 @@ def _items(messages: list[Message], seen: Rendering, gap_to: int | None, before:
     for message in messages:
         opens = (before is None or not dates.same_day(before.created_at, message.created_at)
                  or (gap_to is not None and before.seq < gap_to <= message.seq))
-        items.append(Item(message.seq, seen(message)[1] + (day_tokens(message) if opens else 0), _starts_turn(message)))
+        items.append(Item(message.seq, seen(message)[1] + seen.tail_tokens(message.seq)
+                          + (day_tokens(message) if opens else 0), _starts_turn(message)))
         before = message
     return items
 

@@ -30,6 +30,9 @@ SOURCE_LINE = re.compile(r"^\[(?:existing long-term memory (v\d+)|([^\]\n]{1,60}
 FACT_LINE = re.compile(r"^(?:- )?(?:([^:\n\[\]]{1,40}): )?(.+?)(?: (\[[^\]\n]{1,40}\]))?$")
 BOILERPLATE = ("#", "[Stelis thread", "Also mentioned:", "Kept from", "Pinned:", "[Memory Summary]", "- ID:",
                "- Started:", "- Ended:", "- Messages:", "(partial:", "Older details", "(nothing to summarise)")
+# The wrapping of a summary request (and of the part summaries a combining request is given): never quoted,
+# though a part's material or a reply repeats it, or a stored memory would read as an echoed request.
+REQUEST_MARKUP = re.compile(r"</?transcript>|\[part \d+ of \d+\]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 _MORE = re.compile(r"\(\+(\d+) more\)\s*$")
 _DATE_NOTE = re.compile(r"\((?:\d{1,2} [A-Z][a-z]+ \d{4}|the week|the weekend|around|[A-Z][a-z]+ \d{4}|\d{4})")
@@ -214,6 +217,7 @@ def extractive_summary(material: str, budget: int = 600) -> str:
 
     A name that fits nowhere is counted ("+N more"), never dropped silently.
     """
+    material = REQUEST_MARKUP.sub("", material)
     sentences = parse(material)
     if not sentences:
         return "(nothing to summarise)"

@@ -12,7 +12,7 @@ import logging
 import re
 from functools import lru_cache
 
-from memory.extractive import extractive_summary
+from memory.extractive import REQUEST_MARKUP, extractive_summary
 from memory.identifiers import identifiers
 from memory.llm import LLM, LLMRequest, LLMResult
 from memory.templates import render
@@ -23,7 +23,6 @@ CUT = frozenset({"length", "max_tokens"})  # the server stopped the answer, not 
 ECHO_WORDS = 5  # this many words in a row from the instructions (and not from the material) is an echo
 INVENTED_NAMES = 2  # at least this many names found nowhere in the source ...
 INVENTED_SHARE = 1 / 5  # ... making up this share of the names it states, is an invented text
-_MARKUP = re.compile(r"</?transcript>|\[part \d+ of \d+\]", re.IGNORECASE)  # the request's own wrapping
 _WORD = re.compile(r"\w+")
 _CALENDAR = frozenset({"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January",
                        "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -57,7 +56,7 @@ def _instructions(request: LLMRequest, material: str) -> str:
 
 def echoes(text: str, instructions: str, material: str) -> str | None:
     """Why `text` repeats what it was asked rather than what it was given, or None."""
-    if _MARKUP.search(text):  # the wrapping of this request, or of the parts a combining request is given
+    if REQUEST_MARKUP.search(text):  # the wrapping of this request, or of the parts a combining request is given
         return "it repeats the request's markup"
     if _runs(text) & ((_runs(instructions) | _templates()) - _runs(material)):
         return "it repeats its instructions"

@@ -10,7 +10,7 @@ import pytest
 
 from memory.llm import LLMRequest, LLMResult
 from memory.summarise import Line, summarise
-from memory.vetting import refusal
+from memory.vetting import echoes, refusal
 
 ANSWERS = json.loads((Path(__file__).parent / "fixtures" / "real_model_answers.json").read_text(encoding="utf-8"))
 TRANSCRIPT = [Line.of("[Tuesday, 24 November 2026]"),
@@ -142,3 +142,15 @@ async def test_a_combined_summary_that_copies_the_part_headers_it_was_given_is_r
     combining = [r for r in llm.requests if "[part 1 of" in str(r.turns)]
     assert len(combining) == 2  # refused once, asked again, refused again
     assert "[part" not in kept and "This is part" not in kept and "north pier" in kept
+
+
+async def test_the_extractive_summary_that_replaces_a_refused_one_never_quotes_the_requests_markup():
+    # As in a 2k `make e2e` run: the persona's own replies repeated "[part 2 of 2]", the model's summaries
+    # were refused twice, and the extractive one kept quoting the wrapping as what was said.
+    lines = [Line.of("[Rin]: I'll be happy to help you find the Osprey again."),
+             Line.of("[Rin]: [part 2 of 2]"),
+             Line.of("[Rin]: [part 1 of 2] <transcript>The tour starts at the north pier.</transcript>")]
+    kept = await summarise(Answers("echoed_instructions"), "Write the memory.", lines, chunk_tokens=2000,
+                           max_tokens=200)
+    assert "Osprey" in kept and "north pier" in kept
+    assert echoes(kept, "", "") is None and "[part" not in kept and "transcript>" not in kept

@@ -45,6 +45,9 @@ class OpenAILLM:
         self.tiers = tiers
         self.facts = ServerFacts()
         self.supports_tools = config.tools != "no"
+        # A local server (llama.cpp, Ollama, vLLM) keeps what the model wrote in its prefix cache, so a reply's
+        # tail is left in place (memory/context.py KeptTail); a cloud API caches prompts alone.
+        self.caches_answers = config.local()
         # What this server takes, narrowed when it refuses something: JSON schema forms in the order tried,
         # usage at the end of a stream, pinning to a slot.
         self._json_forms: list[JsonForm] = list(JSON_FORMS)
