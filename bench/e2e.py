@@ -44,7 +44,6 @@ from memory.llm import LLM, LLMRequest, LLMResult, TextSink
 from memory.records import Scope
 from memory.reply_markup import clean_reply
 from memory.summarise import COMBINE_INSTRUCTION
-from memory.tokens import cached_tokens
 from memory.threads import DEFAULT_CHRONICLE_PROMPT
 from memory.vetting import echoes
 
@@ -132,11 +131,9 @@ class OneAtATime:
                     self.read = file.tell()
                 steady = bool(request.cache_key) and self.steady and self.replies >= WARM_UP
                 self.hits += [(steady, int(a), int(b)) for a, b in _HIT.findall(text)]
-                self.requests.append({"steady": steady, "reply": bool(request.cache_key), "turns": len(request.turns),
-                                      "hits": _HIT.findall(text), "last_turn": [
-                                          cached_tokens(b.text) for b in request.turns[-1].blocks] if request.turns
-                                      else [], "system": [b.text for b in request.system],
-                                      "texts": [[t.role, [b.text for b in t.blocks]] for t in request.turns]})
+                self.requests.append({"steady": steady, "reply": bool(request.cache_key), "hits": _HIT.findall(text),
+                                      "system": [b.text for b in request.system],
+                                      "turns": [[t.role, [b.text for b in t.blocks]] for t in request.turns]})
                 if request.cache_key:
                     self.replies += 1
                     self.steady = True
@@ -246,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e")
     parser.add_argument("--server-python", required=True, help="the python of the environment with llama-cpp-python")
     parser.add_argument("--ctx", type=int, default=2048, help="the model server's context (n_ctx)")
-    parser.add_argument("--server-log", type=Path, help="keep the model server's log here")
+    parser.add_argument("--server-log", type=Path, help="keep the model server's log here, and beside it "
+                        "(.requests.json) each request's texts with what the server evaluated of it")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="stelis-e2e-") as folder:
         log = Path(folder) / "server.log"
