@@ -255,7 +255,9 @@ async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUD
                 "cache_read_share": round(statistics.mean(extras["cache_read_share"] or [0]), 3),
                 "summary_calls": int(sum(extras["summary_calls"])), "replies": int(sum(extras["replies"])),
                 "reply_failures": int(sum(extras["reply_failures"])),
-                "by_kind": {k: round(h / n, 2) for k, (h, n) in sorted(total_s.kinds.items())},
+                # per category: evidence (any) kept, Stelis / keeping the newest messages that fit
+                "by_category": {k: [round(h / n, 2), round(total_r.kinds[k][0] / n, 2)]
+                                for k, (h, n) in sorted(total_s.kinds.items())},
                 "seconds": round(time.perf_counter() - started, 1)}
         lines.append(line)
     return lines
