@@ -379,17 +379,32 @@ class Config(_Model):
         return [*values, *([password] if password else [])]  # a driver's message may quote the password alone
 
 
-# Keys a server admin may override per server or per channel; the rest belong to config.yaml.
-OVERRIDABLE = (
-    "discord.reply_policy", "persona.card", "persona.models.standard", "short_term_history.enabled",
-    "short_term_history.max_history_count",
-    "short_term_history.conversation_idle_seconds", "short_term_history.message_threshold",
-    "stelis.max_depth", "stelis.default_window_ratio", "memory.shared_channels", "memory.tier",
-    "discord.cooldown_seconds", "discord.allow_users", "discord.allow_roles", "discord.deny_users",
-    "discord.deny_roles", "autonomy.enabled", "autonomy.home_channel", "autonomy.interval_minutes",
-    "autonomy.jitter_minutes", "autonomy.quiet_minutes", "autonomy.quiet_hours", "autonomy.timezone",
-    "autonomy.daily_calls", "autonomy.daily_tokens", "autonomy.session_turns",
-)
+Where = Literal["guild", "channel"]
+EITHER: tuple[Where, ...] = ("guild", "channel")
+SERVER: tuple[Where, ...] = ("guild",)  # what a pulse or a server's budget reads: one value per server
+
+# What a server admin may override, and at which levels (Red's register_guild / register_channel): a server
+# ("guild"), or one of its channels. A conversation outside any server (a DM, the console) is its own top
+# level: there a server's setting is set on the conversation. The rest belongs to config.yaml.
+SCOPES: dict[str, tuple[Where, ...]] = {
+    "discord.reply_policy": EITHER, "persona.card": EITHER, "persona.models.standard": EITHER,
+    "short_term_history.enabled": EITHER, "short_term_history.max_history_count": EITHER,
+    "short_term_history.conversation_idle_seconds": EITHER, "short_term_history.message_threshold": EITHER,
+    "stelis.max_depth": EITHER, "stelis.default_window_ratio": EITHER, "memory.shared_channels": EITHER,
+    "memory.tier": EITHER, "discord.cooldown_seconds": EITHER, "discord.allow_users": EITHER,
+    "discord.allow_roles": EITHER, "discord.deny_users": EITHER, "discord.deny_roles": EITHER,
+    "autonomy.enabled": SERVER, "autonomy.home_channel": SERVER, "autonomy.interval_minutes": SERVER,
+    "autonomy.jitter_minutes": SERVER, "autonomy.quiet_minutes": SERVER, "autonomy.quiet_hours": SERVER,
+    "autonomy.timezone": SERVER, "autonomy.daily_calls": SERVER, "autonomy.daily_tokens": SERVER,
+    "autonomy.session_turns": SERVER,
+}
+OVERRIDABLE = tuple(SCOPES)
+
+
+def settable(key: str, where: Where, guild_id: int | None) -> bool:
+    """May `key` be overridden at this level (a channel of server `guild_id`, None: outside any server)?"""
+    return key in SCOPES and (where in SCOPES[key] or (where == "channel" and guild_id is None))
+
 
 # Settings whose values name things of a Discord server: each is checked against the server it is set in.
 NAMES: dict[str, Literal["channel", "role", "user"]] = {

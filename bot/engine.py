@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.clock import Clock
-from bot.config import Config
+from bot.config import Config, Where
 from bot.fitting import FittedLLM, fit_to_server
 from bot.identify import IdentifyGate
 from bot.instance_lock import AlreadyRunning, InstanceLock
@@ -33,7 +33,7 @@ from bot.services.conversation import Conversations, ReplyFailed, ReplyUnsaved
 from bot.services.forgetting import Forgetting
 from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
 from bot.services.playbooks import Playbooks, RunView
-from bot.services.settings import SHARED_MAX_AGE, Settings, Where
+from bot.services.settings import SHARED_MAX_AGE, Settings
 from bot.services.snapshots import Snapshots
 from bot.services.social import Socials
 from bot.services.stelis import StelisThreads
@@ -92,7 +92,7 @@ class Engine:
         self.memory = MemoryWorker(store, llm, self.settings.memory, self.clock, config.memory.concurrency,
                                    config.memory.lease_seconds)
         self.scheduler: MemoryScheduler | None = None
-        self.stelis = StelisThreads(store, llm, config.stelis, persona, config.llm.context_tokens)
+        self.stelis = StelisThreads(store, llm, self.settings, persona, config.llm.context_tokens)
         self.assembler.visibilities = self.stelis.visibilities
         self.snapshots = Snapshots(store, self.assembler, config.data_dir / "snapshots")
         self.forgetting = Forgetting(store, llm, self.settings, config.stelis, self.snapshots, persona)
@@ -114,7 +114,8 @@ class Engine:
             self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)
             self.assembler.tools_work = lambda: bool(getattr(llm, "supports_tools", False))
         runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
-                        stelis=config.stelis, persona=persona, max_subagent_depth=config.playbooks.subagent_depth)
+                        stelis_at=self.stelis.settings_at, persona=persona,
+                        max_subagent_depth=config.playbooks.subagent_depth)
         self.playbooks = Playbooks(store, runner, self.stelis, REGISTRY, config.playbooks.folder,
                                    config.stelis.max_depth, persona)
         self.playbooks.load()

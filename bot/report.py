@@ -187,6 +187,8 @@ def config_lines(shown: SettingsView, here: str) -> list[str]:
     lines = [f"{key} = {_lookup(dumped, key)!r}" for key in OVERRIDABLE]
     overrides = [f"  server {k} = {v!r}" for k, v in shown.server.items()]
     overrides += [f"  {here} {k} = {v!r}" for k, v in shown.channel.items()]
+    overrides += [f"  {here} {k} = {v!r} (not used: one value per server; /config reset it)"
+                  for k, v in shown.unused.items()]
     return [*lines, "Overrides:", *(overrides or ["  (none)"])]
 
 

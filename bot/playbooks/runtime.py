@@ -12,7 +12,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,13 +73,14 @@ class _Context:
 
 class Runner:
     def __init__(self, *, library: Mapping[str, Playbook], toolbox: ToolBox, store: Store, llm: LLM,
-                 assembler: Assembler, stelis: StelisSettings, persona: str, max_subagent_depth: int):
+                 assembler: Assembler, stelis_at: Callable[[int], Awaitable[StelisSettings]], persona: str,
+                 max_subagent_depth: int):
         self.library = library
         self._toolbox = toolbox
         self._store = store
         self._llm = llm
         self._assembler = assembler
-        self._stelis = stelis
+        self._stelis_at = stelis_at  # a conversation's (root thread id) Stelis settings in effect now
         self._persona = persona
         self._max_subagents = max_subagent_depth
 
@@ -96,9 +97,10 @@ class Runner:
             raise PlaybookError(f"{name}: missing argument(s) {', '.join(missing)}")
         start = await self._store.thread(run.current)
         deepest = nesting(playbook, self.library)
-        if start.depth + deepest > self._stelis.max_depth:
+        most = (await self._stelis_at(run.root_id)).max_depth
+        if start.depth + deepest > most:
             raise PlaybookError(f"{name} may open Stelis threads {deepest} deep from depth {start.depth}, past the "
-                                f"maximum depth {self._stelis.max_depth} (stelis.max_depth); nothing was run")
+                                f"maximum depth {most} (stelis.max_depth); nothing was run")
         log_id = await self._store.start_playbook_run(name, self._persona, scope.key, run.id, args)
         ctx = _Context(playbook, scope, run, log_id, progress, subagents, {**args, "input": args, "last": None},
                        start.depth, (*callers, name))
@@ -163,11 +165,12 @@ class Runner:
             if config.max_depth is not None and below > config.max_depth:
                 raise PlaybookError(f"{ctx.playbook.name}, node {node.id}: a thread {below} deep below where the "
                                     f"run started, past its stelis_config.max_depth {config.max_depth}")
-            thread = await threads.start(self._store, ctx.run, str(fill(node.label, ctx.state)), self._stelis,
+            thread = await threads.start(self._store, ctx.run, str(fill(node.label, ctx.state)),
+                                         await self._stelis_at(ctx.run.root_id),
                                          window_ratio=config.window_ratio, chronicle_prompt=config.chronicle_prompt)
             return {"thread": thread.id, "depth": thread.depth}, step
         if isinstance(node, StelisEndNode):
-            ended = await threads.end(self._store, self._llm, ctx.run, self._stelis,
+            ended = await threads.end(self._store, self._llm, ctx.run, await self._stelis_at(ctx.run.root_id),
                                       generate_chronicle=node.generate_chronicle)
             return {"thread": ended.id, "status": ended.status, "chronicle": ended.chronicle_summary}, step
         if isinstance(node, SubplayNode):
@@ -271,14 +274,16 @@ class Runner:
         if ctx.subagents >= self._max_subagents:
             raise PlaybookError(f"subagents may nest {self._max_subagents} deep (playbooks.subagent_depth)")
         sub_run = Run(root_id=ctx.run.root_id, stack=list(ctx.run.stack))
-        await threads.start(self._store, sub_run, f"subagent: {node.playbook}", self._stelis, kind="subagent")
+        await threads.start(self._store, sub_run, f"subagent: {node.playbook}", await self._stelis_at(sub_run.root_id),
+                            kind="subagent")
         try:
             done = await self.run(node.playbook, args, scope=ctx.scope, run=sub_run, progress=ctx.progress,
                                   subagents=ctx.subagents + 1, callers=ctx.callers)
         except BaseException:
             await asyncio.shield(self._unwind(sub_run, len(ctx.run.stack)))
             raise
-        await threads.end(self._store, self._llm, sub_run, self._stelis, generate_chronicle=False)  # kept to read
+        await threads.end(self._store, self._llm, sub_run, await self._stelis_at(sub_run.root_id),
+                          generate_chronicle=False)  # kept to read
         return done.outputs
 
     async def _close_left_open(self, ctx: _Context, keep: int) -> None:
@@ -287,14 +292,14 @@ class Runner:
         while len(ctx.run.stack) > keep:
             log.warning("%s ended with Stelis thread %d still open: it is ended now", ctx.playbook.name,
                         ctx.run.current)
-            await threads.end(self._store, self._llm, ctx.run, self._stelis)
+            await threads.end(self._store, self._llm, ctx.run, await self._stelis_at(ctx.run.root_id))
 
     async def _unwind(self, run: Run, keep: int) -> None:
         """Abort the threads a run opened beyond the first `keep`, innermost first, each with what chronicle
         can be made; a failure here is logged, never raised over the error that caused the unwinding."""
         while len(run.stack) > keep:
             try:
-                await threads.abort(self._store, self._llm, run, self._stelis)
+                await threads.abort(self._store, self._llm, run, await self._stelis_at(run.root_id))
             except Exception:
                 log.exception("could not abort Stelis thread %s while unwinding a playbook", run.stack[-1:])
                 run.stack.pop()

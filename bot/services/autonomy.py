@@ -16,12 +16,12 @@ from datetime import datetime, time
 from zoneinfo import ZoneInfo
 
 from bot import logs
-from bot.config import AutonomyConfig, quiet_span
+from bot.config import AutonomyConfig, Where, quiet_span
 from bot.metering import Meter, metered
 from bot.pulse_scheduler import PulseScheduler
 from bot.services.branches import DiscordThreadBranches, current_session
 from bot.services.playbooks import Playbooks
-from bot.services.settings import Settings, Where
+from bot.services.settings import Settings
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
 from bot.tools import FrontEnd, ToolError

@@ -158,7 +158,7 @@ class DiscordThreadBranches:
 
     async def _open(self, root: Thread, branch_id: str, label: str, discord_thread_id: int | None,
                     previous: Thread | None) -> Thread:
-        thread = await threads.start(self._store, Run(root.id), label, self._stelis.settings,
+        thread = await threads.start(self._store, Run(root.id), label, await self._stelis.settings_at(root.id),
                                      discord_thread_id=discord_thread_id, branch_id=branch_id)
         if previous is not None and previous.anchor_seq is not None:
             anchor = await self._store.message_by_seq(previous.anchor_seq)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
-from bot.config import NAMES, OVERRIDABLE, Config, ConfigError, apply_overrides, dotted_value
+from bot.config import NAMES, OVERRIDABLE, Config, ConfigError, Where, apply_overrides, dotted_value, settable
 from bot.services.views import SettingsView
 from memory.context import Conversation, Persona
 from memory.records import MemoryChannel, Thread
 from memory.settings import MemorySettings, Triggers
 from memory.store import Store
 
-Where = Literal["guild", "channel"]
 # (server, "channel" | "role" | "user", ids) -> the ids that are not that server's: what a front end knows
 Strangers = Callable[[int, str, list[int]], Awaitable[list[int]]]
 
@@ -39,16 +38,25 @@ class Settings:
             if guild_id is not None:
                 overrides.update(await self._store.settings("guild", guild_id))
             if channel_id is not None:
-                overrides.update(await self._store.settings("channel", channel_id))
+                overrides.update(await self.used_here(guild_id, channel_id))
             found = self._cache[key] = (time.monotonic(),
                                         apply_overrides(self.config, overrides) if overrides else self.config)
         return found[1]
 
+    async def used_here(self, guild_id: int | None, channel_id: int) -> dict[str, Any]:
+        """A channel's overrides that apply: a server-wide setting stored on a channel (before settings knew
+        their levels) is not one of them."""
+        stored = await self._store.settings("channel", channel_id)
+        return {k: v for k, v in stored.items() if settable(k, "channel", guild_id)}
+
     async def shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
-        """What /config show lists: the effective settings and each level's overrides."""
+        """What /config show lists: the effective settings and each level's overrides (a channel's that do
+        not apply listed as such)."""
         server = await self._store.settings("guild", guild_id) if guild_id is not None else {}
-        return SettingsView(await self.effective(guild_id, channel_id), server,
-                            await self._store.settings("channel", channel_id))
+        stored = await self._store.settings("channel", channel_id)
+        used = await self.used_here(guild_id, channel_id)
+        return SettingsView(await self.effective(guild_id, channel_id), server, used,
+                            {k: v for k, v in stored.items() if k not in used})
 
     async def set(self, where: Where, scope_id: int, key: str, value: object, guild_id: int | None = None) -> object:
         """Store an override after validating it; raises ConfigError naming what is wrong.
@@ -62,6 +70,8 @@ class Settings:
             raise ConfigError([f"{key}: cannot be set here; per server or channel only these can: "
                                f"{', '.join(OVERRIDABLE)}"])
         guild_id = scope_id if where == "guild" else guild_id
+        if not settable(key, where, guild_id):
+            raise ConfigError([f"{key}: one value for the whole server; set it for the server, not a channel"])
         base = await self.effective(guild_id, None)
         typed = dotted_value(apply_overrides(base, {key: value}), key)
         if key in NAMES:  # only what it adds: one who left the server may still be taken off a list

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.services.settings import Settings
 from bot.services.views import ThreadDetail, TreeRow
 from memory import recall, threads
 from memory.llm import LLM
@@ -13,10 +14,11 @@ from memory.window import protected_size, window_size
 
 
 class StelisThreads:
-    def __init__(self, store: Store, llm: LLM, settings: StelisSettings, persona: str, context_tokens: int):
+    def __init__(self, store: Store, llm: LLM, settings: Settings, persona: str, context_tokens: int):
         self._store = store
         self._llm = llm
-        self.settings = settings
+        self._settings = settings
+        self.settings = settings.config.stelis  # config.yaml's: what no server may change (chunk and chronicle sizes)
         self._persona = persona
         self._context_tokens = context_tokens
         self.visibilities = recall.Visibilities()  # shared with the assembler: one view of who may see what
@@ -28,7 +30,13 @@ class StelisThreads:
 
     async def root(self, scope: Scope) -> Thread:
         """A scope's conversation (its root thread), created on first use."""
-        return await self._store.root_thread(self._persona, scope, self.settings.default_window_ratio)
+        ratio = (await self._settings.effective(scope.guild_id, scope.channel_id)).stelis.default_window_ratio
+        return await self._store.root_thread(self._persona, scope, ratio)
+
+    async def settings_at(self, root_id: int) -> StelisSettings:
+        """The Stelis settings in effect in a conversation now: its server's and channel's overrides applied."""
+        root = await self._store.thread(root_id)
+        return (await self._settings.effective(root.guild_id, root.channel_id)).stelis
 
     async def new_run(self, scope: Scope, run_id: str | None = None) -> Run:
         """A run of the persona; a known `run_id` resumes the Stelis threads it left open."""
@@ -38,7 +46,8 @@ class StelisThreads:
         return Run(root_id=root, id=run_id, stack=[t.id for t in await self._store.active_threads_of_run(run_id)])
 
     async def start(self, run: Run, label: str, chronicle_prompt: str | None = None) -> Thread:
-        return await threads.start(self._store, run, label, self.settings, chronicle_prompt=chronicle_prompt)
+        return await threads.start(self._store, run, label, await self.settings_at(run.root_id),
+                                   chronicle_prompt=chronicle_prompt)
 
     async def end(self, run: Run, generate_chronicle: bool = True) -> Thread:
         return await threads.end(self._store, self._llm, run, self.settings, generate_chronicle=generate_chronicle)

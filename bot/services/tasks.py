@@ -44,7 +44,8 @@ class Tasks:
         branch = branch_of(task.id)
         await self._store.create_branch(branch, self._persona, "task", title, root.scope_key, root.guild_id,
                                         root.channel_id, discord_thread_id, task_id=str(task.id))
-        session = await threads.start(self._store, Run(root.id), title, self._stelis.settings, branch_id=branch,
+        session = await threads.start(self._store, Run(root.id), title, await self._stelis.settings_at(root.id),
+                                      branch_id=branch,
                                       discord_thread_id=discord_thread_id)
         await self._store.update_branch(branch, status="active", current_thread_id=session.id,
                                         brief_state=f"started: {goal}"[:200])

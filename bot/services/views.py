@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.config import Config
@@ -49,3 +49,4 @@ class SettingsView:
     effective: Config
     server: dict[str, Any]  # the server's overrides
     channel: dict[str, Any]  # the channel's (or the console's, or a DM's)
+    unused: dict[str, Any] = field(default_factory=dict)  # the channel's that do not apply: set per server only
