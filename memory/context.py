@@ -6,7 +6,9 @@ before the tail byte-identical, except when the window overflows. A trim keeps t
 cut restarts the window, and is also when the newest memory versions come in (or when the cache
 has gone cold anyway). Everything is planned inside one budget (memory/budget.py); recall sits in
 the tail after the last breakpoint so it never disturbs the cache, and keeps to its share, since
-the tail is paid in full on every turn.
+the tail is paid in full on every turn. On a server whose cache holds what the model wrote (a local
+llama.cpp, vLLM or Ollama), a reply's tail stays where it was in later requests (KeptTail), so the
+next turn reads the reply from that cache instead of evaluating it again.
 """
 
 from __future__ import annotations
