@@ -214,7 +214,7 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
         return []
     tie = math.log(1 + total / COMMON_CAP) / 3  # what a context word adds: less than any word of the message
     ties = {t: tie for t in query_terms(context) if t not in weights}
-    return rank(hits, weights, ties)[:limit]
+    return rank(hits, weights, ties, asks_for(text), 2 * tie)[:limit]
 
 
 def _candidate_terms(df: dict[str, int]) -> list[str]:
@@ -253,11 +253,32 @@ async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collecti
     return hits
 
 
-def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] | None = None) -> list[Hit]:
+# What a question asks for, by its question words (English and Japanese), and how an answer to it looks: a
+# "how much" is answered by a number, a "when" by a date or a time said relatively.
+_ASKS_NUMBER = re.compile(r"\bhow (?:much|many|old|long|far|often)\b|いくら|何歳|何人|何個|何回", re.IGNORECASE)
+_ASKS_TIME = re.compile(r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bwhich (?:date|day|year|month)\b"
+                        r"|\bsince when\b|いつ|何日|何年|何月|何時", re.IGNORECASE)
+_NUMBER = re.compile(r"\d")
+_TIME = re.compile(r"\d|\b(?:yesterday|today|tomorrow|ago|last|next|morning|evening|tonight|weekend|"
+                   r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|"
+                   r"june|july|august|september|october|november|december)\b|昨日|今日|明日|先週|来週|曜日|月|年",
+                   re.IGNORECASE)
+
+
+def asks_for(question: str) -> re.Pattern[str] | None:
+    """How an answer to this question looks (a number, a time), when its question words say."""
+    if _ASKS_TIME.search(question):
+        return _TIME
+    return _NUMBER if _ASKS_NUMBER.search(question) else None
+
+
+def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] | None = None,
+         answer: re.Pattern[str] | None = None, answer_weight: float = 0.0) -> list[Hit]:
     """Hits whose excerpt carries enough of the query's information, the most first; newer first among equals.
 
     Who said it counts as a match too: "what did Kai buy" is about Kai's own messages. `ties` add
-    to a hit's score but not to what it must cover. Each hit comes back as its excerpt.
+    to a hit's score but not to what it must cover, and so does `answer_weight` for an excerpt that
+    looks like an answer (`answer`: "how old" is answered by a number). Each hit comes back as its excerpt.
     """
     ties = ties or {}
     whole = sum(weights.values())
@@ -271,6 +292,8 @@ def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] 
             continue
         lowered = shown.text.lower()
         score += sum(w for t, w in ties.items() if excerpts.contains(t, lowered))
+        if answer is not None and answer.search(shown.text):
+            score += answer_weight
         best.setdefault((hit.kind, hit.key), replace(hit, text=shown.text, score=score))
     # Among equals, a message before a summary quoting it (it has the exact day and speaker), then newer first.
     return sorted(best.values(), key=lambda h: (-h.score, h.kind != "message", -h.at))

@@ -214,3 +214,18 @@ def test_recall_is_shown_under_one_line_per_day_and_place_best_first_within_its_
                           "- kai: Our boat is called the Osprey."]
     small, few = render(hits, 45)  # the best first: what does not fit is left out, its day line too
     assert few == hits[:1] and "#harbour" not in small
+
+
+def test_among_equal_hits_the_one_that_looks_like_the_answer_comes_first():
+    from memory.recall import Hit, asks_for, rank
+
+    said = [Hit("message", 1, "my niece Katarina just turned 78 and wants a party", 1_000.0, "ana", "here", 0.0),
+            Hit("message", 2, "my niece Katarina sent me a postcard, lovely as ever", 9_000.0, "ana", "here", 0.0),
+            Hit("message", 3, "my niece Katarina visited on Saturday", 5_000.0, "ana", "here", 0.0)]
+    weights = {"niece": 2.0, "katarina": 3.0}
+    assert [h.key for h in rank(said, weights)] == [2, 3, 1]  # equals: the newest first
+    assert rank(said, weights, None, asks_for("How old is Ana's niece Katarina?"), 0.5)[0].key == 1
+    assert rank(said, weights, None, asks_for("When did Katarina come round?"), 0.5)[0].key == 3
+    assert rank(said, weights, None, asks_for("いつカタリナが来た?"), 0.5)[0].key == 3
+    assert asks_for("What does Katarina like?") is None
+    assert [h.key for h in rank(said, weights, None, asks_for("What does Katarina like?"), 0.5)] == [2, 3, 1]
