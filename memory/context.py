@@ -337,6 +337,8 @@ class Assembler:
             parent_window = window_size(p.capacity, p.ratios[:-1])
             protected = await self._protected(chain[1], thread, protected_size(parent_window, thread.window_ratio),
                                               p.seen)
+        if window and window[-1].seq in p.seen.tails:  # asked again (a retry, a preview): its new tail replaces it
+            self._drop_tail(thread.id, p.seen, window[-1].seq)
         assembly = await self._request(thread, chain, persona, system_text, budget, p.layers, protected, window,
                                        p.seen, p.budget, cut is not None, shape)
         assembly.fold_soon = fold_soon and self._prepared_for(thread) is None
@@ -352,9 +354,16 @@ class Assembler:
             return
         tail = KeptTail(assembly.tail, sum(cached_tokens(t) for t in assembly.tail), tuple(assembly.recalled))
         seen.tails[trigger.seq] = tail
+        self._resize_last(thread_id, seen, trigger.seq, tail.tokens)
+
+    def _drop_tail(self, thread_id: int, seen: Rendering, seq: int) -> None:
+        self._resize_last(thread_id, seen, seq, -seen.tails.pop(seq).tokens)
+
+    def _resize_last(self, thread_id: int, seen: Rendering, seq: int, tokens: int) -> None:
+        """The kept window's newest item (message `seq`) is `tokens` larger: its tail came or went."""
         cached = self._windows.get(thread_id)
-        if cached is not None and cached[3] is seen and cached[2] and cached[2][-1].seq == trigger.seq:
-            cached[2][-1] = replace(cached[2][-1], tokens=cached[2][-1].tokens + tail.tokens)
+        if cached is not None and cached[3] is seen and cached[2] and cached[2][-1].seq == seq:
+            cached[2][-1] = replace(cached[2][-1], tokens=cached[2][-1].tokens + tokens)
 
     async def prepare_fold(self, thread_id: int) -> bool:
         """Summarise now what the thread's next cut will fold, so the reply that cuts waits on no model call.

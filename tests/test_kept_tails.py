@@ -97,3 +97,23 @@ async def test_an_erased_message_leaves_the_kept_tails_that_recalled_it(store):
     await say(store, r.id, "thanks")
     after = await asm.assemble(r.id)
     assert "blue stone" not in "\n".join(b.text for t in after.request.turns for b in t.blocks)
+
+
+async def test_a_reply_asked_again_for_the_same_message_carries_one_tail(store):
+    r = await root(store)
+    asm = assembler(store, context_tokens=2048)
+    asm.keep_tails = True
+    for i in range(3):
+        await say(store, r.id, f"message {i}")
+        await asm.assemble(r.id)
+        await answer(store, r.id, REPLY)
+    await say(store, r.id, "and one more")
+    first = await asm.assemble(r.id)
+    again = await asm.assemble(r.id)  # the model failed, or refused it for length: planned and sent once more
+    last_turn = [b.text for b in again.request.turns[-1].blocks]
+    assert sum(text.startswith("[Now: ") for text in last_turn) == 1
+    assert again.parts["history"] == first.parts["history"]  # the window counts the message once, without a tail
+    await answer(store, r.id, REPLY)
+    await say(store, r.id, "thanks")
+    after = await asm.assemble(r.id)
+    assert chatml(after).startswith(chatml(again) + REPLY)
