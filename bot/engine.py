@@ -27,12 +27,13 @@ from bot.playbooks.runtime import Progress, Runner, RunResult
 from bot.playbooks.state import PlaybookError
 from bot.providers import make_llm
 from bot.pulse_scheduler import PulseScheduler
-from bot.services.autonomy import Autonomy, AutonomyStatus, PulseOutcome
+from bot.services.autonomy import Autonomy
 from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations, ReplyFailed, ReplyUnsaved
 from bot.services.forgetting import Forgetting
 from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
 from bot.services.playbooks import Playbooks, RunView
+from bot.services.pulse import AutonomyStatus, PulseOutcome, Pulses
 from bot.services.settings import SHARED_MAX_AGE, Settings
 from bot.services.snapshots import Snapshots
 from bot.services.social import Socials
@@ -101,10 +102,9 @@ class Engine:
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
         self.tasks = Tasks(store, llm, self.stelis, persona)
-        self.autonomy = Autonomy(store, self.settings, self.stelis, self.tasks, self.branches, persona, self.clock)
+        self.autonomy = Autonomy(store, self.settings, self.stelis, self.tasks, persona, self.clock)
         self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, self.tasks, self.autonomy,
                                  store.clock, persona)
-        self.autonomy.front_end = lambda: self.tools.front_end
         self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations.toolbox = toolbox
@@ -119,7 +119,9 @@ class Engine:
         self.playbooks = Playbooks(store, runner, self.stelis, REGISTRY, config.playbooks.folder,
                                    config.stelis.max_depth, persona)
         self.playbooks.load()
-        self.autonomy.playbooks = self.playbooks
+        tools = self.tools
+        self.pulses = Pulses(store, self.autonomy, self.stelis, self.tasks, self.branches, self.playbooks,
+                             lambda: tools.front_end, persona, self.clock)
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
         self._heart: asyncio.Task[None] | None = None
@@ -225,9 +227,9 @@ class Engine:
 
     async def start_pulses(self) -> None:
         """Start the pulse timers once; servers are armed as their front end finds them (`arm_pulse`)."""
-        if self.autonomy.timers is None:
-            self.autonomy.timers = PulseScheduler(self.autonomy.pulse)
-            self.autonomy.timers.start()
+        if self.pulses.timers is None:
+            self.pulses.timers = PulseScheduler(self.pulses.pulse)
+            self.pulses.timers.start()
 
     async def close(self) -> None:
         """Stop the scheduler, write the snapshots still due, then close the model client and the database."""
@@ -235,9 +237,9 @@ class Engine:
             return
         self._closed = self.conversations.closed = True
         try:
-            if self.autonomy.timers is not None:
-                self.autonomy.timers.stop()
-            await self.autonomy.stop()  # a running pulse ends as if interrupted: its session suspended
+            if self.pulses.timers is not None:
+                self.pulses.timers.stop()
+            await self.pulses.stop()  # a running pulse ends as if interrupted: its session suspended
             if self.scheduler is not None:
                 await self.scheduler.stop(self.shutdown_grace)
             await self.memory.drain(self.shutdown_grace)
@@ -486,34 +488,36 @@ class Engine:
     # the autonomous pulse
 
     async def autonomy_status(self, scope: Scope) -> AutonomyStatus:
-        return await self.autonomy.status(scope)
+        return await self.pulses.status(scope)
 
     async def autonomy_log(self, scope: Scope, limit: int = 20) -> list[AutonomyEntry]:
         return await self.autonomy.log(scope, limit)
 
     async def set_autonomy(self, scope: Scope, key: str, value: object) -> object:
         """Change a server's autonomy setting (`enabled`, `home_channel`, `interval_minutes`, ...)."""
-        return await self.autonomy.set(scope, key, value)
+        typed = await self.autonomy.set(scope, key, value)
+        await self.pulses.arm(scope)
+        return typed
 
     async def arm_pulse(self, scope: Scope) -> None:
-        await self.autonomy.arm(scope)
+        await self.pulses.arm(scope)
 
     def next_pulse(self, scope: Scope) -> float | None:
-        return self.autonomy.next_pulse(scope)
+        return self.pulses.next_pulse(scope)
 
     async def pulse_now(self, scope: Scope) -> PulseOutcome:
         """A pulse now, whatever the switch, timer and quiet say (the daily budget still holds)."""
-        return await self.autonomy.pulse(scope, force=True)
+        return await self.pulses.pulse(scope, force=True)
 
     async def pulse_if_due(self, scope: Scope) -> PulseOutcome | None:
         """A pulse if autonomy is on and an interval has passed (the console's /idle)."""
-        return await self.autonomy.pulse(scope) if await self.autonomy.due(scope) else None
+        return await self.pulses.pulse(scope) if await self.autonomy.due(scope) else None
 
     async def person_spoke(self, scope: Scope) -> bool:
         """A person spoke: the server's running pulse stops (True) and this conversation's exchanges with other
         personas end, each session suspended with a chronicle before the reply is written."""
         await self.socials.end_all(scope)
-        return await self.autonomy.interrupt(scope)
+        return await self.pulses.interrupt(scope)
 
     # social branches: exchanges with other personas
 

@@ -10,8 +10,8 @@ from typing import Any
 from bot.config import OVERRIDABLE, masked_dump, shown_value
 from bot.playbooks.checker import Problem
 from bot.playbooks.model import LLMNode, Playbook
-from bot.services.autonomy import AutonomyStatus, PulseOutcome
 from bot.services.playbooks import RunView
+from bot.services.pulse import AutonomyStatus, PulseOutcome
 from bot.services.views import BranchDetail, MemoryView, SettingsView, TreeRow
 from memory.anchors import thread_ref
 from memory.dates import day_line

@@ -172,17 +172,17 @@ async def test_budgets_quiet_channels_and_quiet_hours_hold_the_pulse_back(make_e
     engine, clock = await make_engine(Persona(CREATE, CREATE), daily_calls=3)
     await _home(engine)
     await engine.hear(HOME, "we are talking here", author_name="mahe", author_id=7)
-    held = await engine.autonomy.pulse(HOME)
+    held = await engine.pulses.pulse(HOME)
     assert held.action == "skip" and "spoke less than 10 min ago" in held.detail and not fake_anthropic.calls
 
     clock.advance(3600)
     now = datetime.fromtimestamp(clock(), UTC)
     await engine.set_autonomy(HOME, "quiet_hours", f"{now.hour:02d}:00-{(now.hour + 2) % 24:02d}:00")
-    held = await engine.autonomy.pulse(HOME)
+    held = await engine.pulses.pulse(HOME)
     assert held.action == "skip" and "quiet hours" in held.detail and not fake_anthropic.calls
     await engine.set_autonomy(HOME, "quiet_hours", "")
 
-    spent = await engine.autonomy.pulse(HOME)  # react, decide, one call held for the chronicle: no room to work
+    spent = await engine.pulses.pulse(HOME)  # react, decide, one call held for the chronicle: no room to work
     assert spent.action == "create" and spent.calls <= 3
     again = await engine.pulse_now(HOME)  # even an admin's pulse-now keeps to the budget
     assert len(fake_anthropic.calls) == spent.calls + again.calls <= 3
@@ -192,20 +192,20 @@ async def test_budgets_quiet_channels_and_quiet_hours_hold_the_pulse_back(make_e
     status = await engine.autonomy_status(HOME)
     assert status.spent_calls == spent.calls + again.calls and status.spent_tokens == spent.tokens + again.tokens
     clock.advance(86_400)  # the next day: a new budget
-    assert (await engine.autonomy.pulse(HOME)).action != "skip"
+    assert (await engine.pulses.pulse(HOME)).action != "skip"
 
 
 async def test_autonomy_is_off_by_default_and_nothing_of_a_pulse_crosses_servers(make_engine):
     persona = Persona(CREATE)
     engine, clock = await make_engine(persona)
-    assert (await engine.autonomy.pulse(HOME)).detail == "no home channel is set"
+    assert (await engine.pulses.pulse(HOME)).detail == "no home channel is set"
     await engine.set_autonomy(HOME, "home_channel", 100)
-    assert "autonomy is off" in (await engine.autonomy.pulse(HOME)).detail
+    assert "autonomy is off" in (await engine.pulses.pulse(HOME)).detail
     await engine.hear(ELSEWHERE, "secret plans of the other server", author_name="eve", author_id=9)
     await engine.hear(HOME, "the garden needs water", author_name="mahe", author_id=7)
     clock.advance(3600)
     await _home(engine)
-    await engine.autonomy.pulse(HOME)
+    await engine.pulses.pulse(HOME)
     seen = next(t for t in persona.seen if "Did someone speak to you" in t)
     assert "the garden needs water" in seen and "secret plans" not in seen
     assert await engine.tasks_of(ELSEWHERE) == [] and await engine.autonomy_log(ELSEWHERE) == []
@@ -251,11 +251,11 @@ async def test_the_pulse_timer_is_armed_per_server_with_jitter(make_engine):
     await engine.start_pulses()
     await _home(engine)
     await engine.set_autonomy(HOME, "interval_minutes", 30)
-    job = engine.autonomy.timers.scheduler.get_job("pulse-guild:1")
+    job = engine.pulses.timers.scheduler.get_job("pulse-guild:1")
     assert job is not None and job.trigger.interval.total_seconds() == 1800 and job.trigger.jitter == 600
     assert engine.next_pulse(HOME) is not None and engine.next_pulse(ELSEWHERE) is None
     await engine.set_autonomy(HOME, "enabled", False)
-    assert engine.autonomy.timers.scheduler.get_job("pulse-guild:1") is None
+    assert engine.pulses.timers.scheduler.get_job("pulse-guild:1") is None
 
 
 async def test_a_restart_keeps_a_tasks_open_session_and_sweeps_an_orphan_thread(make_config):

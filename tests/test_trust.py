@@ -54,7 +54,7 @@ async def test_the_pulse_perceives_only_what_recall_may_see_from_its_home_channe
     await engine.set_autonomy(GENERAL, "home_channel", GENERAL.channel_id)
     clock.advance(3600)
 
-    outcome = await engine.autonomy.pulse(GENERAL)
+    outcome = await engine.pulses.pulse(GENERAL)
     assert outcome.action == "wait"
     asked = "\n".join(persona.seen)
     assert "the garden needs water" in asked and "bake sale" in asked  # what #general may see is perceived
