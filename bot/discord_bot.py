@@ -9,6 +9,7 @@ import signal
 
 import aiohttp
 import discord
+from discord import app_commands
 from discord.ext import commands
 
 from bot import metrics
@@ -34,6 +35,13 @@ def mentions_for(user_ids: set[int]) -> discord.AllowedMentions:
     return discord.AllowedMentions(everyone=False, roles=False, users=users, replied_user=False)
 
 
+class StelisTree(app_commands.CommandTree):
+    async def on_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        if isinstance(error, app_commands.CheckFailure):
+            return  # a check that refuses (Manage Server) has answered the person itself
+        await super().on_error(interaction, error)
+
+
 def intents() -> discord.Intents:
     """Only what is used: guild messages with their content, guilds and threads; no members intent."""
     chosen = discord.Intents.default()
@@ -57,7 +65,7 @@ def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bo
         def __init__(self) -> None:
             chosen = intents()
             chosen.members = members_intent  # the tests' fake gateway needs the member cache
-            super().__init__(command_prefix=config.discord.command_prefix, intents=chosen,
+            super().__init__(command_prefix=config.discord.command_prefix, intents=chosen, tree_cls=StelisTree,
                              allowed_mentions=SAFE_MENTIONS, help_command=None, **shard_options)
             self.engine = engine
             self.config = config

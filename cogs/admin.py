@@ -35,7 +35,7 @@ from bot.report import (
     tree_lines,
     written_text,
 )
-from cogs.interactions import MANAGE, answer, engine_of, manager
+from cogs.interactions import MANAGE, ManagerGroup, answer, engine_of, manager
 from cogs.long_text import long_text
 from cogs.places import MemoryPlace, Place, locate, memory_scope, settings_channel
 from memory.anchors import exchange_lines, thread_ref
@@ -53,8 +53,8 @@ class Admin(commands.Cog):
     # Not guild-only: forget-me and optout work in DMs too; the other subcommands refuse there themselves.
     memory = app_commands.Group(name="memory", description="This channel's memory")
     # Changes in a group of their own, so members never see commands they would be refused (still checked).
-    memory_admin = app_commands.Group(name="memory-admin", description="Change this channel's memory (Manage Server)",
-                                      guild_only=True, default_permissions=MANAGE)
+    memory_admin = ManagerGroup(name="memory-admin", description="Change this channel's memory (Manage Server)",
+                                guild_only=True, default_permissions=MANAGE)
     stelis = app_commands.Group(name="threads", description="Stelis working threads: the tree and one thread",
                                 guild_only=True)
     branches = app_commands.Group(name="branches", description="Branches of the persona's activity",
@@ -63,8 +63,8 @@ class Admin(commands.Cog):
                                 default_permissions=MANAGE)
     persona = app_commands.Group(name="persona", description="The persona", guild_only=True,
                                  default_permissions=MANAGE)
-    branches_admin = app_commands.Group(name="branches-admin", description="Suspend, resume, complete or create "
-                                        "branches (Manage Server)", guild_only=True, default_permissions=MANAGE)
+    branches_admin = ManagerGroup(name="branches-admin", description="Suspend, resume, complete or create "
+                                  "branches (Manage Server)", guild_only=True, default_permissions=MANAGE)
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
@@ -127,14 +127,12 @@ class Admin(commands.Cog):
     @app_commands.describe(fact="The fact, in a sentence")
     async def memory_pin(self, interaction: discord.Interaction, fact: app_commands.Range[str, 1, 500],
                          channel: MemoryPlace | None = None) -> None:
-        if await self.allowed(interaction):
-            await self._memory_change(interaction, "pin", fact, channel)
+        await self._memory_change(interaction, "pin", fact, channel)
 
     @memory_admin.command(name="unpin", description="Stop keeping a pinned fact")
     async def memory_unpin(self, interaction: discord.Interaction, fact: str,
                            channel: MemoryPlace | None = None) -> None:
-        if await self.allowed(interaction):
-            await self._memory_change(interaction, "unpin", fact, channel)
+        await self._memory_change(interaction, "unpin", fact, channel)
 
     @memory_unpin.autocomplete("fact")
     async def _pinned(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -146,8 +144,6 @@ class Admin(commands.Cog):
     @app_commands.describe(text="One line; leave empty to edit the current memory in a form", file="A text file")
     async def memory_edit(self, interaction: discord.Interaction, text: app_commands.Range[str, 1, 4000] | None = None,
                           file: discord.Attachment | None = None, channel: MemoryPlace | None = None) -> None:
-        if not await self.allowed(interaction):
-            return
         scope = await self._target(interaction, channel)
         if scope is None:
             return
@@ -163,8 +159,7 @@ class Admin(commands.Cog):
     @memory_admin.command(name="rollback", description="Make an earlier version current again (as a new version)")
     async def memory_rollback(self, interaction: discord.Interaction, version: app_commands.Range[int, 1],
                               channel: MemoryPlace | None = None) -> None:
-        if await self.allowed(interaction):
-            await self._memory_change(interaction, "rollback", version, channel)
+        await self._memory_change(interaction, "rollback", version, channel)
 
     @memory_rollback.autocomplete("version")
     async def _versions(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[int]]:
@@ -175,9 +170,8 @@ class Admin(commands.Cog):
 
     @memory_admin.command(name="regenerate", description="Write a new short-term version now")
     async def memory_regenerate(self, interaction: discord.Interaction, channel: MemoryPlace | None = None) -> None:
-        if await self.allowed(interaction):
-            await interaction.response.defer(ephemeral=True, thinking=True)
-            await self._memory_change(interaction, "regenerate", None, channel)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        await self._memory_change(interaction, "regenerate", None, channel)
 
     @memory.command(name="forget-me", description="Erase your messages here (this server, or this DM) and "
                                                   "everything remembered from them")
@@ -194,8 +188,6 @@ class Admin(commands.Cog):
                                                "remembered from them")
     @app_commands.guild_only()
     async def memory_forget(self, interaction: discord.Interaction, user: discord.User) -> None:
-        if not await self.allowed(interaction):
-            return
         await interaction.response.defer(ephemeral=True, thinking=True)
         done = await self.engine.forget_person(user.id, guild_id=interaction.guild_id)
         await self.answer(interaction, forget_report(done, f"of {user.display_name}"))
@@ -213,13 +205,11 @@ class Admin(commands.Cog):
 
     @memory_admin.command(name="pause", description="Stop automatic memory updates in this channel")
     async def memory_pause(self, interaction: discord.Interaction, channel: MemoryPlace | None = None) -> None:
-        if await self.allowed(interaction):
-            await self._memory_change(interaction, "pause", None, channel)
+        await self._memory_change(interaction, "pause", None, channel)
 
     @memory_admin.command(name="resume", description="Restart automatic memory updates in this channel")
     async def memory_resume(self, interaction: discord.Interaction, channel: MemoryPlace | None = None) -> None:
-        if await self.allowed(interaction):
-            await self._memory_change(interaction, "resume", None, channel)
+        await self._memory_change(interaction, "resume", None, channel)
 
     async def _target(self, interaction: discord.Interaction, channel: MemoryPlace | None) -> Scope | None:
         """The memory a change is about: this channel's, or another one's of this server."""
@@ -321,8 +311,6 @@ class Admin(commands.Cog):
                 for b in found if current.lower() in b.label.lower()][:MAX_CHOICES]
 
     async def _set_branch(self, interaction: discord.Interaction, branch: str, status: BranchStatus) -> None:
-        if not await self.allowed(interaction):
-            return
         await interaction.response.defer(ephemeral=True, thinking=True)  # a suspend writes a chronicle
         scope, _ = await self.where(interaction)
         try:
@@ -354,8 +342,6 @@ class Admin(commands.Cog):
     @app_commands.describe(label="What it is about", brief="Where it stands, in one line")
     async def branches_create(self, interaction: discord.Interaction, label: app_commands.Range[str, 1, 100],
                               brief: app_commands.Range[str, 1, 200] | None = None) -> None:
-        if not await self.allowed(interaction):
-            return
         scope, _ = await self.where(interaction)
         try:
             made = await self.engine.create_branch(scope, label, brief)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import discord
+from discord import app_commands
 from discord.ext import commands
 
 from bot.engine import Engine
@@ -33,3 +34,11 @@ async def manager(interaction: discord.Interaction, what: str) -> bool:
         return True
     await answer(interaction, f"{what}: it needs the Manage Server permission.")
     return False
+
+
+class ManagerGroup(app_commands.Group):
+    """A group whose every command changes things: Manage Server, checked on the server side before any of them
+    runs (default_permissions only hides them); the refusal is answered here, the tree ignores the failure."""
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        return await manager(interaction, "This changes the persona's memory or activity")

@@ -77,8 +77,10 @@ async def admin(make_config):
 
 
 async def run(command, cog, *args, **kwargs):
+    """A command as discord.py runs it: its group's and its own checks first (a refusal answers), then it."""
     it = kwargs.pop("it", None) or interaction(admin=kwargs.pop("as_admin", True))
-    await command.callback(cog, it, *args, **kwargs)
+    if await command._check_can_run(it):
+        await command.callback(cog, it, *args, **kwargs)
     return it
 
 
@@ -264,8 +266,7 @@ async def test_forget_me_and_optout_answer_ephemerally(admin):
     await cog.memory_forget_me.callback(cog, it)
     assert it.response.deferred == (True, True) and "Forgot 1 message(s) of yours" in said(it)
     assert "5521" not in str(await engine.context((await engine.thread_for(scope())).id))
-    refused = interaction(admin=False)
-    await cog.memory_forget.callback(cog, refused, me)
+    refused = await run(cog.memory_forget, cog, me, as_admin=False)
     assert "Manage Server" in said(refused)  # forgetting someone else is for admins
     it = interaction(admin=False)
     it.user = me
@@ -361,3 +362,17 @@ async def test_task_and_branch_commands(books):
         await run(admin_cog.branches_complete, admin_cog, free, as_admin=False))
     assert f"{free} [free, completed] Stargazing" in said(await run(admin_cog.branches_complete, admin_cog, free))
     assert "#1 Notes [done] 0/2 steps" in said(await run(tasks_cog.list_, tasks_cog))
+
+
+async def test_a_refused_check_is_answered_once_and_not_logged_as_an_error(admin, caplog):
+    cog, _ = admin
+    it = await run(cog.memory_pin, cog, "x", as_admin=False)  # the group's check answers the refusal
+    assert "needs the Manage Server permission" in said(it)
+    it.command = None  # (a mock's command would claim an error handler of its own)
+    tree = cog.bot.tree
+    with caplog.at_level("ERROR"):
+        await tree.on_error(it, discord.app_commands.CheckFailure("refused"))
+    assert not caplog.records and len(it.response.sent + it.followup.sent) == 1
+    with caplog.at_level("ERROR"):
+        await tree.on_error(it, discord.app_commands.AppCommandError("broke"))
+    assert caplog.records  # anything else is still reported
