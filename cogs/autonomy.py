@@ -7,11 +7,9 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.report import autonomy_lines, autonomy_log_lines, pulse_text, set_text
-from cogs.interactions import MANAGE, answer, engine_of, manager
+from cogs.interactions import MANAGE, ManagerGroup, answer, engine_of
 from memory.errors import Failure
 from memory.records import Scope
-
-CHANGE = "Changing the persona's autonomy"
 
 
 def server(interaction: discord.Interaction) -> Scope:
@@ -23,8 +21,9 @@ class AutonomyCommands(commands.Cog):
     autonomy = app_commands.Group(name="autonomy", description="The persona's own time between conversations",
                                   guild_only=True)
     # Changes in a group of their own: members never see what they would be refused (still checked).
-    autonomy_admin = app_commands.Group(name="autonomy-admin", description="Change the persona's own time here "
-                                        "(Manage Server)", guild_only=True, default_permissions=MANAGE)
+    autonomy_admin = ManagerGroup(name="autonomy-admin", description="Change the persona's own time here "
+                                  "(Manage Server)", guild_only=True, default_permissions=MANAGE,
+                                  refusal="Changing the persona's own time or running a pulse")
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
@@ -50,8 +49,6 @@ class AutonomyCommands(commands.Cog):
         await self.engine.arm_pulse(Scope.channel(guild.id, 0))
 
     async def _set(self, interaction: discord.Interaction, changes: dict[str, object]) -> bool:
-        if not await manager(interaction, CHANGE):
-            return False
         try:
             for key, value in changes.items():
                 await self.engine.set_autonomy(server(interaction), key, value)
@@ -136,8 +133,6 @@ class AutonomyCommands(commands.Cog):
 
     @autonomy_admin.command(name="pulse-now", description="Run a pulse now, budget permitting (Manage Server)")
     async def pulse_now(self, interaction: discord.Interaction) -> None:
-        if not await manager(interaction, "Running a pulse"):
-            return
         await interaction.response.defer(ephemeral=True, thinking=True)
         outcome = await self.engine.pulse_now(server(interaction))
         await answer(interaction, pulse_text(outcome))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -38,7 +40,12 @@ async def manager(interaction: discord.Interaction, what: str) -> bool:
 
 class ManagerGroup(app_commands.Group):
     """A group whose every command changes things: Manage Server, checked on the server side before any of them
-    runs (default_permissions only hides them); the refusal is answered here, the tree ignores the failure."""
+    runs (default_permissions only hides them); the refusal, saying what the group does, is answered here and
+    the tree ignores the failure."""
+
+    def __init__(self, *, refusal: str = "This changes the persona's memory or activity", **kwargs: Any):
+        super().__init__(**kwargs)
+        self.refusal = refusal
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
-        return await manager(interaction, "This changes the persona's memory or activity")
+        return await manager(interaction, self.refusal)

@@ -12,7 +12,7 @@ from discord.ext import commands
 
 from bot.engine import PlaybookError
 from bot.report import playbook_lines, playbook_list_lines, problem_lines, result_lines, runs_lines
-from cogs.interactions import MANAGE, answer, engine_of, manager
+from cogs.interactions import MANAGE, ManagerGroup, answer, engine_of
 from cogs.places import interaction_scope
 
 log = logging.getLogger(__name__)
@@ -24,8 +24,10 @@ PROGRESS_LINES = 12  # the newest steps shown while a run goes on
 class PlaybookCommands(commands.Cog):
     playbooks = app_commands.Group(name="playbooks", description="Workflows the persona can run", guild_only=True)
     # Changes in a group of their own: members never see what they would be refused (still checked).
-    playbooks_admin = app_commands.Group(name="playbooks-admin", description="Run and check playbooks (Manage Server)",
-                                           guild_only=True, default_permissions=MANAGE)
+    playbooks_admin = ManagerGroup(name="playbooks-admin", description="Run and check playbooks (Manage Server)",
+                                   guild_only=True, default_permissions=MANAGE,
+                                   refusal="Running a playbook (model calls, maybe memory) or reading the operator's "
+                                           "playbook files")
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
@@ -48,14 +50,11 @@ class PlaybookCommands(commands.Cog):
 
     @playbooks_admin.command(name="check", description="What kept playbooks from loading (Manage Server)")
     async def check(self, interaction: discord.Interaction) -> None:
-        if await manager(interaction, "Checking playbooks shows the operator's files"):
-            await answer(interaction, "\n".join(problem_lines(self.engine.playbook_problems())))
+        await answer(interaction, "\n".join(problem_lines(self.engine.playbook_problems())))
 
     @playbooks_admin.command(name="run", description="Run a playbook here (Manage Server); progress as it goes")
     @app_commands.describe(arguments='A JSON object, for example {"topic": "the release"}')
     async def run(self, interaction: discord.Interaction, name: str, arguments: str = "{}") -> None:
-        if not await manager(interaction, "Running a playbook makes model calls and may write memory"):
-            return
         try:
             args = json.loads(arguments)
         except json.JSONDecodeError as exc:

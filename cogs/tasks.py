@@ -9,7 +9,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.report import task_detail_lines, task_lines
-from cogs.interactions import MANAGE, answer, engine_of, manager
+from cogs.interactions import MANAGE, ManagerGroup, answer, engine_of
 from cogs.places import interaction_scope
 from memory.errors import Failure
 from memory.records import TaskStatus
@@ -18,8 +18,9 @@ from memory.records import TaskStatus
 class TaskCommands(commands.Cog):
     tasks = app_commands.Group(name="tasks", description="The persona's tasks here", guild_only=True)
     # Changes in a group of their own: members never see what they would be refused (still checked).
-    tasks_admin = app_commands.Group(name="tasks-admin", description="Create and close tasks (Manage Server)",
-                                       guild_only=True, default_permissions=MANAGE)
+    tasks_admin = ManagerGroup(name="tasks-admin", description="Create and close tasks (Manage Server)",
+                               guild_only=True, default_permissions=MANAGE,
+                               refusal="Creating or closing a task (a branch of the persona's work)")
 
     def __init__(self, bot: commands.Bot):
         self.bot = bot
@@ -43,8 +44,6 @@ class TaskCommands(commands.Cog):
     @app_commands.describe(steps="Steps separated by ';'")
     async def create(self, interaction: discord.Interaction, title: app_commands.Range[str, 1, 100],
                      goal: app_commands.Range[str, 1, 500], steps: str = "") -> None:
-        if not await manager(interaction, "Creating a task opens a branch of the persona's work"):
-            return
         try:
             made = await self.engine.create_task(await interaction_scope(self.engine, interaction), title, goal,
                                                  [s for s in steps.split(";") if s.strip()])
@@ -56,8 +55,6 @@ class TaskCommands(commands.Cog):
     @tasks_admin.command(name="close", description="Close a task, done or abandoned (Manage Server)")
     @app_commands.choices(status=[app_commands.Choice(name=s, value=s) for s in ("done", "abandoned")])
     async def close(self, interaction: discord.Interaction, task: int, status: str = "done") -> None:
-        if not await manager(interaction, "Closing a task ends its session"):
-            return
         await interaction.response.defer(ephemeral=True, thinking=True)  # its chronicle is written first
         try:
             scope = await interaction_scope(self.engine, interaction)
