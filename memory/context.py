@@ -51,7 +51,7 @@ from memory.window import (
     window_size,
 )
 
-__all__ = ["REPLY", "Assembler", "Assembly", "Budget", "ContextError", "Conversation", "Persona", "Shape"]
+__all__ = ["REPLY", "Assembler", "Assembly", "Budget", "ContextError", "Persona", "PromptSettings", "Shape"]
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _fresh_images(trigger: Message | None, now: float, room: int) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Conversation:
+class PromptSettings:
     """What a conversation's own settings change in its prompt."""
 
     persona: Persona
@@ -120,7 +120,7 @@ class Conversation:
 
     @classmethod
     def of(cls, persona: Persona, short_term: ShortTermSettings, work: MemoryWorkSettings,
-           model: str | None = None) -> Conversation:
+           model: str | None = None) -> PromptSettings:
         return cls(persona, short_term.max_history_count, work.shared_channels, model)
 
 
@@ -270,7 +270,7 @@ class Assembler:
         self.policy = policy
         self.stelis = stelis
         self.clock = clock
-        self.conversation = Conversation.of(persona, ShortTermSettings(), MemoryWorkSettings())
+        self.conversation = PromptSettings.of(persona, ShortTermSettings(), MemoryWorkSettings())
         self._tools: tuple[Tool, ...] = ()
         self.tools_work: Callable[[], bool] = lambda: True  # the model still takes tools (a server may refuse them)
         self.images_enabled = False  # the model reads images: the newest message's are sent with it
@@ -279,7 +279,7 @@ class Assembler:
         self.frequencies = recall.Frequencies()
         self.visibilities = recall.Visibilities()
         # Per-conversation settings (a server may change the card, a channel its memory); default: fixed ones.
-        self.conversation_for: Callable[[Thread], Awaitable[Conversation]] | None = None
+        self.conversation_for: Callable[[Thread], Awaitable[PromptSettings]] | None = None
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
         self._folding: dict[int, asyncio.Future[bool]] = {}  # thread -> its next cut being summarised now
@@ -576,7 +576,7 @@ class Assembler:
     def conversation_tools(self, tools: tuple[Tool, ...]) -> None:
         self._tools = tools
 
-    async def conversation_of(self, root: Thread) -> Conversation:
+    async def conversation_of(self, root: Thread) -> PromptSettings:
         return await self.conversation_for(root) if self.conversation_for else self.conversation
 
     async def _memory(self, thread: Thread, root: Thread, as_of: int | None, budget: Plan) -> Layers:

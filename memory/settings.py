@@ -14,13 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Tier = Literal["standard", "light"]
 
 
-class Settings(BaseModel):
+class Section(BaseModel):
     """A settings section: unknown keys are errors, assignments are validated, values never change in place."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
 
 
-class StelisSettings(Settings):
+class StelisSettings(Section):
     default_window_ratio: float = Field(0.8, gt=0.0, lt=1.0, description=(
         "Share of the parent's window a Stelis thread gets; the seed's 0.8."))
     max_depth: int = Field(3, ge=0, le=10, description=(
@@ -31,7 +31,7 @@ class StelisSettings(Settings):
         "Longest chronicle the model may write when a thread ends."))
 
 
-class ContextSettings(Settings):
+class ContextSettings(Section):
     """The request's budget shares and the cache-stable window's policy (DESIGN.md section 5)."""
 
     memory_share: float = Field(0.25, ge=0.0, le=0.5, description=(
@@ -95,7 +95,7 @@ class Triggers:
     threshold: int
 
 
-class ShortTermSettings(Settings):
+class ShortTermSettings(Section):
     enabled: bool = Field(True, description=(
         "Write versioned short-term memories of each conversation (seed 004)."))
     max_history_count: int = Field(5, ge=1, le=50, description=(
@@ -110,7 +110,7 @@ class ShortTermSettings(Settings):
         return Triggers(idle_seconds=self.conversation_idle_seconds, threshold=self.message_threshold)
 
 
-class MemoryWorkSettings(Settings):
+class MemoryWorkSettings(Section):
     """How memory is written: the scheduler's pace and the summaries' sizes."""
 
     scan_interval_seconds: int = Field(60, ge=5, le=86_400, description=(

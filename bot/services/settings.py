@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.config import NAMES, OVERRIDABLE, Config, ConfigError, Where, apply_overrides, dotted_value, settable
 from bot.services.views import SettingsView
-from memory.context import Conversation, Persona
+from memory.context import Persona, PromptSettings
 from memory.records import MemoryChannel, Thread
 from memory.settings import MemorySettings, Triggers
 from memory.store import Store
@@ -100,11 +100,11 @@ class Settings:
         self._cache.clear()
         return removed
 
-    async def conversation(self, root: Thread) -> Conversation:
+    async def conversation(self, root: Thread) -> PromptSettings:
         """What a conversation's settings change in its prompt (the assembler asks before each build)."""
         config = await self.effective(root.guild_id, root.channel_id)
         chosen = config.persona.models.standard
-        return Conversation.of(Persona(config.persona.name, config.persona.card), config.short_term_history,
+        return PromptSettings.of(Persona(config.persona.name, config.persona.card), config.short_term_history,
                                config.memory, chosen if chosen != self.config.persona.models.standard else None)
 
     async def memory(self, ch: MemoryChannel | None) -> MemorySettings:
