@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import signal
+from typing import Any
 
 import aiohttp
 import discord
@@ -51,78 +52,91 @@ def intents() -> discord.Intents:
     return chosen
 
 
-def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bool = False) -> commands.Bot:
-    """A Bot, or an AutoShardedBot when config says so; setup_hook opens the engine (store) unless given one."""
-    sharding = config.discord.sharded or bool(config.discord.shards)
-    base = commands.AutoShardedBot if sharding else commands.Bot
-    shard_options: dict[str, object] = {}
-    if sharding and config.discord.shards:  # this process's share of the shards (others run elsewhere)
-        shard_options = {"shard_ids": shard_ids(config.discord.shards), "shard_count": config.discord.shard_count}
+class StelisBot(commands.Bot):
+    """The persona's bot (RoboDanny's shape): one cog per feature loaded in setup_hook, the engine a typed
+    attribute every cog reaches through `cogs.interactions.engine_of`."""
+
+    def __init__(self, config: Config, engine: Engine | None = None, *, members_intent: bool = False,
+                 **shard_options: Any):
+        chosen = intents()
+        chosen.members = members_intent  # the tests' fake gateway needs the member cache
+        super().__init__(command_prefix=config.discord.command_prefix, intents=chosen, tree_cls=StelisTree,
+                         allowed_mentions=SAFE_MENTIONS, help_command=None, **shard_options)
+        self.engine: Engine | None = engine  # opened in setup_hook when not given
+        self.config = config
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._metrics: MetricsServer | None = None
+        self.add_command(sync)
+
+    def gateway_metrics(self) -> None:
+        """Each shard's latency and connection, as the gateway reports them now, and the database pool's
+        use (read at each scrape)."""
+        if self.engine is not None:
+            metrics.read_pool(self.engine.database_usage())
+        for shard_id, latency, connected in self.connections():
+            up = connected and self.is_ready()
+            metrics.GATEWAY_CONNECTED.labels(str(shard_id)).set(1 if up else 0)
+            if latency == latency and latency != float("inf"):  # nan and inf before the first heartbeat
+                metrics.GATEWAY_LATENCY.labels(str(shard_id)).set(latency)
+
+    def connections(self) -> list[tuple[int, float, bool]]:
+        """(shard, latency, connected) of each shard this process runs: one, shard 0 unless told otherwise."""
+        return [(self.shard_id or 0, self.latency, not self.is_closed())]
+
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """Processes sharing a database take turns to log in; alone, discord.py's own pause."""
+        if self.engine is None or not await self.engine.pace_identify(shard_id or 0):
+            await super().before_identify_hook(shard_id, initial=initial)
+
+    async def setup_hook(self) -> None:
+        started_here = self.engine is None
+        engine = self.engine = self.engine or await Engine.open(self.config)
+        for extension in EXTENSIONS:
+            if extension not in self.extensions:
+                await self.load_extension(extension)
+        await engine.start_memory()
+        self._heartbeat = asyncio.create_task(beat(heartbeat_path(self.config.data_dir), self.is_ready))
+        if self.config.metrics.port is not None and self._metrics is None:
+            self._metrics = MetricsServer(self.config.metrics.host, self.config.metrics.port, self.gateway_metrics)
+            await self._metrics.start()
+        if started_here:  # the real bot (tests pass their own engine): start-up objects live as long as it
+            gc.freeze()  # ... so full collections need not walk them again (they were the p95)
+
+    async def close(self) -> None:
+        log.info("shutting down: stopping the scheduler, writing snapshots, closing the database")
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        if self._metrics is not None:
+            await self._metrics.stop()
+        await super().close()
+        if self.engine is not None:
+            await self.engine.close()
+
+
+class ShardedStelisBot(StelisBot, commands.AutoShardedBot):
+    """The same bot on several shards (its share of them when processes split the shards)."""
+
+    def connections(self) -> list[tuple[int, float, bool]]:
+        return [(shard_id, latency, not self.shards[shard_id].is_closed()) for shard_id, latency in self.latencies]
+
+
+@commands.command(name="sync", hidden=True)
+@commands.is_owner()
+async def sync(ctx: commands.Context[commands.Bot], where: str = "guild") -> None:
+    """Owner only: !sync guild | global | clear-guild. Never run on start."""
+    await ctx.send(await sync_commands(ctx.bot, where, ctx.guild))
+
+
+def make_bot(config: Config, engine: Engine | None = None, *, members_intent: bool = False) -> StelisBot:
+    """A StelisBot, sharded when config says so; setup_hook opens the engine (store) unless given one."""
     # A text persona never joins voice: no warning at every start that voice libraries are missing.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
-
-    class StelisBot(base):  # type: ignore[valid-type, misc]  # a base chosen at run time
-        def __init__(self) -> None:
-            chosen = intents()
-            chosen.members = members_intent  # the tests' fake gateway needs the member cache
-            super().__init__(command_prefix=config.discord.command_prefix, intents=chosen, tree_cls=StelisTree,
-                             allowed_mentions=SAFE_MENTIONS, help_command=None, **shard_options)
-            self.engine = engine
-            self.config = config
-            self._heartbeat: asyncio.Task[None] | None = None
-            self._metrics: MetricsServer | None = None
-
-        def gateway_metrics(self) -> None:
-            """Each shard's latency and connection, as the gateway reports them now, and the database pool's
-            use (read at each scrape)."""
-            if self.engine is not None:
-                metrics.read_pool(self.engine.database_usage())
-            shards = getattr(self, "shards", None)  # AutoShardedBot; a plain Bot is shard 0 (or its shard_id)
-            pairs = self.latencies if shards is not None else [(self.shard_id or 0, self.latency)]
-            for shard_id, latency in pairs:
-                up = not (shards[shard_id].is_closed() if shards is not None else self.is_closed()) and self.is_ready()
-                metrics.GATEWAY_CONNECTED.labels(str(shard_id)).set(1 if up else 0)
-                if latency == latency and latency != float("inf"):  # nan and inf before the first heartbeat
-                    metrics.GATEWAY_LATENCY.labels(str(shard_id)).set(latency)
-
-        async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
-            """Processes sharing a database take turns to log in; alone, discord.py's own pause."""
-            if self.engine is None or not await self.engine.pace_identify(shard_id or 0):
-                await super().before_identify_hook(shard_id, initial=initial)
-
-        async def setup_hook(self) -> None:
-            started_here = self.engine is None
-            engine = self.engine = self.engine or await Engine.open(self.config)
-            for extension in EXTENSIONS:
-                if extension not in self.extensions:
-                    await self.load_extension(extension)
-            await engine.start_memory()
-            self._heartbeat = asyncio.create_task(beat(heartbeat_path(config.data_dir), self.is_ready))
-            if config.metrics.port is not None and self._metrics is None:
-                self._metrics = MetricsServer(config.metrics.host, config.metrics.port, self.gateway_metrics)
-                await self._metrics.start()
-            if started_here:  # the real bot (tests pass their own engine): start-up objects live as long as it
-                gc.freeze()  # ... so full collections need not walk them again (they were the p95)
-
-        async def close(self) -> None:
-            log.info("shutting down: stopping the scheduler, writing snapshots, closing the database")
-            if self._heartbeat is not None:
-                self._heartbeat.cancel()
-            if self._metrics is not None:
-                await self._metrics.stop()
-            await super().close()
-            if self.engine is not None:
-                await self.engine.close()
-
-    bot = StelisBot()
-
-    @bot.command(name="sync", hidden=True)  # type: ignore[untyped-decorator]  # discord.py's checks are untyped
-    @commands.is_owner()
-    async def sync(ctx: commands.Context[commands.Bot], where: str = "guild") -> None:
-        """Owner only: !sync guild | global | clear-guild. Never run on start."""
-        await ctx.send(await sync_commands(ctx.bot, where, ctx.guild))
-
-    return bot
+    if not (config.discord.sharded or config.discord.shards):
+        return StelisBot(config, engine, members_intent=members_intent)
+    shard_options: dict[str, Any] = {}
+    if config.discord.shards:  # this process's share of the shards (others run elsewhere)
+        shard_options = {"shard_ids": shard_ids(config.discord.shards), "shard_count": config.discord.shard_count}
+    return ShardedStelisBot(config, engine, members_intent=members_intent, **shard_options)
 
 
 SYNC_USAGE = ("Usage: !sync guild (this server, at once) | global (every server, within the hour) | clear-guild "

@@ -8,6 +8,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.discord_bot import StelisBot
 from bot.engine import Engine
 from bot.splitting import split_message
 
@@ -15,9 +16,10 @@ MANAGE = discord.Permissions(manage_guild=True)  # default_permissions of the gr
 
 
 def engine_of(bot: commands.Bot) -> Engine:
-    """The engine StelisBot carries (the cogs load only into it)."""
-    engine: Engine = bot.engine  # type: ignore[attr-defined]  # set by StelisBot before any cog loads
-    return engine
+    """The engine StelisBot carries (the cogs load only into it, after its setup_hook opened the engine)."""
+    if not isinstance(bot, StelisBot) or bot.engine is None:
+        raise TypeError("Stelis's cogs load into a StelisBot whose engine is open (bot/discord_bot.py)")
+    return bot.engine
 
 
 async def answer(interaction: discord.Interaction, text: str) -> None:
