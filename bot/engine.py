@@ -46,7 +46,7 @@ from bot.tools import CONVERSATION_TOOLS, REGISTRY, FrontEnd, definitions
 from memory import forget, recall, threads
 from memory.backends import open_store
 from memory.budget import Budget
-from memory.context import Assembler, Assembly, Persona
+from memory.context import Assembler, Assembly, ModelTraits, Persona
 from memory.database_url import is_shared
 from memory.llm import LLM, TextSink
 from memory.records import (
@@ -72,6 +72,15 @@ __all__ = ["AutonomyStatus", "Engine", "MemoryAdminError", "MemoryView", "Playbo
 log = logging.getLogger(__name__)
 
 
+def _traits(config: Config, llm: LLM) -> ModelTraits:
+    """What the model's provider says it does (tools, images, a cache of its answers), and what config allows."""
+    tools = config.llm.reply_tools and getattr(llm, "supports_tools", False)
+    return ModelTraits(tools=definitions(REGISTRY, CONVERSATION_TOOLS) if tools else (),
+                       tools_work=lambda: bool(getattr(llm, "supports_tools", False)),
+                       images=bool(getattr(llm, "supports_images", False)),
+                       keep_tails=bool(getattr(llm, "caches_answers", False)))
+
+
 class Engine:
     def __init__(self, config: Config, store: Store, llm: LLM, clock: Clock | None = None):
         self.config = config
@@ -82,19 +91,18 @@ class Engine:
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
         persona = config.persona.name
         self.settings = Settings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)
+        self.stelis = StelisThreads(store, llm, self.settings, persona, config.llm.context_tokens)
+        self.fitted.on_planned = self._plan_for  # a server that counts more: replies are planned smaller
         self.assembler = Assembler(
             store, llm, Persona(persona, config.persona.card),
             Budget(config.llm.context_tokens, config.llm.max_output_tokens, config.context),
-            config.context, config.stelis, clock=store.clock,
+            config.context, config.stelis, clock=store.clock, traits=_traits(config, llm),
+            recall_enabled=config.context.recall, visibilities=self.stelis.visibilities,
+            conversation_for=self.settings.conversation,
         )
-        self.assembler.recall_enabled = config.context.recall
-        self.fitted.on_planned = self._plan_for  # a server that counts more: replies are planned smaller
-        self.assembler.conversation_for = self.settings.conversation
         self.memory = MemoryWorker(store, llm, self.settings.memory, self.clock, config.memory.concurrency,
                                    config.memory.lease_seconds)
         self.scheduler: MemoryScheduler | None = None
-        self.stelis = StelisThreads(store, llm, self.settings, persona, config.llm.context_tokens)
-        self.assembler.visibilities = self.stelis.visibilities
         self.snapshots = Snapshots(store, self.assembler, config.data_dir / "snapshots")
         self.forgetting = Forgetting(store, llm, self.settings, config.stelis, self.snapshots, persona)
         self.conversations = Conversations(store, llm, self.assembler, self.settings, self.stelis, self.forgetting,
@@ -107,12 +115,8 @@ class Engine:
                                  store.clock, persona)
         self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
-        self.conversations.toolbox = toolbox
-        self.assembler.keep_tails = bool(getattr(llm, "caches_answers", False))
-        self.assembler.images_enabled = self.conversations.describes_images = getattr(llm, "supports_images", False)
-        if config.llm.reply_tools and getattr(llm, "supports_tools", False):
-            self.assembler.conversation_tools = definitions(REGISTRY, CONVERSATION_TOOLS)
-            self.assembler.tools_work = lambda: bool(getattr(llm, "supports_tools", False))
+        self.conversations.toolbox = toolbox  # the one cycle left: the tools answer through the conversations
+        self.conversations.describes_images = self.assembler.images_enabled
         runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
                         stelis_at=self.stelis.settings_at, persona=persona,
                         max_subagent_depth=config.playbooks.subagent_depth)

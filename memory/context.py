@@ -51,7 +51,8 @@ from memory.window import (
     window_size,
 )
 
-__all__ = ["REPLY", "Assembler", "Assembly", "Budget", "ContextError", "Persona", "PromptSettings", "Shape"]
+__all__ = ["REPLY", "Assembler", "Assembly", "Budget", "ContextError", "ModelTraits", "Persona", "PromptSettings",
+           "Shape"]
 
 log = logging.getLogger(__name__)
 
@@ -261,9 +262,22 @@ def day_tokens(message: Message) -> int:
     return cached_tokens(f"[{dates.day_line(message.created_at)}]") + 1
 
 
+@dataclass(frozen=True)
+class ModelTraits:
+    """What the model (and its server) does, as far as a request's layout cares."""
+
+    tools: tuple[Tool, ...] = ()  # what every reply offers
+    tools_work: Callable[[], bool] = lambda: True  # the model still takes tools (a server may refuse them)
+    images: bool = False  # the model reads images: the newest message's are sent with it
+    keep_tails: bool = False  # the model's server caches its answers: a reply's tail stays where it was
+
+
 class Assembler:
     def __init__(self, store: Store, llm: LLM, persona: Persona, budget: Budget, policy: ContextSettings,
-                 stelis: StelisSettings, clock: Callable[[], float] = time.time):
+                 stelis: StelisSettings, clock: Callable[[], float] = time.time, *,
+                 traits: ModelTraits = ModelTraits(), recall_enabled: bool = True,
+                 visibilities: recall.Visibilities | None = None,
+                 conversation_for: Callable[[Thread], Awaitable[PromptSettings]] | None = None):
         self.store = store
         self.llm = llm
         self.budget = budget
@@ -271,15 +285,15 @@ class Assembler:
         self.stelis = stelis
         self.clock = clock
         self.conversation = PromptSettings.of(persona, ShortTermSettings(), MemoryWorkSettings())
-        self._tools: tuple[Tool, ...] = ()
-        self.tools_work: Callable[[], bool] = lambda: True  # the model still takes tools (a server may refuse them)
-        self.images_enabled = False  # the model reads images: the newest message's are sent with it
-        self.recall_enabled = True
-        self.keep_tails = False  # the model's server caches its answers: a reply's tail stays where it was
+        self._tools = traits.tools
+        self.tools_work = traits.tools_work
+        self.images_enabled = traits.images
+        self.keep_tails = traits.keep_tails
+        self.recall_enabled = recall_enabled
         self.frequencies = recall.Frequencies()
-        self.visibilities = recall.Visibilities()
+        self.visibilities = visibilities or recall.Visibilities()  # shared with whoever else reads visibility
         # Per-conversation settings (a server may change the card, a channel its memory); default: fixed ones.
-        self.conversation_for: Callable[[Thread], Awaitable[PromptSettings]] | None = None
+        self.conversation_for = conversation_for
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
         self._folding: dict[int, asyncio.Future[bool]] = {}  # thread -> its next cut being summarised now
