@@ -27,6 +27,7 @@ from bot.playbooks.runtime import Progress, Runner, RunResult
 from bot.playbooks.state import PlaybookError
 from bot.providers import make_llm
 from bot.pulse_scheduler import PulseScheduler
+from bot.services.archive import Archive
 from bot.services.autonomy import Autonomy
 from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations, ReplyFailed, ReplyUnsaved
@@ -86,13 +87,13 @@ class Engine:
         self.config = config
         self.store = store  # for tests and tools; front ends never touch it (tests/test_layering.py)
         # Every request fits the model's context; a pulse counts what it spends, whichever service calls.
-        self.fitted = FittedLLM(llm, config.llm.context_tokens)
+        # a server that counts more than our estimate: replies are planned smaller (_plan_for)
+        self.fitted = FittedLLM(llm, config.llm.context_tokens, on_planned=self._plan_for)
         self.llm = llm = MeteredLLM(self.fitted)
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
         persona = config.persona.name
         self.settings = Settings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)
         self.stelis = StelisThreads(store, llm, self.settings, persona, config.llm.context_tokens)
-        self.fitted.on_planned = self._plan_for  # a server that counts more: replies are planned smaller
         self.assembler = Assembler(
             store, llm, Persona(persona, config.persona.card),
             Budget(config.llm.context_tokens, config.llm.max_output_tokens, config.context),
@@ -105,18 +106,18 @@ class Engine:
         self.scheduler: MemoryScheduler | None = None
         self.snapshots = Snapshots(store, self.assembler, config.data_dir / "snapshots")
         self.forgetting = Forgetting(store, llm, self.settings, config.stelis, self.snapshots, persona)
-        self.conversations = Conversations(store, llm, self.assembler, self.settings, self.stelis, self.forgetting,
-                                           self.snapshots, persona)
+        self.archive = Archive(store, self.assembler, self.stelis, self.snapshots, persona)
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)
         self.tasks = Tasks(store, llm, self.stelis, persona)
         self.autonomy = Autonomy(store, self.settings, self.stelis, self.tasks, persona, self.clock)
-        self.tools = EngineTools(self.conversations, self.stelis, self.admin, self.branches, self.tasks, self.autonomy,
+        self.tools = EngineTools(self.archive, self.stelis, self.admin, self.branches, self.tasks, self.autonomy,
                                  store.clock, persona)
         self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
-        self.conversations.toolbox = toolbox  # the one cycle left: the tools answer through the conversations
-        self.conversations.describes_images = self.assembler.images_enabled
+        self.conversations = Conversations(store, llm, self.assembler, self.settings, self.stelis, self.forgetting,
+                                           self.snapshots, toolbox, persona,
+                                           describes_images=self.assembler.images_enabled)
         runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
                         stelis_at=self.stelis.settings_at, persona=persona,
                         max_subagent_depth=config.playbooks.subagent_depth)
@@ -333,7 +334,7 @@ class Engine:
                                                 thread_id=thread_id)
 
     async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
-        return await self.conversations.recall(scope, query, limit)
+        return await self.archive.recall(scope, query, limit)
 
     async def participants(self, thread_id: int) -> set[int]:
         return await self.conversations.participants(thread_id)

@@ -72,14 +72,14 @@ def request_tokens(request: LLMRequest) -> int:
 class FittedLLM:
     """The model, asked only what fits its context."""
 
-    def __init__(self, inner: LLM, context_tokens: int):
+    def __init__(self, inner: LLM, context_tokens: int, on_planned: Callable[[float], None] | None = None):
         self.inner = inner
         self.name = inner.name
         self.context_tokens = context_tokens
         self.ratio = FIRST_RATIO
         self._ratios: deque[float] = deque(maxlen=RATIOS_KEPT)
         self.planned = FIRST_RATIO  # the ratio replies are planned with (a step, only ever raised)
-        self.on_planned: Callable[[float], None] | None = None  # told when it is raised
+        self.on_planned = on_planned  # told when the ratio is raised
 
     def __getattr__(self, name: str) -> Any:  # supports_tools and whatever else a provider declares
         return getattr(self.inner, name)

@@ -158,3 +158,39 @@ def test_each_setting_default_is_declared_once():
             if value in defaults[m.group(1)]:
                 offenders.append(f"{rel(path)}: {m.group(0)}")
     assert offenders == []
+
+
+def _service_classes() -> set[str]:
+    found = set()
+    for path in (ROOT / "bot" / "services").glob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.bases and any(  # not an error, nor a view
+                    isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in node.body):
+                found.add(node.name)
+    return found
+
+
+def test_services_are_built_in_the_composition_alone_and_given_what_they_need():
+    """Engine.__init__ builds every service by constructor injection: no other module builds one, and it sets
+    nothing on an object after building it (what is attached later is the front end's, at run time)."""
+    services = _service_classes()
+    assert {"Conversations", "Autonomy", "Pulses", "Archive", "StelisThreads"} <= services
+    for path in [*ROOT.glob("bot/**/*.py"), *ROOT.glob("cogs/*.py")]:
+        if path.name == "engine.py" and path.parent.name == "bot":
+            continue
+        built = {n.func.id for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in services}
+        assert not built, f"{path.relative_to(ROOT)} builds {sorted(built)}: only bot/engine.py composes services"
+    engine = ast.parse((ROOT / "bot" / "engine.py").read_text(encoding="utf-8"))
+    init = next(n for c in engine.body if isinstance(c, ast.ClassDef) and c.name == "Engine"
+                for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    set_after = [ast.unparse(t) for n in ast.walk(init) if isinstance(n, ast.Assign) for t in n.targets
+                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)]
+    assert not set_after, f"set on a service after it was built: {set_after}"
+
+
+def test_the_composition_check_sees_an_assignment_after_construction():
+    tree = ast.parse("class Engine:\n    def __init__(self):\n        self.a = A()\n        self.a.b = 1\n")
+    init = tree.body[0].body[0]
+    assert [ast.unparse(t) for n in ast.walk(init) if isinstance(n, ast.Assign) for t in n.targets
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)] == ["self.a.b"]

@@ -16,7 +16,6 @@ from bot.services.settings import Settings
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
 from bot.services.toolbox import ToolBox, scope_of
-from memory import recall
 from memory.budget import ContextError
 from memory.context import REPLY, Assembler, Assembly, Shape
 from memory.errors import Failure
@@ -53,7 +52,8 @@ class ReplyUnsaved(Failure):
 
 class Conversations:
     def __init__(self, store: Store, llm: LLM, assembler: Assembler, settings: Settings, stelis: StelisThreads,
-                 forgetting: Forgetting, snapshots: Snapshots, persona: str):
+                 forgetting: Forgetting, snapshots: Snapshots, toolbox: ToolBox, persona: str, *,
+                 describes_images: bool = False):
         self._store = store
         self._llm = llm
         self._assembler = assembler
@@ -62,13 +62,13 @@ class Conversations:
         self._forgetting = forgetting
         self._snapshots = snapshots
         self._persona = persona
-        self.toolbox: ToolBox | None = None  # the tools a reply may call (set once the engine has them)
+        self.toolbox = toolbox  # the tools a reply may call
         self.scheduler: MemoryScheduler | None = None  # timers to arm once the memory scheduler runs
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
         self.folding: dict[int, asyncio.Task[None]] = {}  # thread -> its next cut being summarised ahead
         self.describing: set[asyncio.Task[None]] = set()  # images being described once
-        self.describes_images = False  # the model reads images (the engine says so)
+        self.describes_images = describes_images  # the model reads images: a new one is described once
         self._unsaved: dict[int, list[NewMessage]] = {}  # thread -> replies the database refused, in order
         self.saving: dict[int, asyncio.Task[None]] = {}  # thread -> its refused replies being tried again
         self.indexer: asyncio.Task[None] | None = None
@@ -207,7 +207,7 @@ class Conversations:
                     raise
                 assembly = smaller
                 result = await self._llm.complete(assembly.request, sink)
-            if not result.tool_calls or self.toolbox is None or last:
+            if not result.tool_calls or last:
                 if sink is not None:
                     sink.close()
                 return assembly, replace(result, text=clean_reply(result.text, names))
@@ -218,13 +218,6 @@ class Conversations:
                 await self._store.append(thread_id, tool_result_message(call, output,
                                                                         lookup=self.toolbox.looks_up(call.name)))
         raise AssertionError("the last round always returns")
-
-    async def said(self, scope: Scope, text: str) -> Message:
-        """What the persona said on its own (a post), remembered in the conversation as its replies are."""
-        thread = await self._root(scope)
-        message, _ = await self._store.append(thread.id, NewMessage("assistant", text, author_name=self._persona))
-        self._snapshots.changed(thread.id)
-        return message
 
     async def context(self, thread_id: int, *, calls: bool = True) -> Assembly:
         """The next request for a thread as it stands; nothing is stored or cut. `calls=False` (what /context
@@ -237,13 +230,6 @@ class Conversations:
         thread = await (self._store.thread(thread_id) if thread_id is not None else self._stelis.root(scope))
         return await self._assembler.assemble(thread.id, incoming=NewMessage("user", content, author_id, author_name),
                                               persist=False)
-
-    async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
-        """What recall finds for a query in a conversation, under the same visibility rules as replies."""
-        root = await self._stelis.root(scope)
-        seen = await self._assembler.visibilities.of(self._store, root)
-        return await recall.search(self._store, seen, query, recall.Shown(), limit=limit,
-                                   frequencies=self._assembler.frequencies)
 
     async def participants(self, thread_id: int, recent: int = PARTICIPANTS_SEEN) -> set[int]:
         """Who spoke among a thread's recent messages: the only people a reply may ping."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
+from bot.services.archive import Archive
 from bot.services.autonomy import Autonomy
 from bot.services.branches import DiscordThreadBranches
-from bot.services.conversation import Conversations
 from bot.services.memory_admin import MemoryAdmin
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
@@ -21,7 +21,7 @@ RECALL_TOKENS = 800  # what one recall tool result may hold
 
 
 class EngineTools:
-    def __init__(self, conversations: Conversations, stelis: StelisThreads, admin: MemoryAdmin,
+    def __init__(self, archive: Archive, stelis: StelisThreads, admin: MemoryAdmin,
                  branches: DiscordThreadBranches, tasks: Tasks, autonomy: Autonomy, clock: Callable[[], float],
                  persona: str):
         self.autonomy = autonomy
@@ -29,13 +29,13 @@ class EngineTools:
         self._tasks = tasks
         self._persona = persona
         self.front_end: FrontEnd | None = None  # set by the front end that runs the engine
-        self._conversations = conversations
+        self._archive = archive
         self._stelis = stelis
         self._admin = admin
         self._clock = clock
 
     async def recall_text(self, scope: Scope, query: str, limit: int) -> list[str]:
-        hits = await self._conversations.recall(scope, query, limit)
+        hits = await self._archive.recall(scope, query, limit)
         text, _ = recall.render(hits, RECALL_TOKENS)
         return text.splitlines() if hits else []
 
@@ -59,7 +59,7 @@ class EngineTools:
         if self.front_end is None:
             raise ToolError("there is no front end to post through here")
         await self.front_end.post(scope, text)
-        await self._conversations.said(scope, text)
+        await self._archive.said(scope, text)
         return "posted"
 
     async def branch_lines(self, scope: Scope) -> list[str]:
