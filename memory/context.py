@@ -622,7 +622,8 @@ class Assembler:
             else:
                 already.chronicles.add(hit.key)
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), query, already,
-                                   context=before, frequencies=self.frequencies, unindexed_ok=len(window))
+                                   context=before, frequencies=self.frequencies, unindexed_ok=len(window),
+                                   now=self.clock())
         return hits
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:

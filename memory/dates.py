@@ -186,3 +186,51 @@ def _matches(text: str) -> list[re.Match[str]]:
         else:
             windows.append([start, stop])
     return [m for start, stop in windows for m in _ANY.finditer(text, start, stop)]
+
+
+_MONTHS = {m.lower(): i for i, m in enumerate(["January", "February", "March", "April", "May", "June", "July",
+                                                "August", "September", "October", "November", "December"], 1)}
+_MONTH = "(" + "|".join(_MONTHS) + r")"
+_DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)? (?:of )?" + _MONTH + r"(?:,? (\d{4}))?\b", re.I)
+_MONTH_DAY = re.compile(r"\b" + _MONTH + r" (\d{1,2})(?:st|nd|rd|th)?(?:,? (\d{4}))?\b", re.I)
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_JA_DATE = re.compile(r"(?:(\d{4})年)?(\d{1,2})月(\d{1,2})日")
+MOST_DAYS = 3  # a question names a day or two; more is a list, not a question about when
+
+
+def days_named(text: str, now: float) -> list[date]:
+    """The days a question names, absolutely ("3 May 2023", "May 3rd", 2023-05-03, 5月3日) or relatively
+    ("yesterday", "last Tuesday", "three days ago", as of `now`); a day without a year is its latest before now."""
+    today = _day(now)
+    text = resolve_relative(text, now)
+    found: list[date] = []
+    for m in _DAY_MONTH.finditer(text):
+        found += _dated(m.group(3), _MONTHS[m.group(2).lower()], m.group(1), today)
+    for m in _MONTH_DAY.finditer(text):
+        found += _dated(m.group(3), _MONTHS[m.group(1).lower()], m.group(2), today)
+    for m in _ISO.finditer(text):
+        found += _dated(m.group(1), int(m.group(2)), m.group(3), today)
+    for m in _JA_DATE.finditer(text):
+        found += _dated(m.group(1), int(m.group(2)), m.group(3), today)
+    return list(dict.fromkeys(found))[:MOST_DAYS]
+
+
+def _dated(year: str | None, month: int, day: str, today: date) -> list[date]:
+    try:
+        d = date(int(year) if year else today.year, month, int(day))
+        if not year and d > today:
+            d = date(d.year - 1, month, int(day))
+    except ValueError:  # 31 April, 29 February of another year: not a day
+        return []
+    return [d]
+
+
+def day_of(ts: float) -> date:
+    """The UTC day a moment falls on."""
+    return _day(ts)
+
+
+def day_bounds(d: date) -> tuple[float, float]:
+    """A UTC day as [start, end) timestamps."""
+    start = datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
+    return start, start + 86_400

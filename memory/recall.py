@@ -17,6 +17,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import date
 
 from memory import dates, excerpts
 from memory.records import MessageMatch, NoteMatch, Scope, Thread
@@ -28,6 +29,7 @@ MAX_TERMS = 10
 COMMON_SHARE = 0.15  # a word in more than this share of messages is dropped from the query
 COMMON_CAP = 500  # ... and counting its matches stops here, so a look-up stays bounded
 SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked for in
+DAY_MESSAGES = 24  # what was said on a day a question names, newest first, at most
 CANDIDATES = 16  # messages ranked per look-up: 16 find as much as 24 on memory_quality, for less time
 CANDIDATE_ROWS = 200  # matches the message look-up may rank, whatever the archive's size
 MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
@@ -175,17 +177,20 @@ def _stem(word: str) -> str:
 
 
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
-                 context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0) -> list[Hit]:
+                 context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0,
+                 now: float | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
     Words of `context` (the turn before the new message) only break ties between hits: they are
     not looked up, so they cost nothing. Up to `unindexed_ok` of the newest messages may be left
     out of the index (a reply passes its window's length: every one of its thread's among them is
     in the window); their words are still counted, or the conversation's own words would look rare.
-    More, and the index is brought up to date first.
+    More, and the index is brought up to date first. A day the text names ("on 3 May", "yesterday", as of
+    `now`) is looked up too: what was said that day counts as a match of a rare word.
     """
     own = query_terms(text)
-    if not own:
+    days = dates.days_named(text, now) if now is not None else []
+    if not own and not days:
         return []
     pending = store.unindexed_texts()
     if pending is None or len(pending) > unindexed_ok:
@@ -197,9 +202,9 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
     rare = {t: n for t, n in df.items() if n < common}
     short = [t for t in own if len(t) < 3]
-    if not rare and not short:
+    if not rare and not short and not days:
         return []
-    hits: list[Hit] = []
+    hits = await _on_days(store, seen, shown, days)
     if rare:
         hits += await _indexed(store, seen, shown, rare, _candidate_terms(rare))
     for term in short:
@@ -210,11 +215,22 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     found = " ".join(f"{h.who} {h.text}".lower() for h in hits)
     weights = {t: math.log(1 + total / max(n, 1)) for t, n in rare.items() if n or t in found}
     weights.update({t: math.log(1 + total / 20) for t in short})  # unknown df: weigh like a fairly rare word
-    if not weights:
+    named = {d: math.log(1 + total / DAY_MESSAGES) for d in days}  # a day's messages: as many as a rare word's
+    if not weights and not named:
         return []
     tie = math.log(1 + total / COMMON_CAP) / 3  # what a context word adds: less than any word of the message
     ties = {t: tie for t in query_terms(context) if t not in weights}
-    return rank(hits, weights, ties, asks_for(text), 2 * tie)[:limit]
+    return rank(hits, weights, ties, asks_for(text), 2 * tie, named)[:limit]
+
+
+async def _on_days(store: Store, seen: Visibility, shown: Shown, days: list[date]) -> list[Hit]:
+    """What was said on the days a question names, within what the conversation may see."""
+    hits: list[Hit] = []
+    for day in days:
+        start, end = dates.day_bounds(day)
+        rows = await store.messages_between(seen.persona, seen.scope_keys, start, end, DAY_MESSAGES)
+        hits += [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
+    return hits
 
 
 def _candidate_terms(df: dict[str, int]) -> list[str]:
@@ -273,21 +289,24 @@ def asks_for(question: str) -> re.Pattern[str] | None:
 
 
 def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] | None = None,
-         answer: re.Pattern[str] | None = None, answer_weight: float = 0.0) -> list[Hit]:
+         answer: re.Pattern[str] | None = None, answer_weight: float = 0.0,
+         days: dict[date, float] | None = None) -> list[Hit]:
     """Hits whose excerpt carries enough of the query's information, the most first; newer first among equals.
 
     Who said it counts as a match too: "what did Kai buy" is about Kai's own messages. `ties` add
     to a hit's score but not to what it must cover, and so does `answer_weight` for an excerpt that
-    looks like an answer (`answer`: "how old" is answered by a number). Each hit comes back as its excerpt.
+    looks like an answer (`answer`: "how old" is answered by a number). A hit from a day the question names
+    (`days`, each with its weight) matches that day. Each hit comes back as its excerpt.
     """
+    days = days or {}
     ties = ties or {}
-    whole = sum(weights.values())
+    whole = sum(weights.values()) + sum(days.values())
     best: dict[tuple[str, int], Hit] = {}
     for hit in hits:
         who = hit.who.lower()
         by_speaker = {t for t in weights if excerpts.contains(t, who)}
         shown = excerpts.best(hit.text, {t: w for t, w in weights.items() if t not in by_speaker}, HIT_CHARS)
-        score = shown.score + sum(weights[t] for t in by_speaker)
+        score = shown.score + sum(weights[t] for t in by_speaker) + days.get(dates.day_of(hit.at), 0.0)
         if score < MIN_COVERAGE * whole:
             continue
         lowered = shown.text.lower()

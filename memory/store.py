@@ -505,6 +505,11 @@ class Store(Protocol):
         """Messages matching any of the terms in these conversations, best first."""
         ...
 
+    async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
+                               limit: int) -> list[MessageMatch]:
+        """What people and the persona said in these conversations in [start, end), the newest `limit`."""
+        ...
+
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""

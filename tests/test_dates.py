@@ -45,3 +45,19 @@ def test_scanning_around_keywords_finds_what_a_full_scan_finds(words):
     text = " ".join(words)
     full = [m.group(0) for m in dates._ANY.finditer(text)]
     assert [m.group(0) for m in dates._matches(text)] == full
+
+
+def test_the_days_a_question_names():
+    from datetime import UTC, date, datetime
+
+    from memory.dates import days_named
+
+    now = datetime(2023, 5, 4, 12, tzinfo=UTC).timestamp()
+    assert days_named("What did Ana say on 3 May 2023?", now) == [date(2023, 5, 3)]
+    assert days_named("and on May 3rd?", now) == days_named("the 3rd of May", now) == [date(2023, 5, 3)]
+    assert days_named("what did we say yesterday?", now) == [date(2023, 5, 3)]
+    assert days_named("last Tuesday", now) == [date(2023, 5, 2)]
+    assert days_named("5月3日に何を話した？", now) == [date(2023, 5, 3)]
+    assert days_named("the plan of 2023-04-30", now) == [date(2023, 4, 30)]
+    assert days_named("on 12 December", now) == [date(2022, 12, 12)]  # no year: the latest before now
+    assert days_named("on 30 February", now) == [] and days_named("what is the tide?", now) == []

@@ -229,3 +229,24 @@ def test_among_equal_hits_the_one_that_looks_like_the_answer_comes_first():
     assert rank(said, weights, None, asks_for("いつカタリナが来た?"), 0.5)[0].key == 3
     assert asks_for("What does Katarina like?") is None
     assert [h.key for h in rank(said, weights, None, asks_for("What does Katarina like?"), 0.5)] == [2, 3, 1]
+
+
+async def test_a_day_the_question_names_finds_what_was_said_that_day_and_only_what_it_may_see(engine):
+    from memory import dates
+
+    await engine.hear(GENERAL, "the boat trip is planned", author_name="ana")
+    engine.clock.advance(86_400)
+    painted = await engine.hear(GENERAL, "we painted the boat red", author_name="ana")
+    await engine.hear(SECRET, "the secret boat plans for the staff", author_name="bo")
+    await engine.hear(GENERAL, "lunch was lovely", author_name="ben")
+    engine.clock.advance(86_400)
+    await engine.hear(GENERAL, "the boat needs a new sail", author_name="ana")
+    for n in range(3):
+        await engine.hear(GENERAL, f"plain chatter number {n} about the weather", author_name="ben")
+
+    assert (await engine.recall(GENERAL, "what about the boat?"))[0].text == "the boat needs a new sail"
+    assert (await engine.recall(GENERAL, "what did we do with the boat yesterday?"))[0].text == painted.content
+    day = dates.day_text(dates.day_of(painted.created_at))
+    that_day = await engine.recall(GENERAL, f"What happened on {day}?")  # no word of it was said that day
+    assert {h.text for h in that_day} == {"we painted the boat red", "lunch was lovely"}
+    assert not any("secret" in h.text for h in await engine.recall(GENERAL, f"the boat on {day}"))

@@ -305,3 +305,23 @@ async def test_logins_of_processes_sharing_a_database_are_five_seconds_apart(bac
     assert len({who.rsplit(":", 1)[0] for _, who in logins}) == 4
     assert all(later - earlier >= IDENTIFY_SECONDS for earlier, later in itertools.pairwise(times))
     await store.close()
+
+
+async def test_what_was_said_in_a_span_of_time_is_found_within_the_visible_conversations(backend):
+    now = [1_700_000_000.0]
+    store = await open_store(backend, clock=lambda: now[0])
+    seen = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    hidden = await store.root_thread("P", Scope.channel(1, 3), 0.8)
+    for day, text in enumerate(["before", "on the day, early", "on the day, late", "after"]):
+        now[0] = 1_700_000_000.0 + day * 43_200  # half a day apart: the middle two share [start, end)
+        await store.append(seen.id, NewMessage("user", text, author_name="ana"))
+        await store.append(hidden.id, NewMessage("user", f"{text} (elsewhere)", author_name="bo"))
+    erased, _ = await store.append(seen.id, NewMessage("user", "erased later", external_id=99))
+    await store.delete_message(99)
+    start, end = 1_700_000_000.0 + 43_200, 1_700_000_000.0 + 2 * 43_200 + 1
+    found = await store.messages_between("P", (seen.scope_key,), start, end, 10)
+    assert [m.content for m in found] == ["on the day, late", "on the day, early"]  # newest first, this one only
+    assert (await store.messages_between("P", (seen.scope_key,), start, end, 1))[0].content == "on the day, late"
+    assert await store.messages_between("Q", (seen.scope_key,), start, end, 10) == []
+    assert erased.seq not in {m.seq for m in await store.messages_between("P", (seen.scope_key,), 0, 2e9, 50)}
+    await store.close()

@@ -28,7 +28,7 @@ class Archive:
         root = await self._stelis.root(scope)
         seen = await self._assembler.visibilities.of(self._store, root)
         return await recall.search(self._store, seen, query, recall.Shown(), limit=limit,
-                                   frequencies=self._assembler.frequencies)
+                                   frequencies=self._assembler.frequencies, now=self._store.clock())
 
     async def said(self, scope: Scope, text: str) -> Message:
         """What the persona said on its own (a post), remembered in the conversation as its replies are."""

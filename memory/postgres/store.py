@@ -927,6 +927,17 @@ class PostgresStore(CommonStore):
             persona, list(scope_keys), limit, *_term_params(terms))
         return [MessageMatch(*row) for row in rows]
 
+    async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
+                               limit: int) -> list[MessageMatch]:
+        rows = await self._all(
+            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
+            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            " WHERE m.created_at >= $1 AND m.created_at < $2 AND m.role IN ('user', 'assistant')"
+            f" AND t.persona = $3 AND t.scope_key = ANY($4::text[]) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
+            " ORDER BY m.created_at DESC LIMIT $5",
+            start, end, persona, list(scope_keys), limit)
+        return [MessageMatch(*row) for row in rows]
+
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         rows = await self._all(

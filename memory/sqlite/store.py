@@ -1016,6 +1016,19 @@ class SqliteStore(CommonStore):
         )
         return [MessageMatch(*row) for row in rows]
 
+    async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
+                               limit: int) -> list[MessageMatch]:
+        marks = ", ".join("?" * len(scope_keys))
+        rows = await self._all(
+            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
+            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
+            f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
+            " ORDER BY m.created_at DESC LIMIT ?",
+            (start, end, persona, *scope_keys, limit),
+        )
+        return [MessageMatch(*row) for row in rows]
+
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""
