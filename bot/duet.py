@@ -68,16 +68,28 @@ async def _exchange(voices: tuple[Voice, Voice], out: TextIO, turns: int, openin
     said, speaker = opening, 0
     for _ in range(turns):
         listener = voices[1 - speaker]
-        session = await listener.engine.social_session(PLACE, listener.partner_id, listener.partner)
-        if await listener.engine.social_turns_left(PLACE, session.id) <= 0:
+        answered = await _turn(listener, said)
+        if answered is None:
             break
-        await listener.engine.hear(PLACE, said, author_name=listener.partner, author_id=listener.partner_id,
-                                   thread_id=session.id)
-        said = (await listener.engine.reply(session.id)).content
+        said = answered
         out.write(f"{listener.engine.persona}: {said}\n")
         speaker = 1 - speaker
     for voice in voices:
         await voice.engine.end_social(PLACE, voice.partner_id)
+
+
+async def _turn(listener: Voice, said: str) -> str | None:
+    """The listener hears `said` in its session with the speaker and answers it as a persona's message in Discord
+    is answered: while the exchange has turns left (then it ends). Its answer, or None."""
+    session = await listener.engine.social_session(PLACE, listener.partner_id, listener.partner)
+    await listener.engine.hear(PLACE, said, author_name=listener.partner, author_id=listener.partner_id,
+                               thread_id=session.id)
+    replies: list[str] = []
+
+    async def answer() -> None:
+        replies.append((await listener.engine.reply(session.id)).content)
+
+    return replies[0] if await listener.engine.answer_turn(PLACE, listener.partner_id, session.id, answer) else None
 
 
 async def _remembered(voice: Voice, out: TextIO) -> None:

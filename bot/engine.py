@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -532,8 +532,9 @@ class Engine:
     async def social_session(self, scope: Scope, partner_id: int, partner_name: str) -> Thread:
         return await self.socials.session(scope, partner_id, partner_name)
 
-    async def social_turns_left(self, scope: Scope, session_id: int) -> int:
-        return await self.socials.turns_left(scope, session_id)
+    async def answer_turn(self, scope: Scope, partner_id: int, session_id: int,
+                          answer: Callable[[], Awaitable[object]]) -> bool:
+        return await self.socials.answer_turn(scope, partner_id, session_id, answer)
 
     async def end_social(self, scope: Scope, partner_id: int) -> Branch | None:
         return await self.socials.end(scope, partner_id)

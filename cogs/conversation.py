@@ -213,12 +213,9 @@ class Conversation(commands.Cog):
     async def _exchange(self, message: discord.Message, place: Place, session_id: int) -> None:
         """Another persona's turn: answered within the bot cap and the exchange's turn budget; the last turn
         ends the exchange, so its chronicle reaches the channel."""
-        if not await self._should_answer(message, "mention", None):
-            return
-        if await self.engine.social_turns_left(place.scope, session_id) > 0:
-            await self._answer(message, session_id)
-        if await self.engine.social_turns_left(place.scope, session_id) <= 0:
-            await self.engine.end_social(place.scope, message.author.id)
+        if await self._should_answer(message, "mention", None):
+            await self.engine.answer_turn(place.scope, message.author.id, session_id,
+                                          lambda: self._answer(message, session_id))
 
     async def backfill(self) -> int:
         """After a (re)connect: remember what was said while away (history after the last seen id), in the

@@ -8,6 +8,7 @@ and the branch waits, suspended, for the next exchange. A social branch never co
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from bot.services.branches import DiscordThreadBranches, current_session
 from bot.services.settings import Settings
@@ -52,6 +53,18 @@ class Socials:
         config = await self._settings.effective(scope.guild_id, scope.channel_id)
         taken = sum(1 for m in await self._store.tail(session_id, 200) if m.role == "assistant")
         return max(0, config.autonomy.session_turns - taken)
+
+    async def answer_turn(self, scope: Scope, partner_id: int, session_id: int,
+                          answer: Callable[[], Awaitable[object]]) -> bool:
+        """Another persona's turn, heard in the session of their exchange: answered (by `answer`, the front end's
+        reply) while the exchange has turns left; once they are spent the exchange ends, its session suspended
+        with a chronicle. Whether it was answered."""
+        answered = await self.turns_left(scope, session_id) > 0
+        if answered:
+            await answer()
+        if await self.turns_left(scope, session_id) <= 0:
+            await self.end(scope, partner_id)
+        return answered
 
     async def end(self, scope: Scope, partner_id: int) -> Branch | None:
         """The exchange is over: its session ends with a chronicle, the branch waits for the next one."""
