@@ -93,6 +93,9 @@ _ADD_RECORD = (
 # A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
 _SHARED_CHANGE = "SELECT nextval('shared_changes')"
 _NOT_PLACEHOLDER = "(m.metadata::jsonb -> 'placeholder') IS NULL"
+# What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
+_MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
+_MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
 
 
 def named(sql: str, **params: Any) -> tuple[Any, ...]:
@@ -930,8 +933,7 @@ class PostgresStore(CommonStore):
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
         rows = await self._all(
-            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
-            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            _MATCHED_MESSAGES +
             " WHERE m.created_at >= $1 AND m.created_at < $2 AND m.role IN ('user', 'assistant')"
             f" AND t.persona = $3 AND t.scope_key = ANY($4::text[]) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
             " ORDER BY m.created_at DESC LIMIT $5",
@@ -941,8 +943,7 @@ class PostgresStore(CommonStore):
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         rows = await self._all(
-            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
-            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            _MATCHED_MESSAGES +
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - $1 AND strpos(lower(m.content), $2) > 0"
             f" AND t.persona = $3 AND t.scope_key = ANY($4::text[]) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
             " ORDER BY m.seq DESC LIMIT $5", window, needle, persona, list(scope_keys), limit)

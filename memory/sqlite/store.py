@@ -1008,7 +1008,7 @@ class SqliteStore(CommonStore):
         """Messages matching any of the terms in these conversations, best first."""
         marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
-            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
+            "SELECT " + _MATCH_COLUMNS +
             " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
             f" WHERE messages_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL"
             f" AND {_NOT_PLACEHOLDER}"
@@ -1020,8 +1020,7 @@ class SqliteStore(CommonStore):
                                limit: int) -> list[MessageMatch]:
         marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
-            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
-            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            _MATCHED_MESSAGES +
             " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
             f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
             " ORDER BY m.created_at DESC LIMIT ?",
@@ -1034,8 +1033,7 @@ class SqliteStore(CommonStore):
         """Messages containing a text too short for trigrams, among the newest `window` only."""
         marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
-            "SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
-            " FROM messages m JOIN threads t ON t.id = m.thread_id"
+            _MATCHED_MESSAGES +
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - ? AND instr(lower(m.content), ?) > 0"
             f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
             " ORDER BY m.seq DESC LIMIT ?",
@@ -1144,6 +1142,9 @@ async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, t
 
 # A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
 _NOT_PLACEHOLDER = "json_extract(m.metadata, '$.placeholder') IS NULL"
+# What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
+_MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
+_MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
 
 
 async def _erase_quotes(db: aiosqlite.Connection, erased: Erased, after_seq: int, after: float,
