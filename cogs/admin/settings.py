@@ -1,0 +1,112 @@
+"""/config, /persona and /model: settings per server or channel."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import discord
+from discord import app_commands
+
+from bot.config import OVERRIDABLE, ConfigError
+from bot.engine import Where
+from bot.report import (
+    config_lines,
+    not_set_text,
+    reset_text,
+    set_text,
+)
+from cogs.admin.base import MAX_CHOICES, AdminBase
+from cogs.interactions import MANAGE
+from cogs.long_text import long_text
+
+
+class SettingsCommands(AdminBase):
+    config = app_commands.Group(name="config", description="Settings per server or channel", guild_only=True,
+                                default_permissions=MANAGE)
+    persona = app_commands.Group(name="persona", description="The persona", guild_only=True,
+                                 default_permissions=MANAGE)
+
+    # /model
+
+    @app_commands.command(name="model", description="The model this server's replies use; an admin may choose")
+    @app_commands.guild_only()
+    @app_commands.describe(name="A model name your provider knows, or 'default' (Manage Server to change)")
+    async def model(self, interaction: discord.Interaction,
+                    name: app_commands.Range[str, 1, 100] | None = None) -> None:
+        guild = interaction.guild_id or 0
+        if name is not None:
+            if not await self.allowed(interaction):
+                return
+            if name == "default":
+                await self.engine.reset_setting("guild", guild, "persona.models.standard")
+            else:
+                await self.engine.set_setting("guild", guild, "persona.models.standard", name)
+        effective = await self.engine.settings_for(guild, self._channel_id(interaction))
+        chosen = effective.persona.models.standard
+        default = self.engine.config.persona.models.standard
+        offline = " (no model key is set, so the offline model answers for now)" \
+            if self.engine.model_name == "offline" else ""
+        await self.answer(interaction, f"Replies here use {chosen}{offline}"
+                                       + (": this server's choice; /model default undoes it." if chosen != default
+                                          else ": the default."))
+
+    # /config and /persona
+
+    @config.command(name="show", description="Settings in effect in this channel, and the overrides")
+    async def config_show(self, interaction: discord.Interaction) -> None:
+        shown = await self.engine.settings_shown(interaction.guild_id or 0, self._channel_id(interaction))
+        await self.answer(interaction, "\n".join(config_lines(shown, "channel")))
+
+    @config.command(name="set", description="Override a setting for this server or this channel")
+    @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),
+                                 app_commands.Choice(name="channel", value="channel")])
+    async def config_set(self, interaction: discord.Interaction, scope: str, key: str, value: str) -> None:
+        if not await self.allowed(interaction):
+            return
+        try:
+            parsed = await self.engine.set_setting(cast(Where, scope), self._scope_id(interaction, scope), key, value,
+                                                   interaction.guild_id)
+        except ConfigError as exc:
+            await self.answer(interaction, not_set_text(exc.problems))
+            return
+        where = "server" if scope == "guild" else "channel"
+        await self.answer(interaction, set_text(key, parsed, f"for this {where}"))
+
+    @config_set.autocomplete("key")
+    async def _keys(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        return [app_commands.Choice(name=k, value=k) for k in OVERRIDABLE if current.lower() in k][:MAX_CHOICES]
+
+    @config.command(name="reset", description="Remove an override for this server or this channel")
+    @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),
+                                 app_commands.Choice(name="channel", value="channel")])
+    async def config_reset(self, interaction: discord.Interaction, scope: str, key: str) -> None:
+        if not await self.allowed(interaction):
+            return
+        removed = await self.engine.reset_setting(cast(Where, scope), self._scope_id(interaction, scope), key)
+        await self.answer(interaction, reset_text(key, removed))
+
+    config_reset.autocomplete("key")(_keys)
+
+    @persona.command(name="show", description="The persona in this channel")
+    async def persona_show(self, interaction: discord.Interaction) -> None:
+        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+        await self.answer(interaction, f"{effective.persona.name}\n{effective.persona.card}")
+
+    @persona.command(name="set", description="Change the persona card for this server")
+    @app_commands.describe(card="One line; leave empty to edit the current card in a form", file="A text file")
+    async def persona_set(self, interaction: discord.Interaction, card: app_commands.Range[str, 1, 4000] | None = None,
+                          file: discord.Attachment | None = None) -> None:
+        if not await self.allowed(interaction):
+            return
+        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+
+        async def submit(it: discord.Interaction, new: str) -> None:
+            try:
+                await self.engine.set_setting("guild", it.guild_id or 0, "persona.card", new)
+            except ConfigError as exc:
+                await self.answer(it, not_set_text(exc.problems))
+                return
+            await self.answer(it, "Persona card updated for this server.")
+
+        await long_text(interaction, card, file, title=f"{effective.persona.name}'s card",
+                        label="Who the persona is", current=effective.persona.card, submit=submit)
