@@ -13,7 +13,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.config import DiscordConfig
-from cogs.interactions import MANAGE, answer, engine_of, manager
+from cogs.interactions import MANAGE, answer, engine_of, manager_only
 from memory.errors import Failure
 
 LISTS = {"allow": ("allow_users", "allow_roles"), "deny": ("deny_users", "deny_roles")}
@@ -65,31 +65,32 @@ class Access(commands.Cog):
             f"Cooldown: {config.cooldown_seconds} s between a person's answered messages in a channel."]))
 
     @access.command(name="allow", description="Answer only these people and roles (Manage Server)")
+    @manager_only(CHANGE)
     async def allow(self, interaction: discord.Interaction, user: discord.Member | None = None,
                     role: discord.Role | None = None) -> None:
         await self._change(interaction, user, role, add_to="allow")
 
     @access.command(name="deny", description="Never answer this person or role (Manage Server)")
+    @manager_only(CHANGE)
     async def deny(self, interaction: discord.Interaction, user: discord.Member | None = None,
                    role: discord.Role | None = None) -> None:
         await self._change(interaction, user, role, add_to="deny")
 
     @access.command(name="remove", description="Take a person or role off both lists (Manage Server)")
+    @manager_only(CHANGE)
     async def remove(self, interaction: discord.Interaction, user: discord.Member | None = None,
                      role: discord.Role | None = None) -> None:
         await self._change(interaction, user, role, add_to=None)
 
     @access.command(name="cooldown", description="Seconds between a person's answered messages (Manage Server)")
+    @manager_only(CHANGE)
     async def cooldown(self, interaction: discord.Interaction, seconds: app_commands.Range[int, 0, 3600]) -> None:
-        if await manager(interaction, CHANGE):
-            await self.engine.set_setting("guild", interaction.guild_id or 0, "discord.cooldown_seconds", seconds)
-            await answer(interaction, f"Cooldown: {seconds} s." if seconds else "No cooldown.")
+        await self.engine.set_setting("guild", interaction.guild_id or 0, "discord.cooldown_seconds", seconds)
+        await answer(interaction, f"Cooldown: {seconds} s." if seconds else "No cooldown.")
 
     async def _change(self, interaction: discord.Interaction, user: discord.Member | None, role: discord.Role | None,
                       *, add_to: str | None) -> None:
         """Take the user and role off every list, then (unless removing) put them on `add_to`'s."""
-        if not await manager(interaction, CHANGE):
-            return
         if user is None and role is None:
             await answer(interaction, "Name a user or a role.")
             return

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import discord
 from discord import app_commands
@@ -11,6 +12,8 @@ from discord.ext import commands
 from bot.discord_bot import StelisBot
 from bot.engine import Engine
 from bot.splitting import split_message
+
+T = TypeVar("T")
 
 MANAGE = discord.Permissions(manage_guild=True)  # default_permissions of the groups that change things
 
@@ -38,6 +41,16 @@ async def manager(interaction: discord.Interaction, what: str) -> bool:
         return True
     await answer(interaction, f"{what}: it needs the Manage Server permission.")
     return False
+
+
+def manager_only(what: str) -> Callable[[T], T]:
+    """A command that changes things in a group that also reads: Manage Server, checked on the server side
+    before it runs (the refusal, saying `what` it changes, answered here; the tree ignores the failure)."""
+
+    async def predicate(interaction: discord.Interaction) -> bool:
+        return await manager(interaction, what)
+
+    return app_commands.check(predicate)
 
 
 class ManagerGroup(app_commands.Group):

@@ -16,7 +16,7 @@ from bot.report import (
     set_text,
 )
 from cogs.admin.base import MAX_CHOICES, AdminBase
-from cogs.interactions import MANAGE
+from cogs.interactions import MANAGE, manager_only
 from cogs.long_text import long_text
 
 
@@ -60,9 +60,8 @@ class SettingsCommands(AdminBase):
     @config.command(name="set", description="Override a setting for this server or this channel")
     @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),
                                  app_commands.Choice(name="channel", value="channel")])
+    @manager_only("Changing the settings")
     async def config_set(self, interaction: discord.Interaction, scope: str, key: str, value: str) -> None:
-        if not await self.allowed(interaction):
-            return
         try:
             parsed = await self.engine.set_setting(cast(Where, scope), self._scope_id(interaction, scope), key, value,
                                                    interaction.guild_id)
@@ -79,9 +78,8 @@ class SettingsCommands(AdminBase):
     @config.command(name="reset", description="Remove an override for this server or this channel")
     @app_commands.choices(scope=[app_commands.Choice(name="server", value="guild"),
                                  app_commands.Choice(name="channel", value="channel")])
+    @manager_only("Changing the settings")
     async def config_reset(self, interaction: discord.Interaction, scope: str, key: str) -> None:
-        if not await self.allowed(interaction):
-            return
         removed = await self.engine.reset_setting(cast(Where, scope), self._scope_id(interaction, scope), key)
         await self.answer(interaction, reset_text(key, removed))
 
@@ -94,10 +92,9 @@ class SettingsCommands(AdminBase):
 
     @persona.command(name="set", description="Change the persona card for this server")
     @app_commands.describe(card="One line; leave empty to edit the current card in a form", file="A text file")
+    @manager_only("Changing the persona card")
     async def persona_set(self, interaction: discord.Interaction, card: app_commands.Range[str, 1, 4000] | None = None,
                           file: discord.Attachment | None = None) -> None:
-        if not await self.allowed(interaction):
-            return
         effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
 
         async def submit(it: discord.Interaction, new: str) -> None:
