@@ -18,6 +18,7 @@ from bot.clock import Clock
 from bot.config import OVERRIDABLE, SCOPES, ConfigError
 from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
+from bot.report import config_lines
 from cogs.access import permitted
 from memory.errors import Failure
 from memory.records import Scope
@@ -185,6 +186,8 @@ async def test_a_server_wide_setting_is_refused_on_a_channel_and_one_stored_ther
     assert await probe(engine, HERE) == await probe(engine, ELSEWHERE)
     shown = await engine.settings_shown(GUILD, HERE.channel_id)
     assert key in shown.unused and key not in shown.channel
+    assert f"channel {key} = " in (listed := "\n".join(config_lines(shown, "channel")))
+    assert "not used: one value per server" in listed
 
 
 async def test_outside_a_server_a_conversation_sets_server_wide_settings_on_itself(engine):
