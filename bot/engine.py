@@ -86,8 +86,8 @@ class Engine:
     def __init__(self, config: Config, store: Store, llm: LLM, clock: Clock | None = None):
         self.config = config
         self.store = store  # for tests and tools; front ends never touch it (tests/test_layering.py)
-        # Every request fits the model's context; a pulse counts what it spends, whichever service calls.
-        # a server that counts more than our estimate: replies are planned smaller (_plan_for)
+        # Every request fits the model's context (a server that counts more than our estimate: replies are
+        # planned smaller, _plan_for); a pulse counts what it spends, whichever service calls.
         self.fitted = FittedLLM(llm, config.llm.context_tokens, on_planned=self._plan_for)
         self.llm = llm = MeteredLLM(self.fitted)
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never

@@ -46,8 +46,8 @@ from memory.window import (
     plan_cut,
     plan_trim,
     protected_size,
+    recent_turns,
     trim_pays,
-    turn_sizes,
     window_size,
 )
 
@@ -871,7 +871,7 @@ def _keep(cache: OrderedDict[int, Any], thread_id: int, entry: Any) -> None:
 
 def _nearly_full(items: list[Item], budget: int, summary: int, policy: ContextSettings) -> bool:
     """Within a few usual turns of a cut: time to summarise ahead, while the conversation goes on."""
-    sizes = turn_sizes(items)[-20:] or [0]
+    sizes = recent_turns(items)
     return summary + sum(i.tokens for i in items) + FOLD_AHEAD_TURNS * sum(sizes) / len(sizes) > budget
 
 

@@ -15,7 +15,8 @@ _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 
             "eight": 8, "nine": 9, "ten": 10}
 
 
-def _day(ts: float) -> date:
+def day_of(ts: float) -> date:
+    """The UTC day a moment falls on."""
     return datetime.fromtimestamp(ts, UTC).date()
 
 
@@ -31,7 +32,7 @@ def day_line(ts: float) -> str:
 
 @lru_cache(maxsize=4_096)
 def _day_line(day: int) -> str:
-    d = _day(day * 86_400)
+    d = day_of(day * 86_400)
     return f"{d.strftime('%A')}, {day_text(d)}"
 
 
@@ -48,7 +49,7 @@ def span(first: float | None, last: float | None) -> str:
     """The days a summary covers: one day, or from one to another; empty when unknown."""
     if first is None or last is None:
         return ""
-    a, b = _day(first), _day(last)
+    a, b = day_of(first), day_of(last)
     return day_text(a) if a == b else f"{day_text(a)} to {day_text(b)}"
 
 
@@ -166,7 +167,7 @@ def resolve_relative(text: str, said_at: float) -> str:
         match = pattern.match(text, start)
         if match is None:  # pragma: no cover - the rule matched here as part of the alternation
             continue
-        d = d or _day(said_at)
+        d = d or day_of(said_at)
         resolved = resolve(match, d)
         note = f" ({resolved})" if match.group(0).isascii() else f"（{resolved}）"
         out += [text[at:end], note]
@@ -201,7 +202,7 @@ MOST_DAYS = 3  # a question names a day or two; more is a list, not a question a
 def days_named(text: str, now: float) -> list[date]:
     """The days a question names, absolutely ("3 May 2023", "May 3rd", 2023-05-03, 5月3日) or relatively
     ("yesterday", "last Tuesday", "three days ago", as of `now`); a day without a year is its latest before now."""
-    today = _day(now)
+    today = day_of(now)
     text = resolve_relative(text, now)
     found: list[date] = []
     for m in _DAY_MONTH.finditer(text):
@@ -223,11 +224,6 @@ def _dated(year: str | None, month: int, day: str, today: date) -> list[date]:
     except ValueError:  # 31 April, 29 February of another year: not a day
         return []
     return [d]
-
-
-def day_of(ts: float) -> date:
-    """The UTC day a moment falls on."""
-    return _day(ts)
 
 
 def day_bounds(d: date) -> tuple[float, float]:

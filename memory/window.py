@@ -87,22 +87,22 @@ def locked_start(items: Sequence[Item], turns: int, limit: int | None = None) ->
 def lock_limit(items: Sequence[Item], budget: int, policy: ContextSettings, summary_room: int) -> int:
     """The most the locked turns may fill: with the next summary, no more than high_water of the window, nor
     more than leaves room for half of turns_per_cut (a small window's locked turns would fill it)."""
-    roomy = _roomy(_recent(turn_sizes(items)), budget, policy)
+    roomy = _roomy(recent_turns(items), budget, policy)
     return int(budget * min(policy.high_water, roomy)) - summary_room
 
 
 def fill_target(items: Sequence[Item], budget: int, policy: ContextSettings) -> float:
     """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest;
     at least low_water full while that leaves room for half as many."""
-    sizes = _recent(turn_sizes(items))
+    sizes = recent_turns(items)
     usual = sum(sizes) / len(sizes)
     fill = max(min(policy.low_water, _roomy(sizes, budget, policy)), 1 - policy.turns_per_cut * usual / budget)
     return max(0.15, min(policy.high_water, fill, 1 - 2 * max(sizes[-policy.locked_turns:]) / budget))
 
 
-def _recent(sizes: list[int]) -> list[int]:
+def recent_turns(items: Sequence[Item]) -> list[int]:
     """The turn sizes a window's usual turn is judged by: the last 20."""
-    return sizes[-20:] or [0]
+    return turn_sizes(items)[-20:] or [0]
 
 
 def _roomy(sizes: list[int], budget: int, policy: ContextSettings) -> float:

@@ -38,23 +38,17 @@ class Settings:
             if guild_id is not None:
                 overrides.update(await self._store.settings("guild", guild_id))
             if channel_id is not None:
-                overrides.update(await self.used_here(guild_id, channel_id))
+                overrides.update(_used(await self._store.settings("channel", channel_id), guild_id))
             found = self._cache[key] = (time.monotonic(),
                                         apply_overrides(self.config, overrides) if overrides else self.config)
         return found[1]
-
-    async def used_here(self, guild_id: int | None, channel_id: int) -> dict[str, Any]:
-        """A channel's overrides that apply: a server-wide setting stored on a channel (before settings knew
-        their levels) is not one of them."""
-        stored = await self._store.settings("channel", channel_id)
-        return {k: v for k, v in stored.items() if settable(k, "channel", guild_id)}
 
     async def shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
         """What /config show lists: the effective settings and each level's overrides (a channel's that do
         not apply listed as such)."""
         server = await self._store.settings("guild", guild_id) if guild_id is not None else {}
         stored = await self._store.settings("channel", channel_id)
-        used = await self.used_here(guild_id, channel_id)
+        used = _used(stored, guild_id)
         return SettingsView(await self.effective(guild_id, channel_id), server, used,
                             {k: v for k, v in stored.items() if k not in used})
 
@@ -118,3 +112,9 @@ class Settings:
             return None  # internal Stelis threads are remembered through their chronicles
         config = await self.effective(thread.guild_id, thread.channel_id)
         return config.short_term_history.triggers if config.short_term_history.enabled else None
+
+
+def _used(stored: dict[str, Any], guild_id: int | None) -> dict[str, Any]:
+    """A channel's overrides that apply: a server-wide setting stored on a channel (before settings knew their
+    levels) is not one of them."""
+    return {k: v for k, v in stored.items() if settable(k, "channel", guild_id)}
