@@ -42,6 +42,11 @@ class Budget:
     def input(self) -> int:
         return int(self.context_tokens * (1 - self.safety)) - self.output
 
+    @property
+    def memory(self) -> int:
+        """About what the memory layers may take of a request (the persona card, a few hundred tokens, aside)."""
+        return int(self.input * self.shares.memory_share)
+
 
 @dataclass(frozen=True)
 class Plan:

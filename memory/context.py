@@ -613,7 +613,8 @@ class Assembler:
         request already carries (in its window, its memory, or an earlier reply's kept tail)."""
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
-                               {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)})
+                               {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)},
+                               dict(layers.partly))
         for hit in (hit for tail in tails for hit in tail.recalled):
             if hit.kind == "message":
                 already.messages.add(hit.key)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memory import dates
+from memory import dates, extractive
 from memory.records import MemoryRecord, Thread
 from memory.store import Store
 from memory.tokens import cached_tokens
@@ -27,7 +27,8 @@ OWN, OTHER, SERVER, THREAD = "own", "other", "server", "thread"
 class Layers:
     text: str = ""
     tokens: int = 0
-    records: frozenset[int] = frozenset()  # ids of the records shown
+    records: frozenset[int] = frozenset()  # ids of the records shown whole
+    partly: dict[int, frozenset[str]] = field(default_factory=dict)  # a record shortened to fit: the lines shown
     covered_to: int | None = None  # the newest message of this conversation a shown version covers
 
 
@@ -38,6 +39,7 @@ class _Piece:
     order: int  # display order within the section
     text: str
     record: MemoryRecord | None = None
+    shortened: bool = False  # lines were left out to fit: recall may still bring them
     tokens: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -55,7 +57,9 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
     text = render(chosen)
     own = [p.record for p in chosen if p.record is not None and p.section[1] == OWN
            and p.record.type == "short_term" and p.record.last_seq is not None]
-    return Layers(text, cached_tokens(text), frozenset(p.record.id for p in chosen if p.record),
+    whole = frozenset(p.record.id for p in chosen if p.record and not p.shortened)
+    partly = {p.record.id: frozenset(p.text.splitlines()) for p in chosen if p.record and p.shortened}
+    return Layers(text, cached_tokens(text), whole, partly,
                   max((r.last_seq for r in own if r.last_seq is not None), default=None))
 
 
@@ -110,7 +114,7 @@ def fit(pieces: list[_Piece], budget: int | None) -> list[_Piece]:
         if piece.tokens > room:
             if room < 80:
                 continue
-            piece = _Piece(piece.priority, piece.section, piece.order, shorten(piece.text, room), piece.record)
+            piece = _Piece(piece.priority, piece.section, piece.order, shorten(piece.text, room), piece.record, True)
             if piece.tokens > room:
                 continue
         chosen.append(piece)
@@ -120,22 +124,15 @@ def fit(pieces: list[_Piece], budget: int | None) -> list[_Piece]:
 
 
 def shorten(text: str, tokens: int) -> str:
-    """Whole lines from both ends that fit in `tokens`, with a note of what was left out."""
+    """The most informative whole lines that fit in `tokens`, in their order, with a note of what was left out."""
     lines = text.splitlines()
-    head, tail = [lines[0]], list[str]()
-    used = cached_tokens(lines[0]) + 24
-    for i in range(1, len(lines)):
-        line = lines[i // 2 + 1] if i % 2 else lines[-(i // 2)]
-        cost = cached_tokens(line) + 1
-        if used + cost > tokens or len(head) + len(tail) >= len(lines):
-            break
-        (head if i % 2 else tail).append(line)
-        used += cost
-    left_out = len(lines) - len(head) - len(tail)
+    body = [extractive.Sentence(i, None, None, line, None) for i, line in enumerate(lines[1:])]
+    chosen = extractive.select(body, tokens - cached_tokens(lines[0]) - 24)
+    left_out = len(body) - len(chosen)
     if left_out <= 0:
         return text
-    return "\n".join([*head, f"(… {left_out} line(s) left out here; recall and /memory show have them)",
-                      *reversed(tail)])
+    return "\n".join([lines[0], *(s.text for s in chosen),
+                      f"(… {left_out} line(s) left out here; recall and /memory show have them)"])
 
 
 def render(chosen: list[_Piece]) -> str:

@@ -117,6 +117,7 @@ class Shown:
     messages: set[int] = field(default_factory=set)
     records: set[int] = field(default_factory=set)
     chronicles: set[int] = field(default_factory=set)
+    lines: dict[int, frozenset[str]] = field(default_factory=dict)  # a record shown in part: the lines shown
 
 
 class Visibilities:
@@ -265,7 +266,7 @@ async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collecti
         if row.source == "chronicle" and row.id not in shown.chronicles:
             hits.append(_chronicle_hit(row, seen))
         elif row.source == "record" and row.id not in shown.records:
-            hits += _record_hits(row, terms)
+            hits += _record_hits(row, terms, shown.lines.get(row.id, frozenset()))
     return hits
 
 
@@ -332,14 +333,15 @@ def _chronicle_hit(row: NoteMatch, seen: Visibility) -> Hit:
                where, 0.0)
 
 
-def _record_hits(row: NoteMatch, terms: Collection[str]) -> list[Hit]:
-    """The lines of a memory version that match, each on its own: a whole version is long and mixed."""
+def _record_hits(row: NoteMatch, terms: Collection[str], shown: frozenset[str] = frozenset()) -> list[Hit]:
+    """The lines of a memory version that match (and the request does not show), each on its own: a whole
+    version is long and mixed."""
     kind = "short-term" if row.type == "short_term" else "long-term"
     where = {"workspace": "this server", "channel": "a channel", "thread": "a Discord thread"}.get(row.scope or "",
                                                                                                   "elsewhere")
     hits = []
     for n, line in enumerate(row.text.splitlines()):
-        if any(t in line.lower() for t in terms):
+        if line not in shown and any(t in line.lower() for t in terms):
             hits.append(Hit("memory", row.id * 10_000 + n, line, row.at,
                             f"{kind} memory v{row.version}", where, 0.0))
     return hits

@@ -11,6 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+LONG_TERM_LEAST = 512  # tokens of long-term memory, whatever the context
+LONG_TERM_MOST = 8_000  # ... and at most: each merge rewrites all of it
+
 Tier = Literal["standard", "light"]
 
 
@@ -124,8 +127,10 @@ class MemoryWorkSettings(Section):
         "First retry delay after a failed update; it doubles each time, up to an hour."))
     short_term_tokens: int = Field(600, ge=64, le=8_000, description=(
         "Longest short-term memory the model may write."))
-    long_term_tokens: int = Field(1_500, ge=64, le=16_000, description=(
-        "Longest long-term memory the model may write."))
+    long_term_tokens: int | None = Field(None, ge=64, le=16_000, description=(
+        "Longest long-term memory the model may write. Unset: twice what the memory layers may take of the "
+        "model's context (llm.context_tokens), within 512-8,000. A long-term memory larger than the prompt shows "
+        "loses less at each merge, and recall reaches the lines the prompt leaves out."))
     shared_channels: int = Field(5, ge=0, le=50, description=(
         "Other shareable channels whose memory appears in a prompt, most recently active first."))
     tier: Tier = Field("light", description=(
@@ -140,6 +145,13 @@ class MemorySettings:
     short_term: ShortTermSettings
     work: MemoryWorkSettings
     stelis: StelisSettings
+    context_memory: int = 0  # what the memory layers may take of a request: sizes the long-term memory
+
+    @property
+    def long_term_tokens(self) -> int:
+        if self.work.long_term_tokens is not None:
+            return self.work.long_term_tokens
+        return max(LONG_TERM_LEAST, min(LONG_TERM_MOST, 2 * self.context_memory))
 
     @property
     def triggers(self) -> Triggers:

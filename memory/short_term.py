@@ -137,7 +137,7 @@ async def merge(llm: LLM, subject: str, existing: MemoryRecord | None, sources: 
         system=(Block(render("summarise_system.md.j2")),),
         turns=(Turn.text("user", render("long_term_request.md.j2", subject=subject, pins=pins)
                          + "\n\n<transcript>\n" + material + "\n</transcript>"),),
-        max_tokens=settings.work.long_term_tokens, tier=settings.work.tier, purpose="summary",
+        max_tokens=settings.long_term_tokens, tier=settings.work.tier, purpose="summary",
     )
     try:
         merged = await vetted(llm, request, material, f"long-term merge of {subject}")

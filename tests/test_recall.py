@@ -250,3 +250,37 @@ async def test_a_day_the_question_names_finds_what_was_said_that_day_and_only_wh
     that_day = await engine.recall(GENERAL, f"What happened on {day}?")  # no word of it was said that day
     assert {h.text for h in that_day} == {"we painted the boat red", "lunch was lovely"}
     assert not any("secret" in h.text for h in await engine.recall(GENERAL, f"the boat on {day}"))
+
+
+WORDS = ("amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "heron", "iris", "jade", "kelp", "lichen")
+
+
+async def test_a_memory_larger_than_its_room_shows_its_best_lines_and_recall_reaches_the_rest(make_config, database):
+    """What a shortened memory version leaves out is still found for a question that asks for it; what it shows
+    is not repeated by recall."""
+    e = await Engine.open(make_config(snapshots={"interval_seconds": 0}, database=database,
+                                      llm={"context_tokens": 4_096}), OfflineLLM())
+    try:
+        await e.describe_channel(GENERAL, name="general", public=True)
+        await e.hear(GENERAL, "hello", author_name="ana")
+        lines = [f"ana: the {WORDS[i % 12]} box number {i} holds a code{i:03d}word token" for i in range(150)]
+        lines += [f"ben: ok sure, sounds good {i}" for i in range(30)]
+        await e.store.add_record(e.persona, "channel", 100, "short_term", "\n".join(lines), first_seq=1, last_seq=1)
+
+        request = (await e.preview(GENERAL, "nothing in particular", author_name="ana")).request
+        memory = request.system[1].text
+        assert "line(s) left out here; recall and /memory show have them" in memory
+        shown = [i for i in range(150) if f"code{i:03d}word" in memory]
+        hidden = [i for i in range(150) if i not in shown]
+        assert shown and hidden
+
+        def recalled(text: str) -> str:
+            return "\n".join(b.text for t in text for b in t.blocks if b.text.startswith("[Recall"))
+
+        asked = hidden[len(hidden) // 2]
+        found = (await e.preview(GENERAL, f"what holds code{asked:03d}word?", author_name="ana")).request
+        assert f"code{asked:03d}word" in recalled(found.turns)
+        again = (await e.preview(GENERAL, f"what holds code{shown[0]:03d}word?", author_name="ana")).request
+        assert f"code{shown[0]:03d}word" not in recalled(again.turns)
+    finally:
+        await e.close()

@@ -601,3 +601,25 @@ async def test_a_claim_left_by_a_crash_does_not_hold_the_conversation_back_after
     engine = await Engine.open(config, Scripted(), clock)  # the bot alone holds the database again
     assert (await engine.memory.run_channel(thread_id, force=True)).short_term is not None
     await engine.close()
+
+
+@pytest.mark.parametrize(("context", "share", "configured", "expected"), [
+    (8_192, 0.25, None, 3_378),    # twice what the memory layers may take of a request: (8,192 x .95 - 1,024) x .25
+    (2_048, 0.25, None, 716),      # a small local model's: (2,048 x .95 - 512) x .25, twice
+    (2_048, 0.10, None, 512),      # ... but never less than is worth writing
+    (32_768, 0.25, None, 8_000),   # a merge rewrites it all, so never more than this
+    (32_768, 0.25, 1_200, 1_200),  # memory.long_term_tokens set: as set
+])
+async def test_the_long_term_memory_is_sized_by_the_models_context(make_config, context, share, configured, expected):
+    clock, llm = Clock(), Scripted()
+    memory = {"long_term_tokens": configured} if configured else {}
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0}, llm={"context_tokens": context}, memory=memory,
+                         context={"memory_share": share})
+    engine = await Engine.open(config, llm, clock)
+    try:
+        await first_version(engine, clock)
+        merges = [r for r in llm.requests if "Update the long-term memory" in r.turns[0].blocks[0].text]
+        assert [r.max_tokens for r in merges] == [expected]
+    finally:
+        await engine.close()

@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.config import NAMES, OVERRIDABLE, Config, ConfigError, Where, apply_overrides, dotted_value, settable
 from bot.services.views import SettingsView
+from memory.budget import Budget
 from memory.context import Persona, PromptSettings
 from memory.records import MemoryChannel, Thread
 from memory.settings import MemorySettings, Triggers
@@ -104,7 +105,8 @@ class Settings:
     async def memory(self, ch: MemoryChannel | None) -> MemorySettings:
         """How one conversation's memory is written (None: the base settings, for server-wide work)."""
         config = await self.effective(ch.guild_id, ch.channel_id) if ch else self.config
-        return MemorySettings(config.short_term_history, config.memory, config.stelis)
+        budget = Budget(config.llm.context_tokens, config.llm.max_output_tokens, config.context)
+        return MemorySettings(config.short_term_history, config.memory, config.stelis, budget.memory)
 
     async def counted(self, thread: Thread) -> Triggers | None:
         """The triggers a message in this thread counts towards; None when it does not count."""
