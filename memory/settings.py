@@ -37,7 +37,7 @@ class StelisSettings(Section):
 class ContextSettings(Section):
     """The request's budget shares and the cache-stable window's policy (DESIGN.md section 5)."""
 
-    memory_share: float = Field(0.25, ge=0.0, le=0.5, description=(
+    memory_share: float = Field(0.35, ge=0.0, le=0.5, description=(
         "Memory layers (server, channel and thread memory), of what the reply's reserve and the persona card "
         "leave; trimmed by priority when over."))
     recall_share: float = Field(0.10, ge=0.0, le=0.4, description=(
