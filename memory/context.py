@@ -619,7 +619,7 @@ class Assembler:
             if hit.kind == "message":
                 already.messages.add(hit.key)
             elif hit.kind == "memory":
-                already.records.add(hit.key)
+                already.memory_lines.add(hit.key)
             else:
                 already.chronicles.add(hit.key)
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), query, already,

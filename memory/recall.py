@@ -118,6 +118,7 @@ class Shown:
     records: set[int] = field(default_factory=set)
     chronicles: set[int] = field(default_factory=set)
     lines: dict[int, frozenset[str]] = field(default_factory=dict)  # a record shown in part: the lines shown
+    memory_lines: set[int] = field(default_factory=set)  # memory lines an earlier turn recalled (their Hit keys)
 
 
 class Visibilities:
@@ -266,7 +267,8 @@ async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collecti
         if row.source == "chronicle" and row.id not in shown.chronicles:
             hits.append(_chronicle_hit(row, seen))
         elif row.source == "record" and row.id not in shown.records:
-            hits += _record_hits(row, terms, shown.lines.get(row.id, frozenset()))
+            hits += [hit for hit in _record_hits(row, terms, shown.lines.get(row.id, frozenset()))
+                     if hit.key not in shown.memory_lines]
     return hits
 
 

@@ -284,3 +284,19 @@ async def test_a_memory_larger_than_its_room_shows_its_best_lines_and_recall_rea
         assert f"code{shown[0]:03d}word" not in recalled(again.turns)
     finally:
         await e.close()
+
+
+async def test_a_memory_line_an_earlier_turn_recalled_is_not_recalled_again(engine):
+    """A kept tail already carries it: the line's key, not its record's id, says so."""
+    from memory import recall
+
+    await engine.hear(GENERAL, "plain chatter about the weather", author_name="ben")
+    await engine.memory_edit(GENERAL, "ana keeps a quillwort notebook\nben owns a basalt lamp")
+    root = await engine.thread_for(GENERAL)
+    seen = await recall.visibility(engine.store, root)
+    first = await recall.search(engine.store, seen, "the quillwort notebook?", recall.Shown())
+    line = next(h for h in first if h.kind == "memory" and "quillwort" in h.text)
+    again = await recall.search(engine.store, seen, "the quillwort notebook?", recall.Shown(memory_lines={line.key}))
+    assert line.key not in {h.key for h in again if h.kind == "memory"}
+    other = await recall.search(engine.store, seen, "the basalt lamp?", recall.Shown(memory_lines={line.key}))
+    assert any("basalt lamp" in h.text for h in other)  # the record's other lines still are
