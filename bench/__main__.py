@@ -31,14 +31,33 @@ COMPARED = {"context_latency": ("messages", ("p50_ms", "p50_ms_without_recall"))
             "ingest": ("channels", ("per_second",))}
 
 
+def streaming(quick: bool) -> dict[str, Callable[[], Awaitable[list[dict]]]]:
+    """The long benchmarks, printing each line as it is measured; `quick`: a smaller run of each, for a first look."""
+    return {
+        "cache_efficiency": lambda: cache_efficiency.run(
+            cache_efficiency.QUICK_TURNS if quick else cache_efficiency.TURNS,
+            cache_efficiency.BUDGETS[:2] if quick else cache_efficiency.BUDGETS, _print_line),
+        "memory_quality": lambda: memory_quality.run(
+            memory_quality.QUICK_CONVERSATIONS if quick else memory_quality.CONVERSATIONS,
+            memory_quality.BUDGETS, _print_line),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("name", choices=[*BENCHES, "all"])
     parser.add_argument("--backend", choices=[*BACKENDS, "both"], default="sqlite",
                         help="storage for context_latency and ingest (both: each, then PostgreSQL/SQLite ratios)")
+    parser.add_argument("--quick", action="store_true",
+                        help="cache_efficiency over 400 turns at 8k and 16k, memory_quality over 3 conversations: a "
+                             "first look in about a minute each (figures differ from the full run's)")
     args = parser.parse_args(argv)
     names = list(BENCHES) if args.name == "all" else [args.name]
+    live = streaming(args.quick)
     for name in names:
+        if name in live:
+            asyncio.run(live[name]())  # printed as measured
+            continue
         if name not in ON_EITHER_BACKEND:
             _print(asyncio.run(BENCHES[name]()))
             continue
@@ -61,7 +80,11 @@ def ratios(name: str, sqlite: list[dict], postgresql: list[dict]) -> list[dict]:
 
 def _print(lines: list[dict]) -> None:
     for line in lines:
-        print(json.dumps(line), flush=True)
+        _print_line(line)
+
+
+def _print_line(line: dict) -> None:
+    print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

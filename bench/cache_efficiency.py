@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import Report
 from bench.history import RARE_SHARE, sentence, tool_pair, user_message
 from bench.letta_style import LettaStyle
 from bot.config import AnthropicConfig, ModelTiers, validate
@@ -257,13 +258,20 @@ class _letta:
         await self.llm.aclose()
 
 
-async def run() -> list[dict]:
+STRATEGIES = ("stelis", "stelis_server", "stelis_research", "stelis_window", "letta", "naive")
+QUICK_TURNS = 400  # --quick: enough turns for several cuts at 8k, in about a minute
+
+
+async def run(turns: int = TURNS, budgets: tuple[int, ...] = BUDGETS, report: Report | None = None) -> list[dict]:
+    """Every strategy at every budget; each line goes to `report` as soon as it is measured."""
     results = []
-    for budget in BUDGETS:
-        rows = [await simulate(strategy, budget)
-                for strategy in ("stelis", "stelis_server", "stelis_research", "stelis_window", "letta", "naive")]
-        base = rows[0]["cost_per_turn"]
-        for row in rows:
+    for budget in budgets:
+        base = 0.0
+        for strategy in STRATEGIES:  # the full engine first: the others' costs are given relative to it
+            row = await simulate(strategy, budget, turns)
+            base = base or row["cost_per_turn"]
             row["cost_vs_stelis"] = round(row["cost_per_turn"] / base, 2)
-        results.extend(rows)
+            results.append(row)
+            if report is not None:
+                report(row)
     return results

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import Report
 from bench.conversations import Conversation, generate
 from bot.config import ConfigError, validate
 from bot.engine import Engine
@@ -228,7 +229,12 @@ async def measure(conv: Conversation, budget: int) -> tuple[Scores, Scores, dict
     return stelis, recency, extra
 
 
-async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUDGETS) -> list[dict]:
+QUICK_CONVERSATIONS = 3  # --quick
+
+
+async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUDGETS,
+              report: Report | None = None) -> list[dict]:
+    """One line per budget, each to `report` as soon as it is measured."""
     convs = [generate(seed) for seed in range(conversations)]
     lines = []
     for budget in budgets:
@@ -260,4 +266,6 @@ async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUD
                                 for k, (h, n) in sorted(total_s.kinds.items())},
                 "seconds": round(time.perf_counter() - started, 1)}
         lines.append(line)
+        if report is not None:
+            report(line)
     return lines

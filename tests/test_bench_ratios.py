@@ -11,3 +11,31 @@ def test_ratios_pair_lines_of_the_same_size_that_both_measured():
     assert ratios("context_latency", sqlite, postgresql) == [
         {"bench": "context_latency", "messages": 1000, "postgresql_over_sqlite_p50_ms": 2.5,
          "postgresql_over_sqlite_p50_ms_without_recall": 1.5}]
+
+
+def test_cache_efficiency_prints_each_line_as_it_is_measured_and_quick_runs_less(monkeypatch, capsys):
+    """A long benchmark shows its first figures at once, not after every strategy at every budget has run."""
+    import json
+
+    from bench import cache_efficiency
+    from bench.__main__ import main
+
+    asked = []
+
+    async def simulate(strategy, budget, turns):
+        printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        asked.append((strategy, budget, turns, len(printed)))
+        return {"strategy": strategy, "budget": budget, "cost_per_turn": 100.0 if strategy == "stelis" else 150.0}
+
+    monkeypatch.setattr(cache_efficiency, "simulate", simulate)
+    assert main(["cache_efficiency", "--quick"]) == 0
+    strategies = len(cache_efficiency.STRATEGIES)
+    assert [a[:3] for a in asked[:2]] == [("stelis", 8_000, 400), ("stelis_server", 8_000, 400)]
+    assert {a[1] for a in asked} == {8_000, 16_000} and len(asked) == 2 * strategies
+    assert all(a[3] == 1 for a in asked[1:])  # the line before each run was already out
+    last = json.loads(capsys.readouterr().out)
+    assert last["strategy"] == "naive" and last["cost_vs_stelis"] == 1.5
+
+    asked.clear()
+    main(["cache_efficiency"])
+    assert {a[2] for a in asked} == {cache_efficiency.TURNS} and len(asked) == 3 * strategies
