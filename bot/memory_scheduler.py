@@ -14,7 +14,7 @@ from bot import metrics
 from bot.owner import process_owner
 from memory import short_term
 from memory.llm import LLM, LLMError
-from memory.records import MemoryChannel
+from memory.records import MemoryChannel, MemoryRecord
 from memory.settings import MemorySettings
 from memory.short_term import Outcome
 from memory.store import StaleUpdate, Store
@@ -93,6 +93,16 @@ class MemoryWorker:
                 metrics.LEASE_CONFLICTS.inc()  # another worker has it
             return Outcome(thread_id)
         return await self._claimed(thread_id, now, force)
+
+    async def rebuild_long_term(self, thread_id: int) -> MemoryRecord | None:
+        """Write the channel's long-term memory again from its visible versions (after an edit or a rollback),
+        never while this process updates the same channel."""
+        async with self._locks[thread_id]:
+            ch = await self.store.memory_channel(thread_id)
+            if ch is None or ch.scope[0] != "channel":
+                return None
+            async with self._slots:
+                return await short_term.rebuild_long_term(self.store, self.llm, ch, await self.settings_for(ch))
 
     async def _claimed(self, thread_id: int, now: float, force: bool) -> Outcome:
         """Run the update of a channel this worker holds the lease of (if still due), then let it go.

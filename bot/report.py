@@ -107,7 +107,9 @@ def history_line(record: MemoryRecord) -> str:
     """One version in /memory history: its number, range, the days it covers, and its first fact."""
     facts = [ln for ln in record.content.splitlines() if ln.strip() and not DAY_HEADER.match(ln.strip())]
     first = facts[0] if facts else ""
-    return (f"v{record.version} (messages {record.first_seq}-{record.last_seq}, {covered_days(record)}): "
+    hidden = f" [replaced by v{record.hidden_by}: shown nowhere; /memory rollback {record.version} restores it]" \
+        if record.hidden_by is not None else ""
+    return (f"v{record.version} (messages {record.first_seq}-{record.last_seq}, {covered_days(record)}){hidden}: "
             f"{first[:200]}{'…' if len(first) > 200 else ''}")
 
 

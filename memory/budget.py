@@ -9,7 +9,7 @@ is theirs up to their share, so no room sits empty while the window is cut early
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from memory.errors import Failure
 from memory.settings import ContextSettings
@@ -80,9 +80,12 @@ def plan(budget: Budget, system_tokens: int) -> Plan:
             "shorten persona.card or raise llm.context_tokens"
         )
     shares = budget.shares
-    return Plan(budget.input, system_tokens, memory=int(rest * shares.memory_share),
-                tail=max(MIN_TAIL, int(rest * shares.tail_share)),
-                recall=min(MOST_RECALL, int(rest * shares.recall_share)))
+    p = Plan(budget.input, system_tokens, memory=int(rest * shares.memory_share),
+             tail=max(MIN_TAIL, int(rest * shares.tail_share)),
+             recall=min(MOST_RECALL, int(rest * shares.recall_share)))
+    # However small the context, the conversation itself keeps at least half of what the card leaves.
+    most = rest - rest // 2 - (rest % 2) - MIN_TAIL - p.recall_floor
+    return replace(p, memory=max(0, min(p.memory, most)))
 
 
 def summary_room(window: int, shares: ContextSettings, most: int) -> int:

@@ -163,6 +163,7 @@ class MemoryRecord:
     last_seq: int | None
     metadata: dict[str, Any]
     created_at: float
+    hidden_by: int | None = None  # the version that replaced it (an edit) or rolled back past it: history only
 
 
 BranchKind = Literal["user", "task", "social", "free"]

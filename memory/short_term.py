@@ -22,6 +22,7 @@ from memory.transcript import dated_transcript
 from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
+ALL_VERSIONS = 10_000  # a rebuild reads the history this far back
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,24 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
         {"from_short_term": new.version,
          "first_at": (existing or new).metadata.get("first_at", (existing or new).created_at),
          "last_at": new.metadata.get("last_at", new.created_at)}, now, settings.triggers)
+
+
+async def rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings) -> MemoryRecord | None:
+    """The channel's long-term memory written again from its visible versions alone: after an edit replaced a
+    version or a rollback hid some, what they said must not live on in it. None when no version is left."""
+    scope, scope_id = ch.scope
+    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL_VERSIONS)
+    if not versions:
+        return None
+    pins = await store.pins(ch.persona, scope, scope_id)
+    merged = await merge(llm, f"channel {ch.name or ch.channel_id}", None,
+                         [(f"v{r.version}", r.content) for r in versions], pins, settings)
+    first, newest = versions[0], versions[-1]
+    return await store.add_record(
+        ch.persona, scope, scope_id, "long_term", merged, first.first_seq, newest.last_seq,
+        {"from_short_term": newest.version, "rebuilt": True,
+         "first_at": first.metadata.get("first_at", first.created_at),
+         "last_at": newest.metadata.get("last_at", newest.created_at)})
 
 
 async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,

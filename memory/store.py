@@ -7,7 +7,7 @@ opens one.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -328,8 +328,9 @@ class Store(Protocol):
         ...
 
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
-                             limit: int, as_of: int | None = None) -> list[MemoryRecord]:
-        """The newest `limit` versions (written no later than record `as_of`, when given), oldest first."""
+                             limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
+        """The newest `limit` versions (written no later than record `as_of`, when given), oldest first; those an
+        edit or a rollback hid only with `hidden` (a history)."""
         ...
 
     async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str,
@@ -338,9 +339,10 @@ class Store(Protocol):
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
-                         metadata: dict[str, Any] | None = None, version: int | None = None) -> MemoryRecord:
+                         metadata: dict[str, Any] | None = None, version: int | None = None,
+                         hides: Sequence[int] = ()) -> MemoryRecord:
         """A new version, allocated inside the write transaction so concurrent writers never collide
-        (or the given version, for an import)."""
+        (or the given version, for an import); in the same transaction it hides the versions `hides` names."""
         ...
 
     async def memory_channel(self, thread_id: int) -> MemoryChannel | None:

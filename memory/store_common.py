@@ -59,7 +59,7 @@ class CommonStore(ABC):
 
     @abstractmethod
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
-                             limit: int, as_of: int | None = None) -> list[MemoryRecord]: ...
+                             limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]: ...
 
     @abstractmethod
     async def purge(self, *, author_id: int | None = None, thread_ids: list[int] | None = None,

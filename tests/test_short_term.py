@@ -623,3 +623,45 @@ async def test_the_long_term_memory_is_sized_by_the_models_context(make_config, 
         assert [r.max_tokens for r in merges] == [expected]
     finally:
         await engine.close()
+
+
+async def test_an_edit_replaces_what_it_edits_and_a_rollback_hides_what_came_after(make_config, database):
+    """Prompts, recall and the long-term memory follow the admin's correction; history keeps every version."""
+    from bot.report import history_line
+
+    clock = Clock()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0}, database=database)
+    engine = await Engine.open(config, OfflineLLM(), clock)
+
+    async def seen() -> str:
+        """What a prompt carries of memory, and what recall finds of it (the words said stay what they were: the
+        message is the person's, and /forget is what erases it)."""
+        request = (await engine.preview(GENERAL, "where does mahe live?", author_name="mahe")).request
+        memory = "\n".join(b.text for b in request.system[1:])
+        recalled = " ".join(h.text for h in await engine.recall(GENERAL, "mahe lives where") if h.kind == "memory")
+        return memory + "\n" + recalled
+
+    async def long_term() -> str:
+        return (await versions(engine, GENERAL, "long_term"))[-1].content
+
+    try:
+        await say(engine, GENERAL, "I live in Paris near the canal", "the weather is grey today")
+        await engine.memory_regenerate(GENERAL)
+        assert "Paris" in await seen() and "Paris" in await long_term()
+
+        edited = await engine.memory_edit(GENERAL, "mahe lives in Lyon.")
+        assert "Lyon" in await seen() and "Paris" not in await seen()
+        assert "Lyon" in await long_term() and "Paris" not in await long_term()
+        history = await versions(engine, GENERAL)
+        assert [r.hidden_by for r in history] == [edited.version, None]
+        assert "replaced by v2" in history_line(history[0])
+
+        await engine.memory_rollback(GENERAL, 1)  # back to Paris: the edit is hidden, kept in history
+        assert "Paris" in await seen() and "Lyon" not in await seen() and "Lyon" not in await long_term()
+        assert [r.hidden_by for r in await versions(engine, GENERAL)] == [2, 3, None]  # v3 is v1 again
+
+        await engine.memory_rollback(GENERAL, 2)  # a hidden version is restorable
+        assert "Lyon" in await seen() and "Paris" not in await seen()
+    finally:
+        await engine.close()

@@ -50,7 +50,7 @@ class MemoryAdmin:
         if view is None:
             return []
         kind, scope_id = view.channel.scope
-        return await self._store.recent_records(self._persona, kind, scope_id, type_, limit)
+        return await self._store.recent_records(self._persona, kind, scope_id, type_, limit, hidden=True)
 
     async def pin(self, scope: Scope, fact: str, pinned: bool = True) -> bool:
         if not fact.strip():
@@ -61,24 +61,33 @@ class MemoryAdmin:
         return await self._store.unpin(self._persona, kind, scope_id, fact)
 
     async def edit(self, scope: Scope, content: str, *, from_version: int | None = None) -> MemoryRecord:
-        """Replace the current short-term memory by a new version (history keeps the old one)."""
+        """Replace a short-term version (the newest, unless `from_version`) by a new one: prompts, recall and the
+        long-term memory show the edit instead of it; history keeps it."""
         if not content.strip():
             raise MemoryAdminError("the edited memory cannot be empty")
         view = await self.view(scope)
         kind, scope_id = view.channel.scope
         base = await self._version(view, from_version) if from_version else next(reversed(view.short_term), None)
-        return await self._store.add_record(
+        record = await self._store.add_record(
             self._persona, kind, scope_id, "short_term", content.strip(), base.first_seq if base else None,
             base.last_seq if base else None, {"edited_from": base.version if base else None},
+            hides=[base.version] if base else [],
         )
+        await self._worker.rebuild_long_term(view.channel.thread_id)
+        return record
 
     async def rollback(self, scope: Scope, version: int) -> MemoryRecord:
-        """Make an earlier version current again, as a new version (nothing is deleted)."""
+        """Make an earlier version current again, as a new version that hides every one after it (kept in
+        history, restorable by rolling back to them); the long-term memory is written again without them."""
         view = await self.view(scope)
         kind, scope_id = view.channel.scope
         old = await self._version(view, version)
-        return await self._store.add_record(self._persona, kind, scope_id, "short_term", old.content, old.first_seq,
-                                            old.last_seq, {"rolled_back_to": version})
+        later = await self._store.recent_records(self._persona, kind, scope_id, "short_term", ALL_VERSIONS)
+        record = await self._store.add_record(
+            self._persona, kind, scope_id, "short_term", old.content, old.first_seq, old.last_seq,
+            {"rolled_back_to": version}, hides=[r.version for r in later if r.version >= version])
+        await self._worker.rebuild_long_term(view.channel.thread_id)
+        return record
 
     async def regenerate(self, scope: Scope) -> Outcome:
         return await self._worker.run_channel((await self._channel(scope)).thread_id, force=True)
@@ -113,7 +122,8 @@ class MemoryAdmin:
 
     async def _version(self, view: MemoryView, version: int) -> MemoryRecord:
         kind, scope_id = view.channel.scope
-        for record in await self._store.recent_records(self._persona, kind, scope_id, "short_term", ALL_VERSIONS):
+        for record in await self._store.recent_records(self._persona, kind, scope_id, "short_term", ALL_VERSIONS,
+                                                       hidden=True):
             if record.version == version:
                 return record
         raise MemoryAdminError(f"there is no short-term memory version {version} here")

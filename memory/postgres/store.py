@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -611,19 +611,29 @@ class PostgresStore(CommonStore):
     # memory records
 
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
-                             limit: int, as_of: int | None = None) -> list[MemoryRecord]:
+                             limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
         rows = await self._all(
             "SELECT * FROM memory_records WHERE persona = $1 AND scope = $2 AND scope_id = $3 AND type = $4"
-            " AND ($5::bigint IS NULL OR id <= $5) ORDER BY version DESC LIMIT $6",
-            persona, scope, scope_id, type_, as_of, limit)
+            " AND ($5::bigint IS NULL OR id <= $5) AND ($7 OR hidden_by IS NULL) ORDER BY version DESC LIMIT $6",
+            persona, scope, scope_id, type_, as_of, limit, hidden)
         return [row_to.record(r) for r in reversed(rows)]
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
-                         metadata: dict[str, Any] | None = None, version: int | None = None) -> MemoryRecord:
+                         metadata: dict[str, Any] | None = None, version: int | None = None,
+                         hides: Sequence[int] = ()) -> MemoryRecord:
         async with self._transaction() as con:
-            return await _add_record(con, row_to.record_params(persona, scope, scope_id, type_, content, first_seq,
-                                                         last_seq, metadata, self.clock(), version))
+            record = await _add_record(con, row_to.record_params(persona, scope, scope_id, type_, content, first_seq,
+                                                                 last_seq, metadata, self.clock(), version))
+            if hides:
+                await con.execute(
+                    "UPDATE memory_records SET hidden_by = $1 WHERE persona = $2 AND scope = $3 AND scope_id = $4"
+                    " AND type = $5 AND version = ANY($6::int[])", record.version, persona, scope, scope_id, type_,
+                    list(hides))
+                await con.execute(_SHARED_CHANGE)  # other processes' caches of the layers read them again
+        if hides:
+            self.memory_changes += 1
+        return record
 
     async def memory_channel(self, thread_id: int) -> MemoryChannel | None:
         row = await self._one("SELECT * FROM memory_channels WHERE thread_id = $1", thread_id)
@@ -962,7 +972,7 @@ class PostgresStore(CommonStore):
         records = ("SELECT 'record' AS source, r.id, r.content AS text, r.created_at AS at, NULL AS label,"
                    " NULL AS scope_key, r.type, r.scope, r.version, f.ks FROM found_records f CROSS JOIN LATERAL"
                    " (SELECT * FROM memory_records WHERE memory_records.id = f.id OFFSET 0) AS r"
-                   " WHERE r.persona = $1 AND r.type = 'short_term'"
+                   " WHERE r.persona = $1 AND r.type = 'short_term' AND r.hidden_by IS NULL"
                    " AND (r.scope, r.scope_id) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))")
         best = "source, id, text, at, label, scope_key, type, scope, version"
         rows = await self._searched(

@@ -7,7 +7,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -625,24 +625,30 @@ class SqliteStore(CommonStore):
     # memory records
 
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
-                             limit: int, as_of: int | None = None) -> list[MemoryRecord]:
-        """The newest `limit` versions (written no later than record `as_of`, when given), oldest first."""
+                             limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
         rows = await self._all(
             "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
-            " AND (? IS NULL OR id <= ?) ORDER BY version DESC LIMIT ?",
-            (persona, scope, scope_id, type_, as_of, as_of, limit),
+            " AND (? IS NULL OR id <= ?) AND (? OR hidden_by IS NULL) ORDER BY version DESC LIMIT ?",
+            (persona, scope, scope_id, type_, as_of, as_of, hidden, limit),
         )
         return [row_to.record(r) for r in reversed(rows)]
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
-                         metadata: dict[str, Any] | None = None, version: int | None = None) -> MemoryRecord:
-        """A new version, allocated inside the write transaction so concurrent writers never collide
-        (or the given version, for an import)."""
+                         metadata: dict[str, Any] | None = None, version: int | None = None,
+                         hides: Sequence[int] = ()) -> MemoryRecord:
         async with self._transaction() as db:
             rows = await db.execute_fetchall(_ADD_RECORD, row_to.record_params(
                 persona, scope, scope_id, type_, content, first_seq, last_seq, metadata, self.clock(), version))
-        return row_to.record(next(iter(rows)))
+            record = row_to.record(next(iter(rows)))
+            if hides:
+                await db.execute(
+                    "UPDATE memory_records SET hidden_by = ? WHERE persona = ? AND scope = ? AND scope_id = ?"
+                    f" AND type = ? AND version IN ({', '.join('?' * len(hides))})",
+                    (record.version, persona, scope, scope_id, type_, *hides))
+        if hides:
+            self.memory_changes += 1
+        return record
 
     # memory bookkeeping per conversation (seed 004): what is pending, when it is due, what is shared
 
@@ -1059,7 +1065,7 @@ class SqliteStore(CommonStore):
             " ORDER BY chronicles_fts.rank LIMIT ?)"
             " UNION ALL SELECT * FROM (SELECT 'record', r.id, r.content, r.created_at, NULL, NULL, r.type, r.scope,"
             " r.version FROM records_fts JOIN memory_records r ON r.id = records_fts.rowid"
-            " WHERE records_fts MATCH ? AND r.persona = ? AND r.type = 'short_term'"
+            " WHERE records_fts MATCH ? AND r.persona = ? AND r.type = 'short_term' AND r.hidden_by IS NULL"
             f" AND (r.scope, r.scope_id) IN (VALUES {pairs}) ORDER BY records_fts.rank LIMIT ?)",
             (query, persona, *scope_keys, limit, query, persona, *(x for pair in scopes for x in pair), limit),
         )
