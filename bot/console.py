@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -334,20 +333,13 @@ class Console:
         elif action == "runs":
             self._lines(runs_lines(await engine.playbook_runs(self.scope), engine.clock()))
         elif action == "run" and name:
-            try:
-                args = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError as exc:
-                self._say(f"Arguments are a JSON object, for example {{\"topic\": \"tea\"}} ({exc.msg}).")
-                return
-            if not isinstance(args, dict):
-                self._say("Arguments are a JSON object, for example {\"topic\": \"tea\"}.")
-                return
             run = await self.start()
-            done = await engine.run_playbook(self.scope, name, args, run_id=run.id,
+            done = await engine.run_playbook(self.scope, name, raw, run_id=run.id,
                                              progress=lambda step: self._say(f"... {step}"))
             self._lines(result_lines(name, done.outputs))
         else:
-            self._say("Usage: /playbooks [list | show <name> | check [file] | run <name> [JSON arguments] | runs]")
+            self._say("Usage: /playbooks [list | show <name> | check [file] | run <name> [words or a JSON object] "
+                      "| runs]")
 
     async def _tasks(self, rest: str) -> None:
         action, _, arg = rest.partition(" ")

@@ -548,7 +548,7 @@ class Engine:
         """The check of one file, or what kept playbooks out of the library at load."""
         return self.playbooks.check(path) if path is not None else list(self.playbooks.problems)
 
-    async def run_playbook(self, scope: Scope, name: str, args: dict[str, Any], *, run_id: str | None = None,
+    async def run_playbook(self, scope: Scope, name: str, args: dict[str, Any] | str, *, run_id: str | None = None,
                            progress: Progress | None = None) -> RunResult:
         return await self.playbooks.run(scope, name, args, run_id=run_id, progress=progress)
 

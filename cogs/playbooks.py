@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 import discord
@@ -53,16 +52,8 @@ class PlaybookCommands(commands.Cog):
         await answer(interaction, "\n".join(problem_lines(self.engine.playbook_problems())))
 
     @playbooks_admin.command(name="run", description="Run a playbook here (Manage Server); progress as it goes")
-    @app_commands.describe(arguments='A JSON object, for example {"topic": "the release"}')
-    async def run(self, interaction: discord.Interaction, name: str, arguments: str = "{}") -> None:
-        try:
-            args = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            await answer(interaction, f'Arguments are a JSON object, for example {{"topic": "tea"}} ({exc.msg}).')
-            return
-        if not isinstance(args, dict):
-            await answer(interaction, 'Arguments are a JSON object, for example {"topic": "tea"}.')
-            return
+    @app_commands.describe(arguments='Plain words for a playbook with one text input, or JSON: {"topic": "tea"}')
+    async def run(self, interaction: discord.Interaction, name: str, arguments: str = "") -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         scope = await interaction_scope(self.engine, interaction)
         steps: list[str] = []
@@ -76,7 +67,7 @@ class PlaybookCommands(commands.Cog):
             task.add_done_callback(updates.discard)
 
         try:
-            done = await self.engine.run_playbook(scope, name, args, progress=progress)
+            done = await self.engine.run_playbook(scope, name, arguments, progress=progress)
         except PlaybookError as exc:
             await answer(interaction, f"{name} did not finish: {exc.notice}")
             return

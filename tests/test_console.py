@@ -348,7 +348,7 @@ async def test_playbooks_list_show_run_and_runs_in_the_console(make_config, tmp_
     assert "  gather (llm, conversation) -> conclude" in text and "takes: topic; gives: findings" in text
     assert "... research: open (stelis_start)" in text and "... research: close (stelis_end)" in text
     assert "research finished:" in text and '"findings"' in text
-    assert "Arguments are a JSON object" in text
+    assert "the arguments are not valid JSON" in text
     assert "(!) research: missing argument(s) topic" in text
     assert "[completed]" in text and "  gather (llm conversation/standard" in text
     assert f"{broken}: node a: field context_profile: Field required" in text

@@ -293,7 +293,10 @@ async def test_playbook_commands(books):
     assert "needs the Manage Server permission" in said(await run(cog.check, cog, as_admin=False))
     assert "No problems" in said(await run(cog.check, cog))
     assert "needs the Manage Server permission" in said(await run(cog.run, cog, "research", "{}", as_admin=False))
-    assert "Arguments are a JSON object" in said(await run(cog.run, cog, "research", "{topic"))
+    assert 'not valid JSON' in said(await run(cog.run, cog, "research", "{topic"))
+    assert 'research takes topic, for example {"topic": "..."}' in said(await run(cog.run, cog, "research", "{topic"))
+    words = await run(cog.run, cog, "research", "lighthouse budget")  # one text input: plain words are it
+    assert "research finished:" in said(words)
     assert "did not finish: research: missing argument(s) topic" in said(await run(cog.run, cog, "research", "{}"))
     ran = await run(cog.run, cog, "research", '{"topic": "calculator_v2"}')
     assert ran.response.deferred == (True, True) and "research finished:" in said(ran)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.playbooks.arguments import parse_arguments
 from bot.playbooks.checker import Problem, check_file
 from bot.playbooks.library import BUILTIN, load, playbook_files
 from bot.playbooks.model import Playbook
@@ -58,9 +59,13 @@ class Playbooks:
         _, problems = check_file(path, tools=self._tools, library=self.library, max_depth=self._max_depth)
         return problems
 
-    async def run(self, scope: Scope, name: str, args: dict[str, Any], *, run_id: str | None = None,
+    async def run(self, scope: Scope, name: str, args: dict[str, Any] | str, *, run_id: str | None = None,
                   progress: Progress | None = None) -> RunResult:
-        """Run a playbook in a conversation (or in the Stelis thread a known run is inside)."""
+        """Run a playbook in a conversation (or in the Stelis thread a known run is inside); `args` as typed (a
+        JSON object, or plain words for a playbook with one text input) or already parsed."""
+        if isinstance(args, str):
+            playbook = self.library.get(name)
+            args = parse_arguments(playbook, args) if playbook is not None else {}
         run = await self._stelis.new_run(scope, run_id)
         return await self._runner.run(name, args, scope=scope, run=run, progress=progress)
 
