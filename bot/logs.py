@@ -8,9 +8,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_BYTES = 10_000_000  # data/stelis.log is rolled over at this size ...
+LOG_BACKUPS = 5  # ... keeping this many earlier files (stelis.log.1 newest)
 
 
 _ids: ContextVar[dict[str, object] | None] = ContextVar("stelis_log_ids", default=None)
@@ -65,7 +68,7 @@ def configure(level: str, secrets: list[str], log_file: Path | None = None, *, s
     stderr.setFormatter(formatter)
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        to_file = logging.FileHandler(log_file, encoding="utf-8")
+        to_file = RotatingFileHandler(log_file, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
         to_file.setFormatter(formatter)
         root.addHandler(to_file)
         if not screen:
@@ -73,8 +76,9 @@ def configure(level: str, secrets: list[str], log_file: Path | None = None, *, s
     root.addHandler(stderr)
     # The SDKs log request details (with headers) at DEBUG, and the database driver and the gateway every
     # statement's values and event's payload (what people said: a forget-me could not reach it); keep them quiet.
+    # APScheduler says "Added job" at INFO for every timer a message pushes back: half a busy log.
     for noisy in ("anthropic", "httpx", "httpx2", "httpcore", "openai", "aiosqlite", "asyncpg", "discord.http",
-                  "discord.gateway", "discord.state", "discord.client"):
+                  "discord.gateway", "discord.state", "discord.client", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -103,6 +103,42 @@ def test_the_discord_bot_logs_to_its_file_and_to_the_screen(tmp_path, capsys):
     assert "connected with ***" in capsys.readouterr().err
 
 
+async def test_the_log_file_rolls_over_and_the_schedulers_timers_stay_out_of_it(tmp_path, monkeypatch):
+    """A timer pushed back by each message wrote half the log; the file never grows without bound."""
+    from bot.memory_scheduler import MemoryScheduler
+
+    monkeypatch.setattr(logs, "LOG_BYTES", 2_000)
+    root = logging.getLogger()
+    kept = list(root.handlers), root.level
+    path = tmp_path / "stelis.log"
+
+    class Worker:
+        clock = staticmethod(lambda: 0.0)
+
+        async def run_due(self):
+            return []
+
+    scheduler = MemoryScheduler(Worker(), 60)  # type: ignore[arg-type]
+    try:
+        logs.configure("INFO", [], log_file=path)
+        scheduler.scheduler.start()
+        for thread_id in range(30):
+            scheduler.arm(thread_id, 3_600.0)
+        for n in range(300):
+            logging.getLogger("stelis").info("line %03d of a busy day", n)
+        for handler in root.handlers:
+            handler.flush()
+    finally:
+        scheduler.scheduler.shutdown(wait=False)
+        root.handlers[:] = kept[0]
+        root.setLevel(kept[1])
+    files = sorted(tmp_path.glob("stelis.log*"))
+    assert path in files and len(files) == 1 + logs.LOG_BACKUPS
+    assert all(f.stat().st_size <= 2_000 for f in files)
+    assert "line 299" in path.read_text() and "line 000" not in path.read_text()
+    assert not any("Added job" in f.read_text() for f in files)
+
+
 def test_context_bars_agree_with_their_heading():
     parts = {"system": 84, "memory": 0, "history": 20, "tail": 18, "output": 1024, "free": 198854}
     heading = context_heading(1, parts, 200_000, 188_604)
