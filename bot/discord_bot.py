@@ -14,6 +14,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot import metrics
+from bot.command_sync import sync_if_changed
 from bot.config import Config, shard_ids
 from bot.engine import Engine
 from bot.health import beat, heartbeat_path
@@ -100,6 +101,7 @@ class StelisBot(commands.Bot):
             self._metrics = MetricsServer(self.config.metrics.host, self.config.metrics.port, self.gateway_metrics)
             await self._metrics.start()
         if started_here:  # the real bot (tests pass their own engine): start-up objects live as long as it
+            await sync_if_changed(self.tree, self.config.data_dir)
             gc.freeze()  # ... so full collections need not walk them again (they were the p95)
 
     async def close(self) -> None:
@@ -123,7 +125,8 @@ class ShardedStelisBot(StelisBot, commands.AutoShardedBot):
 @commands.command(name="sync", hidden=True)
 @commands.is_owner()
 async def sync(ctx: commands.Context[commands.Bot], where: str = "guild") -> None:
-    """Owner only: !sync guild | global | clear-guild. Never run on start."""
+    """Owner only: !sync guild | global | clear-guild (the commands sync globally by themselves only on the first
+    start and after they changed: bot/command_sync.py)."""
     await ctx.send(await sync_commands(ctx.bot, where, ctx.guild))
 
 

@@ -236,3 +236,19 @@ def test_a_database_url_is_checked_and_its_password_never_shown(tmp_path):
     (tmp_path / "old.yaml").write_text("database: kept.sqlite3\n")  # configs from before: the file name alone
     old_style = load_config(tmp_path / "old.yaml", {"STELIS_DATA_DIR": str(tmp_path)})
     assert old_style.config.database_path == tmp_path / "kept.sqlite3" and old_style.config.database.url is None
+
+
+def test_every_variable_env_example_names_is_one_the_bot_reads():
+    """.env.example is what Docker users copy: a name in it that the bot ignores would be a setting that silently
+    does nothing."""
+    import re
+
+    from bot.config import load_config
+
+    example = DEFAULT_CONFIG_FILE.with_name(".env.example").read_text()
+    assigned = dict(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=(.*)$", example, re.MULTILINE))
+    assert {"DISCORD_TOKEN", "ANTHROPIC_API_KEY", "STELIS_LLM_PROVIDER", "STELIS_LLM_CONTEXT_TOKENS"} <= set(assigned)
+    values = {name: value or "x" for name, value in assigned.items() if name != "STELIS_LOG_LEVEL"}
+    loaded = load_config(None, {**values, "STELIS_LOG_LEVEL": "INFO"})
+    assert loaded.warnings == []
+    assert loaded.config.llm.provider == "openai" and loaded.config.llm.context_tokens == 8192

@@ -439,3 +439,13 @@ async def test_a_reply_the_database_refuses_is_shown_the_user_told_and_stored_on
     await settle()
     assert (await remembered(engine))[-3:] == [f"{mention(bot)} when does the lighthouse open?",
                                               "the lighthouse opens at nine", "thanks!"]
+
+
+async def test_every_real_command_has_a_fingerprint_and_a_test_bot_syncs_nothing(world, tmp_path):
+    """The whole tree (groups, options, autocompletes) reads as Discord would receive it; a bot given its engine
+    (a test's) never syncs on start."""
+    from bot.command_sync import SYNCED_FILE, fingerprint
+
+    bot, engine, _ = world
+    assert len(bot.tree.get_commands()) > 10 and len(fingerprint(bot.tree)) == 64
+    assert not (engine.config.data_dir / SYNCED_FILE).exists()
