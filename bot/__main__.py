@@ -1,4 +1,4 @@
-"""`python -m bot [run|console|duet|check-config|config-template|playbooks|snapshot]`."""
+"""`stelis [run|console|duet|check-config|config-template|playbooks|snapshot|...]` (or `python -m bot ...`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import logging
 import os
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
+from typing import Any, cast
 
 from bot import logs
 from bot.config import ConfigError, LoadedConfig, load_config, masked_dump
@@ -19,50 +21,94 @@ from memory.errors import Failure
 log = logging.getLogger("stelis")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot", description="Stelis persona bot")
-    parser.add_argument("--config", type=Path, help="config file (default: STELIS_CONFIG or config.yaml)")
-    parser.add_argument("--shards", help="the Discord shards this process runs, e.g. 0-3 (discord.shards)")
-    parser.add_argument("--shard-count", type=int, help="shards across all processes (discord.shard_count)")
+def _version() -> str:
+    try:
+        return metadata.version("stelis")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Every command, its --help describing it; the common options work before or after the command."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", type=Path, default=argparse.SUPPRESS,
+                        help="config file (default: STELIS_CONFIG or config.yaml)")
+    common.add_argument("--shards", default=argparse.SUPPRESS,
+                        help="the Discord shards this process runs, e.g. 0-3 (discord.shards)")
+    common.add_argument("--shard-count", type=int, default=argparse.SUPPRESS,
+                        help="shards across all processes (discord.shard_count)")
+    parser = argparse.ArgumentParser(prog="stelis", description="Stelis persona bot (python -m bot works too)",
+                                     parents=[common])
+    parser.add_argument("--version", action="version", version=f"stelis {_version()}")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("run", help="Discord when DISCORD_TOKEN is set, else the console (default)")
-    sub.add_parser("console", help="chat with the persona in this terminal")
-    sub.add_parser("discord", help="the Discord bot only: stops with an error when DISCORD_TOKEN is not set "
-                   "(the container's command)")
-    sub.add_parser("health", help="exit 0 while the Discord bot is connected (its heartbeat is fresh), 1 otherwise")
-    duet = sub.add_parser("duet", help="two personas (this config and another) talk in one conversation, each "
-                          "exchange a new session of their social branches; offline unless --live")
+
+    def command(name: str, text: str, within: Any = sub) -> argparse.ArgumentParser:
+        return cast(argparse.ArgumentParser, within.add_parser(name, help=text, description=text, parents=[common]))
+
+    command("run", "Discord when DISCORD_TOKEN is set, else the console (default)")
+    command("console", "chat with the persona in this terminal")
+    command("discord", "the Discord bot only: stops with an error when DISCORD_TOKEN is not set (the container's "
+            "command)")
+    command("health", "exit 0 while the Discord bot is connected (its heartbeat is fresh), 1 otherwise")
+    duet = command("duet", "two personas (this config and another) talk in one conversation, each exchange a new "
+                   "session of their social branches; offline unless --live")
     duet.add_argument("other", type=Path, help="the second persona's config file (its own persona.name and data_dir)")
     duet.add_argument("--turns", type=int, default=4, help="turns per exchange at most (default 4)")
     duet.add_argument("--exchanges", type=int, default=2, help="exchanges to run (default 2)")
     duet.add_argument("--opening", default="Hello! What have you been up to?", help="the first persona's opening")
     duet.add_argument("--live", action="store_true", help="use the configured models instead of the offline one")
-    move = sub.add_parser("migrate", help="copy a whole database into another (SQLite to PostgreSQL, or back): "
-                          "ids, versions, branches, settings; counts compared; run again to finish a stopped copy")
+    move = command("migrate", "copy a whole database into another (SQLite to PostgreSQL, or back): ids, versions, "
+                   "branches, settings; counts compared; run again to finish a stopped copy")
     move.add_argument("--from", dest="source", required=True,
                       help="sqlite:///data/stelis.sqlite3 (or a file path) or postgresql://...")
     move.add_argument("--to", dest="target", required=True,
                       help="postgresql://user:password@host/db (or a SQLite file)")
-    work = sub.add_parser("memory-worker", help="run memory updates only, no chat: one of several processes "
-                          "sharing a PostgreSQL database (each claims different conversations)")
+    work = command("memory-worker", "run memory updates only, no chat: one of several processes sharing a "
+                   "PostgreSQL database (each claims different conversations)")
     work.add_argument("--until-idle", action="store_true", help="stop once nothing is due instead of running on")
-    sub.add_parser("check-config", help="print the effective config (secrets masked); non-zero if invalid")
-    sub.add_parser("config-template", help="print config.yaml as the settings models define it (every key, "
-                   "its description, range and default)")
-    books = sub.add_parser("playbooks", help="list the playbooks, or check one file (or all) without running")
+    command("check-config", "print the effective config (secrets masked); non-zero if invalid")
+    command("config-template", "print config.yaml as the settings models define it (every key, its description, "
+            "range and default)")
+    books = command("playbooks", "list the playbooks, or check one file (or all) without running")
     books_sub = books.add_subparsers(dest="action", required=True)
-    books_sub.add_parser("list", help="the playbooks that load, with what they do")
-    check = books_sub.add_parser("check", help="the static check: non-zero and every problem if any")
+    command("list", "the playbooks that load, with what they do", books_sub)
+    check = command("check", "the static check: non-zero and every problem if any", books_sub)
     check.add_argument("file", type=Path, nargs="?", help="a playbook file (default: every loaded folder)")
-    snap = sub.add_parser("snapshot", help="export or import a thread's context snapshot (JSON)")
+    snap = command("snapshot", "export or import a thread's context snapshot (JSON)")
     snap_sub = snap.add_subparsers(dest="action", required=True)
-    export = snap_sub.add_parser("export", help="write a thread's snapshot")
-    export.add_argument("thread", type=int, help="thread id (see /tree in the console)")
+    export = command("export", "write a thread's snapshot", snap_sub)
+    export.add_argument("thread", type=thread_id, help="thread id, as /tree in the console shows it (12 or stelis:12)")
     export.add_argument("--out", type=Path, help="file to write, '-' for standard output "
                         "(default: <data_dir>/snapshots/thread-<id>.json)")
-    restore = snap_sub.add_parser("import", help="restore snapshots into an empty database")
+    restore = command("import", "restore snapshots into an empty database", snap_sub)
     restore.add_argument("files", type=Path, nargs="+")
+    return parser
+
+
+def thread_id(text: str) -> int:
+    """A thread id as typed: `12`, or `stelis:12` as /tree prints it."""
+    number = text.rpartition(":")[2]
+    if not (number.isascii() and number.isdecimal()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a thread id (a number, or persona:number as /tree shows)")
+    return int(number)
+
+
+def cli() -> int:
+    """The `stelis` command: main(), quiet when its reader stops early (`stelis check-config | head`)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        # The reader is gone: point stdout at nothing, or the interpreter's own flush at exit fails again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    args.config = getattr(args, "config", None)
+    args.shards = getattr(args, "shards", None)
+    args.shard_count = getattr(args, "shard_count", None)
     if args.command == "config-template":  # needs no config: it writes one
         from bot.config_file import render
 
@@ -258,4 +304,4 @@ def _user_name(loaded: LoadedConfig) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

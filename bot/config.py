@@ -227,8 +227,8 @@ class PlaybooksConfig(_Model):
     """Playbooks: JSON workflows the persona runs (/playbooks)."""
 
     folder: Path | None = Field(None, description=(
-        "A folder of the operator's own playbooks (*.json), loaded beside the built-in ones; a playbook that "
-        "fails the check does not load, and the log says why."))
+        "A folder of the operator's own playbooks (*.json), loaded beside the built-in ones (a relative one is "
+        "beside the config file); a playbook that fails the check does not load, and the log says why."))
     subagent_depth: int = Field(2, ge=0, le=5, description=(
         "How deep sub-playbooks run as subagents (each in a temporary thread) may nest."))
 
@@ -323,7 +323,8 @@ class Config(_Model):
     log_format: Literal["text", "json"] = Field("text", description=(
         "Log lines as text, or as one JSON object each (with guild, channel, thread and run ids), for a collector."))
     data_dir: Path = Field(Path("data"), description=(
-        "Directory for the database and snapshots (relative to the working directory)."))
+        "Directory for the database and snapshots; a relative one is beside the config file (the working "
+        "directory when there is none)."))
     database: DatabaseConfig = DatabaseConfig()
     discord: DiscordConfig = DiscordConfig()
     llm: LLMConfig = LLMConfig()
@@ -442,7 +443,21 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         _set_dotted(raw, dotted, value)
     sources = {dotted: var for dotted, (var, _) in overrides.items()}
     config = validate(raw, sources)
+    if path is not None:
+        config = _beside(config, path.resolve().parent)
     return LoadedConfig(config, path, sources, warnings)
+
+
+def _beside(config: Config, folder: Path) -> Config:
+    """Relative folders name places beside the config file, wherever the bot was started from: started from
+    another directory, it must not open a new, empty memory."""
+    update: dict[str, Any] = {}
+    if not config.data_dir.is_absolute():
+        update["data_dir"] = folder / config.data_dir
+    own = config.playbooks.folder
+    if own is not None and not own.is_absolute():
+        update["playbooks"] = config.playbooks.model_copy(update={"folder": folder / own})
+    return config.model_copy(update=update) if update else config
 
 
 def validate(raw: dict[str, Any], sources: Mapping[str, str] | None = None) -> Config:

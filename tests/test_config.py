@@ -252,3 +252,37 @@ def test_every_variable_env_example_names_is_one_the_bot_reads():
     loaded = load_config(None, {**values, "STELIS_LOG_LEVEL": "INFO"})
     assert loaded.warnings == []
     assert loaded.config.llm.provider == "openai" and loaded.config.llm.context_tokens == 8192
+
+
+def test_the_command_line_reads_its_options_anywhere_and_says_what_each_command_does(tmp_path, capsys, monkeypatch):
+    from bot.__main__ import thread_id
+
+    config = tmp_path / "mine.yaml"
+    config.write_text("persona:\n  name: Mira\ndata_dir: memory-here\n")
+    monkeypatch.chdir(DEFAULT_CONFIG_FILE.parent.parent)  # started from elsewhere than the config's folder
+    assert main(["check-config", "--config", str(config)]) == 0  # after the command, as people type it
+    out = capsys.readouterr().out
+    assert f"# source: {config}" in out and '"name": "Mira"' in out
+    assert str(tmp_path / "memory-here") in out  # beside the config file, not in the working directory
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("stelis ")
+    with pytest.raises(SystemExit):
+        main(["snapshot", "export", "--help"])
+    assert "write a thread's snapshot" in capsys.readouterr().out  # the command's own description, not a usage line
+    assert thread_id("stelis:12") == thread_id("12") == 12
+    with pytest.raises(SystemExit):
+        main(["snapshot", "export", "stelis:x"])
+    assert "is not a thread id" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """`stelis check-config | head -1`: the pipe closes under the printout; the command ends quietly."""
+    import subprocess
+    import sys
+
+    shell = f"{sys.executable} -m bot check-config | head -1"
+    done = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, timeout=60,
+                          cwd=DEFAULT_CONFIG_FILE.parent)
+    assert done.stdout.startswith("# source:") and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
