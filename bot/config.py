@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -577,12 +578,34 @@ def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str
             if value.strip():  # compose and shells pass unset secrets as empty strings
                 found[ENV_ALIASES[var]] = (var, value)
         elif var in by_env:
-            found[by_env[var]] = (var, value)
+            found[by_env[var]] = (var, _from_env(by_env[var], value))
         elif var.startswith("STELIS_") and var not in ENV_RESERVED:
             hint = difflib.get_close_matches(var, [*by_env, *ENV_ALIASES], n=1)
             tip = f" (did you mean {hint[0]}?)" if hint else ""
             warnings.append(f"ignored {var}: not a config key{tip}")
     return found, warnings
+
+
+def _from_env(dotted: str, value: str) -> Any:
+    """A variable's text as its setting takes it: a list from `123,456` or JSON `[123, 456]`, the rest as written
+    (the models convert numbers and flags; a JSON list that does not parse is left for them to name)."""
+    if get_origin(_annotation(dotted)) not in (list, set, tuple):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return value
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _annotation(dotted: str) -> Any:
+    model: Any = Config
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        model = model.model_fields[part].annotation
+    return model.model_fields[leaf].annotation
 
 
 def _clip(text: str, limit: int = 400) -> str:
@@ -612,7 +635,8 @@ def _unwrap_secrets(raw: dict[str, Any]) -> None:
 def _describe(err: Mapping[str, Any], raw: dict[str, Any], sources: Mapping[str, str]) -> str:
     loc = [str(p) for p in err["loc"]]
     dotted = ".".join(loc) or "(top level)"
-    origin = f" (from {sources[dotted]})" if dotted in sources else ""
+    source = next((sources[k] for k in (dotted, ".".join(loc[:-1])) if k in sources), None)  # a list's item too
+    origin = f" (from {source})" if source else ""
     if err["type"] == "extra_forbidden":
         parent = ".".join(loc[:-1])
         siblings = [k[len(parent) + 1:] if parent else k for k in flat_keys() if k.startswith(parent)]

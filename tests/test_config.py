@@ -286,3 +286,19 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     done = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, timeout=60,
                           cwd=DEFAULT_CONFIG_FILE.parent)
     assert done.stdout.startswith("# source:") and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["123,456", "123, 456", "[123, 456]"])
+def test_a_list_setting_comes_from_the_environment_as_commas_or_json(value):
+    from bot.config import load_config
+
+    config = load_config(None, {"STELIS_DISCORD_ALLOW_USERS": value, "STELIS_DISCORD_PERSONAS": "77"}).config
+    assert config.discord.allow_users == [123, 456] and config.discord.personas == [77]
+
+
+def test_a_bad_item_of_a_list_from_the_environment_names_the_variable():
+    from bot.config import load_config
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"STELIS_DISCORD_DENY_USERS": "123,abc"})
+    assert "discord.deny_users.1 = 'abc' (from STELIS_DISCORD_DENY_USERS)" in str(caught.value)
