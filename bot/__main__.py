@@ -219,7 +219,7 @@ def _check_config(loaded: LoadedConfig) -> int:
 
 
 async def _console(loaded: LoadedConfig) -> int:
-    from bot.console import COMMANDS, Console, console_run_id
+    from bot.console import Console, completions, console_run_id
     from bot.engine import Engine
     from memory.records import Scope
 
@@ -235,7 +235,7 @@ async def _console(loaded: LoadedConfig) -> int:
     if sys.stdin.isatty():  # a person at a terminal: line editing, history, completion; warnings as a status line
         from bot.line_editor import LineEditor
 
-        console.editor = LineEditor(loaded.config.data_dir / "console_history", COMMANDS)
+        console.editor = LineEditor(loaded.config.data_dir / "console_history", completions())
         console.held = logs.hold_warnings()
     try:
         return await console.run_loop()

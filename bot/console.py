@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from bot.config import ConfigError, shown_value
+from bot.config import OVERRIDABLE, ConfigError, shown_value
 from bot.engine import Engine, ReplyFailed, ReplyUnsaved
 from bot.line_editor import LineEditor
 from bot.logs import Held
@@ -59,14 +61,14 @@ HELP = """Commands:
   /memory               this conversation's memory, one line per version (/memory full: every text)
   /memory history       every short-term version
   /memory pin <fact>    a fact summaries must keep (/memory unpin <fact> to drop it)
-  /memory edit <text>   replace the current short-term memory (as a new version)
-  /memory rollback <v>  make version v current again (as a new version)
+  /memory edit <text>   replace the current short-term memory (a new version; the old one is hidden)
+  /memory rollback <v>  make version v current again (a new version; those after v are hidden)
   /memory regenerate    write a new version now
   /memory pause|resume  stop or restart automatic updates here
   /config               the settings in effect here, and their overrides
   /config set <k> <v>   override a setting for this conversation (/config reset <k> to remove it)
   /playbooks            the playbooks this persona can run (/playbooks show <name> for one)
-  /playbooks run <name> [JSON arguments]   run one here, node by node (/playbooks runs: what ran)
+  /playbooks run <name> [words | JSON]     run one here, node by node (/playbooks runs: what ran)
   /playbooks check [file]                  the static check of a file, or of what did not load
   /tasks                this conversation's tasks (/tasks show <n>, /tasks close <n> [abandoned])
   /tasks create <title> | <goal> | <step>; <step>   a task with its own branch and session
@@ -77,8 +79,9 @@ HELP = """Commands:
   /idle <seconds>       let time pass (a demo clock): memory updates and pulses that fall due run
   /retry                ask for a reply again (after a failure)
   /help                 this list
-  /quit                 leave (Ctrl-D works too)
-Anything else is a message to the persona."""
+  /quit                 leave (Ctrl-D, or Ctrl-C twice, works too; Ctrl-C alone clears the line)
+Anything else is a message to the persona: Alt-Enter starts a new line in it, Tab completes commands, Ctrl-R
+searches what you typed before."""
 
 def console_run_id(scope: Scope) -> str:
     """One run per console scope, so Stelis threads left open are resumed, not swept, next time."""
@@ -87,7 +90,27 @@ def console_run_id(scope: Scope) -> str:
 
 MAX_IDLE_SECONDS = 366 * 86_400.0
 COMMANDS = ("/thread", "/tree", "/context", "/recall", "/memory", "/config", "/playbooks", "/tasks", "/branches",
-            "/autonomy", "/idle", "/retry", "/help", "/quit")  # what Tab completes
+            "/autonomy", "/idle", "/retry", "/help", "/quit")
+
+
+def completions(playbooks: Iterable[str] = (), branches: Iterable[str] = (),
+                settings: Iterable[str] = ()) -> dict[str, Any]:
+    """What Tab completes: the commands, their words, and the names that change (playbooks, branch ids, keys)."""
+    names = dict.fromkeys(playbooks)
+    ids = dict.fromkeys(branches)
+    keys = dict.fromkeys(settings)
+    words: dict[str, Any] = {
+        "/thread": dict.fromkeys(("new", "end", "abort", "list")),
+        "/memory": dict.fromkeys(("show", "full", "history", "pin", "unpin", "edit", "rollback", "regenerate",
+                                  "pause", "resume")),
+        "/config": {"show": None, "set": keys, "reset": keys},
+        "/playbooks": {"list": None, "show": names, "run": names, "runs": None, "check": None},
+        "/tasks": dict.fromkeys(("list", "show", "create", "close")),
+        "/branches": {"list": None, "create": None, **{action: ids for action in ("show", "suspend", "resume",
+                                                                                 "complete")}},
+        "/autonomy": dict.fromkeys(("status", "on", "off", "interval", "quiet", "budget", "log", "pulse-now")),
+    }
+    return {command: words.get(command) for command in COMMANDS}
 
 
 async def read_line(stream: TextIO) -> str | None:
@@ -215,7 +238,9 @@ class Console:
             elif name == "/autonomy":
                 await self._autonomy(rest)
             else:
-                self._say(f"Unknown command {name}. Type /help for the list.")
+                near = difflib.get_close_matches(name, [*COMMANDS, "/exit"], n=1)
+                self._say(f"Unknown command {name}." + (f" Did you mean {near[0]}?" if near else "")
+                          + " Type /help for the list.")
         except StoreError:
             raise  # the database itself: the session cannot go on as if nothing happened
         except Failure as exc:
@@ -471,7 +496,12 @@ class Console:
         self._status()
         where = "" if self.run is None or not self.run.stack else f" [{thread_ref(self.run.current)}]"
         if self.editor is not None:
-            return await self.editor.read(f"{self.user_name}{where}> ")
+            branches = [str(b.id) for b in await self.engine.branches_of(self.scope)]
+            self.editor.complete(completions(self.engine.playbook_library(), branches, OVERRIDABLE))
+            line = await self.editor.read(f"{self.user_name}{where}> ")
+            if self.editor.hint:
+                self._say(self.editor.hint)
+            return line
         if self.interactive:
             self.stdout.write(f"{self.user_name}{where}> ")
             self.stdout.flush()

@@ -71,11 +71,12 @@ async def test_help_unknown_commands_and_retry_after_a_failure(make_config):
     llm = Flaky()
     engine = await Engine.open(make_config(), llm)
     out = io.StringIO()
-    script = io.StringIO("/help\n/nope\nhello?\n")
+    script = io.StringIO("/help\n/nope\n/memroy\nhello?\n")
     await Console(engine, script, out, "mahe").run_loop()
     text = out.getvalue()
     assert "/retry" in text and "/quit" in text
-    assert "Unknown command /nope" in text
+    assert "Unknown command /nope. Type /help" in text
+    assert "Unknown command /memroy. Did you mean /memory? Type /help" in text
     assert "(no reply: The model is rate-limited (429)" in text and "/retry to ask again" in text
     llm.fail = False
     out2 = io.StringIO()
