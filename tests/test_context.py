@@ -9,14 +9,13 @@ from hypothesis import strategies as st
 from memory import dates, threads
 from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
-from memory.context import Rendering, Shape, _starts_turn
+from memory.context import MESSAGE_SHARE, Rendering, Shape, _starts_turn
 from memory.llm import Tool
 from memory.records import Message, Scope
 from memory.settings import StelisSettings
 from memory.threads import Run
 from memory.tokens import cached_tokens
-from memory.transcript import message_text
-from memory.window import ContextSettings, Item, LockedBufferTooLarge, locked_start
+from memory.window import ContextSettings, Item, LockedBufferTooLarge, lock_limit, locked_start
 from tests.context_helpers import (
     all_text,
     answer,
@@ -262,14 +261,21 @@ async def _check_invariants(events):
 
 
 async def _locked_buffer_is_verbatim(store, thread_id, assembly, policy):
-    """The last K turns reach the model whole and in order (tool output reduced, never cut or summarised)."""
+    """The last K turns reach the model whole and in order (tool output reduced, never cut or summarised), unless
+    they would fill more than the window's lock limit (memory/window.py): then as many of the newest as fit, and
+    always the newest."""
     messages = await store.tail(thread_id, 10_000)
-    items = [Item(m.seq, 0, _starts_turn(m)) for m in messages]
-    locked = messages[locked_start(items, policy.locked_turns):]
+    budget = assembly.window_budget
+    seen = Rendering({thread_id}, policy, int(budget * MESSAGE_SHARE))  # each message as the window counts it
+    items = [Item(m.seq, seen(m)[1], _starts_turn(m)) for m in messages]
+    # The window's own limit also weighs its usual turn sizes since its start, which this check does not replay:
+    # a turn well inside the limit must be there; near it, only the newest turn is sure to be.
+    limit = lock_limit(items, budget, policy, summary_room(budget, policy, policy.summary_tokens)) // 2
+    locked = messages[locked_start(items, policy.locked_turns, limit):]
     sent = [b.text for t in assembly.request.turns for b in t.blocks if b.text]
     position = 0
     for message in locked:
-        expected = message_text(message, {thread_id}, policy)
+        expected = seen(message)[0]
         if not expected.strip():
             continue
         found = [i for i in range(position, len(sent)) if sent[i] == expected or sent[i].endswith(expected)]

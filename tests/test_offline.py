@@ -155,3 +155,20 @@ async def test_offline_reply_says_it_is_offline_and_shows_what_memory_holds_with
     nothing = await OfflineLLM().complete(LLMRequest(system=(Block("card"),), turns=(Turn.text("user", "[m] hi"),),
                                                      max_tokens=50, persona="Stelis"))
     assert "nothing in my memory matches that yet" in nothing.text
+
+
+async def test_offline_reply_finds_what_was_said_in_view_and_shows_one_fact_once():
+    """Told a locker code, asked for it: it is in the window (recall leaves that out), so the reply shows it; the
+    same fact in a version and the long-term memory is shown once."""
+    asked = Turn.text("user", "[Tuesday, 24 November 2026]\n[you] my locker code is 4417\n"
+                              "[you] what is my locker code?")
+    request = LLMRequest(system=(Block("card"),), turns=(asked,), max_tokens=100, persona="Stelis")
+    lines = (await OfflineLLM().complete(request)).text.splitlines()
+    assert "- my locker code is 4417 (said here by you, Tuesday, 24 November 2026)" in lines
+
+    memory = Block("# Memory of this conversation\n## Long-term memory (v2)\nyou: my locker code is 4417 [v1]\n"
+                   "### Memory 1 of 1 (newest), v1, messages 1-2\nyou: my locker code is 4417")
+    again = LLMRequest(system=(Block("card"), memory), turns=(Turn.text("user", "[you] what is my locker code?"),),
+                       max_tokens=100, persona="Stelis")
+    text = (await OfflineLLM().complete(again)).text
+    assert text.count("4417") == 1 and "memory v1)" in text  # the newest layer that holds it

@@ -15,6 +15,7 @@ LINE_CHARS = 220
 VOLATILE_MARKS = ("[Now: ", "[Recall", "[Memory Summary]", "[Current situation")  # context, not messages
 _DAY = re.compile(r"^\[[^\]]*\d{4}\]$")
 _PERSON = re.compile(r"(?:^|\n)\[[^\]\n]{1,80}\] ")  # a person's message: "[name] text" (after a day line)
+_SAID = re.compile(r"^\[([^\]\n]{1,80})\] (.+)$")  # one such line: who, what
 
 
 def offline_reply(request: LLMRequest) -> str:
@@ -32,8 +33,9 @@ def offline_reply(request: LLMRequest) -> str:
 
 
 def _remembered(request: LLMRequest) -> list[tuple[str, str]]:
-    """(where it came from, line) for every line of the memory layers and of recall, in order."""
-    out: list[tuple[str, str]] = []
+    """(where it came from, line) for every line of the memory layers, of recall, and of what people said in the
+    conversation the request carries (recall leaves out what is in view, so a fact said ten lines ago is there)."""
+    out = _said_here(request.turns)
     for block in request.system[1:]:
         label = "memory"
         for raw in block.text.splitlines():
@@ -56,6 +58,22 @@ def _remembered(request: LLMRequest) -> list[tuple[str, str]]:
     return out
 
 
+def _said_here(turns: tuple[Turn, ...]) -> list[tuple[str, str]]:
+    """People's messages in view before the newest (the question itself), each with who said it and when."""
+    out: list[tuple[str, str]] = []
+    day = ""
+    for turn in turns:
+        for block in turn.blocks:
+            if turn.role != "user" or block.kind != "text" or not block.text or block.text.startswith(VOLATILE_MARKS):
+                continue
+            for line in block.text.splitlines():
+                if _DAY.match(line.strip()):
+                    day = line.strip()[1:-1]
+                elif said := _SAID.match(line):
+                    out.append((f"said here by {said.group(1)}{', ' + day if day else ''}", said.group(2)))
+    return [(label, text) for label, text in out[:-1] if OFFLINE_TAG not in text]  # the last is the question
+
+
 def _layer(heading: str, current: str) -> str:
     if m := re.search(r"Memory of this server \(long-term, v(\d+)\)", heading):
         return f"server memory v{m.group(1)}"
@@ -71,19 +89,30 @@ def _layer(heading: str, current: str) -> str:
 
 
 def _best(lines: list[tuple[str, str]], asked: frozenset[str]) -> list[tuple[str, str]]:
-    """The lines sharing most words with the message, at most SHOWN, each once; on a tie memory before recall,
-    newer before older."""
-    scored = [(len(asked & content_words(text)), label.startswith("recall"), -i, label, text)
+    """The lines sharing most words with the message, at most SHOWN, each once; on a tie memory, then recall, then
+    what was said in view (a model sees that anyway), newer before older."""
+    scored = [(len(asked & content_words(text)), _rank(label), -i, label, text)
               for i, (label, text) in enumerate(lines)]
     chosen: list[tuple[str, str]] = []
     seen: set[str] = set()
     for score, _, _, label, text in sorted(scored, key=lambda s: (-s[0], s[1], s[2])):
         if score == 0 or len(chosen) == SHOWN:
             break
-        if text not in seen:
-            seen.add(text)
+        if _gist(text) not in seen:  # one fact once, though the window, a version and the long-term memory all hold it
+            seen.add(_gist(text))
             chosen.append((label, text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"))
     return chosen
+
+
+def _rank(label: str) -> int:
+    return 2 if label.startswith("said here") else 1 if label.startswith("recall") else 0
+
+
+def _gist(text: str) -> str:
+    """A line's words without its speaker, provenance tag or case."""
+    text = re.sub(r"^[^:\n]{1,40}: ", "", text.strip())
+    text = re.sub(r"\s*\[[^\]\n]{1,40}\]$", "", text)
+    return " ".join(text.lower().split())
 
 
 def _newest_message(turns: tuple[Turn, ...]) -> str:
