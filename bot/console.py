@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from bot.character_card import card_json
 from bot.config import OVERRIDABLE, ConfigError, shown_value
 from bot.engine import Engine, ReplyFailed, ReplyUnsaved
 from bot.line_editor import LineEditor
@@ -67,6 +69,8 @@ HELP = """Commands:
   /memory pause|resume  stop or restart automatic updates here
   /config               the settings in effect here, and their overrides
   /config set <k> <v>   override a setting for this conversation (/config reset <k> to remove it)
+  /persona              the persona card here (/persona import <card.json|png>: a SillyTavern or chub
+                        character card becomes it; /persona export <file.json>: it as a V2 card)
   /playbooks            the playbooks this persona can run (/playbooks show <name> for one)
   /playbooks run <name> [words | JSON]     run one here, node by node (/playbooks runs: what ran)
   /playbooks check [file]                  the static check of a file, or of what did not load
@@ -89,8 +93,8 @@ def console_run_id(scope: Scope) -> str:
 
 
 MAX_IDLE_SECONDS = 366 * 86_400.0
-COMMANDS = ("/thread", "/tree", "/context", "/recall", "/memory", "/config", "/playbooks", "/tasks", "/branches",
-            "/autonomy", "/idle", "/retry", "/help", "/quit")
+COMMANDS = ("/thread", "/tree", "/context", "/recall", "/memory", "/config", "/persona", "/playbooks", "/tasks",
+            "/branches", "/autonomy", "/idle", "/retry", "/help", "/quit")
 
 
 def completions(playbooks: Iterable[str] = (), branches: Iterable[str] = (),
@@ -104,6 +108,7 @@ def completions(playbooks: Iterable[str] = (), branches: Iterable[str] = (),
         "/memory": dict.fromkeys(("show", "full", "history", "pin", "unpin", "edit", "rollback", "regenerate",
                                   "pause", "resume")),
         "/config": {"show": None, "set": keys, "reset": keys},
+        "/persona": dict.fromkeys(("show", "import", "export")),
         "/playbooks": {"list": None, "show": names, "run": names, "runs": None, "check": None},
         "/tasks": dict.fromkeys(("list", "show", "create", "close")),
         "/branches": {"list": None, "create": None, **{action: ids for action in ("show", "suspend", "resume",
@@ -237,6 +242,8 @@ class Console:
                 await self._branches(rest)
             elif name == "/autonomy":
                 await self._autonomy(rest)
+            elif name == "/persona":
+                await self._persona(rest)
             else:
                 near = difflib.get_close_matches(name, [*COMMANDS, "/exit"], n=1)
                 self._say(f"Unknown command {name}." + (f" Did you mean {near[0]}?" if near else "")
@@ -344,6 +351,33 @@ class Console:
             self._say(f"Override of {key} removed." if removed else f"{key} had no override here.")
         else:
             self._say("Usage: /config [show | set <key> <value> | reset <key>]")
+
+    async def _persona(self, rest: str) -> None:
+        """The persona card here: shown, imported from a character card file, exported as one."""
+        action, _, arg = rest.partition(" ")
+        path, channel = Path(arg.strip()), self.scope.channel_id or 0
+        if action in ("", "show"):
+            effective = await self.engine.settings_for(self.scope.guild_id, channel)
+            self._say(f"{effective.persona.name}\n{effective.persona.card}")
+        elif action == "import" and arg.strip():
+            try:
+                data = await asyncio.to_thread(path.read_bytes)
+            except OSError as exc:
+                self._say(f"Not changed: {path} cannot be read ({exc.strerror or exc}).")
+                return
+            try:
+                character = await self.engine.import_character("channel", channel, data, path.name)
+            except ConfigError as exc:
+                self._say(f"Not changed: {'; '.join(exc.problems)}")
+                return
+            self._say(f"Persona card updated here from {character.name}'s character card; /persona shows it.")
+        elif action == "export" and arg.strip():
+            effective = await self.engine.settings_for(self.scope.guild_id, channel)
+            text = json.dumps(card_json(effective.persona.name, effective.persona.card), ensure_ascii=False, indent=2)
+            await asyncio.to_thread(path.write_text, text + "\n", "utf-8")
+            self._say(f"Wrote {effective.persona.name}'s character card (V2) to {path}.")
+        else:
+            self._say("Usage: /persona [show | import <card.json or card.png> | export <file.json>]")
 
     async def _playbooks(self, rest: str) -> None:
         action, _, arg = rest.partition(" ")

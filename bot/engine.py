@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bot.character_card import Character
 from bot.clock import Clock
 from bot.config import Config, Where
 from bot.fitting import FittedLLM, fit_to_server
@@ -295,6 +296,10 @@ class Engine:
 
     async def settings_shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
         return await self.settings.shown(guild_id, channel_id)
+
+    async def import_character(self, where: Where, scope_id: int, data: bytes, filename: str = "the file",
+                               guild_id: int | None = None) -> Character:
+        return await self.settings.import_character(where, scope_id, data, filename, guild_id)
 
     async def set_setting(self, where: Where, scope_id: int, key: str, value: object,
                           guild_id: int | None = None) -> object:

@@ -442,3 +442,26 @@ async def test_a_reply_the_database_refuses_is_reported_kept_and_stored_before_t
     roles = [(m.role, m.content[:11]) for m in await engine.store.tail(thread.id, 10)]
     assert [r for r, _ in roles] == ["user", "assistant", "user", "assistant"]  # in order: nothing lost
     await engine.close()
+
+
+async def test_persona_import_and_export_in_the_console(make_config, tmp_path):
+    import json
+
+    from tests.test_character_card import SERAPHINA, encoded, png
+
+    card = tmp_path / "seraphina.png"
+    card.write_bytes(png([(b"tEXt", b"chara\0" + encoded({"spec": "chara_card_v2", "data": SERAPHINA}))]))
+    (tmp_path / "notes.txt").write_text("just notes")
+    out_file = tmp_path / "out.json"
+    engine = await Engine.open(make_config(), OfflineLLM())
+    script = (f"/persona import {card}\n/persona\n/persona import {tmp_path / 'notes.txt'}\n"
+              f"/persona import {tmp_path / 'missing.png'}\n/persona export {out_file}\n")
+    out = io.StringIO()
+    await Console(engine, io.StringIO(script), out, "mahe").run_loop()
+    text = out.getvalue()
+    assert "Persona card updated here from Seraphina's character card" in text
+    assert "Seraphina is a guardian of the glade" in text  # /persona shows it
+    assert "(!) notes.txt is neither a character card's JSON" in text
+    assert "Not changed: " in text and "missing.png cannot be read" in text
+    assert json.loads(out_file.read_text())["data"]["name"] == engine.persona
+    await engine.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from unittest.mock import MagicMock
+from unittest.mock import AsyncMock, MagicMock
 
 import discord
 import discord.ext.test as dpytest
@@ -25,9 +25,10 @@ class Response:
     def is_done(self) -> bool:
         return self._done
 
-    async def send_message(self, content=None, *, ephemeral=False, **_):
+    async def send_message(self, content=None, *, ephemeral=False, **more):
         assert not self._done, "responded twice"
         self.sent.append((content, ephemeral))
+        self.file = more.get("file")
         self._done = True
 
     async def send_modal(self, modal):
@@ -379,3 +380,30 @@ async def test_a_refused_check_is_answered_once_and_not_logged_as_an_error(admin
     with caplog.at_level("ERROR"):
         await tree.on_error(it, discord.app_commands.AppCommandError("broke"))
     assert caplog.records  # anything else is still reported
+
+
+async def test_a_character_card_becomes_the_servers_persona_card_and_goes_back_out(admin):
+    import io as _io
+    import json as _json
+
+    from tests.test_character_card import SERAPHINA, encoded, png
+
+    cog, engine = admin
+    card = MagicMock(spec=discord.Attachment, filename="seraphina.png")
+    card.read = AsyncMock(return_value=png([(b"tEXt", b"chara\0" + encoded({"spec": "chara_card_v2",
+                                                                             "data": SERAPHINA}))]))
+    assert "Changing the persona card: it needs the Manage Server permission" in said(
+        await run(cog.persona_import, cog, card, as_admin=False))
+    done = said(await run(cog.persona_import, cog, card))
+    assert "Persona card updated for this server from Seraphina's character card" in done
+    assert "guardian of the glade" in said(await run(cog.persona_show, cog))
+    root = await engine.thread_for(scope())
+    assert "Seraphina is a guardian" in (await engine.context(root.id)).request.system[0].text
+
+    junk = MagicMock(spec=discord.Attachment, filename="notes.txt")
+    junk.read = AsyncMock(return_value=b"just notes")
+    assert "Not changed: notes.txt is neither a character card's JSON" in said(await run(cog.persona_import, cog, junk))
+
+    out = await run(cog.persona_export, cog)
+    exported = _json.load(_io.BytesIO(out.response.file.fp.read()))
+    assert exported["spec"] == "chara_card_v2" and "guardian of the glade" in exported["data"]["description"]

@@ -6,6 +6,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot.character_card import Character, read_card
 from bot.config import NAMES, OVERRIDABLE, Config, ConfigError, Where, apply_overrides, dotted_value, settable
 from bot.services.views import SettingsView
 from memory.budget import Budget
@@ -52,6 +53,14 @@ class Settings:
         used = _used(stored, guild_id)
         return SettingsView(await self.effective(guild_id, channel_id), server, used,
                             {k: v for k, v in stored.items() if k not in used})
+
+    async def import_character(self, where: Where, scope_id: int, data: bytes, filename: str = "the file",
+                               guild_id: int | None = None) -> Character:
+        """A character card (JSON, or the PNG that carries it) made the persona card here; CardError says why a
+        file is not one. The persona keeps its name, under which its memory is kept; the card names the character."""
+        character = read_card(data, filename)
+        await self.set(where, scope_id, "persona.card", character.card(), guild_id)
+        return character
 
     async def set(self, where: Where, scope_id: int, key: str, value: object, guild_id: int | None = None) -> object:
         """Store an override after validating it; raises ConfigError naming what is wrong.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
 from typing import cast
 
 import discord
 from discord import app_commands
 
+from bot.character_card import CardError, card_json
 from bot.config import OVERRIDABLE, ConfigError
 from bot.engine import Where
 from bot.report import (
@@ -107,3 +110,28 @@ class SettingsCommands(AdminBase):
 
         await long_text(interaction, card, file, title=f"{effective.persona.name}'s card",
                         label="Who the persona is", current=effective.persona.card, submit=submit)
+
+    @persona.command(name="import", description="Make a character card (SillyTavern / chub: JSON or PNG) this "
+                     "server's persona card")
+    @app_commands.describe(card="The card's .json or .png file")
+    @manager_only("Changing the persona card")
+    async def persona_import(self, interaction: discord.Interaction, card: discord.Attachment) -> None:
+        try:
+            character = await self.engine.import_character("guild", interaction.guild_id or 0, await card.read(),
+                                                           card.filename)
+        except CardError as exc:
+            await self.answer(interaction, f"Not changed: {exc.notice}.")
+            return
+        except ConfigError as exc:
+            await self.answer(interaction, not_set_text(exc.problems))
+            return
+        await self.answer(interaction, f"Persona card updated for this server from {character.name}'s character card "
+                                       f"({len(character.card())} characters; /persona show prints it).")
+
+    @persona.command(name="export", description="This channel's persona as a character card (V2 JSON)")
+    async def persona_export(self, interaction: discord.Interaction) -> None:
+        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+        data = json.dumps(card_json(effective.persona.name, effective.persona.card), ensure_ascii=False, indent=2)
+        await interaction.response.send_message(
+            f"{effective.persona.name}'s card, for SillyTavern or another Stelis:", ephemeral=True,
+            file=discord.File(io.BytesIO(data.encode()), filename=f"{effective.persona.name}.json"))
