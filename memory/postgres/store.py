@@ -930,8 +930,7 @@ class PostgresStore(CommonStore):
         hits = ("SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label,"
                 " found.ks FROM found JOIN messages m ON m.seq = found.seq CROSS JOIN LATERAL (SELECT persona,"
                 " scope_key, kind, label FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t"
-                " WHERE t.persona = $1 AND t.scope_key = ANY($2::text[]) AND m.deleted_at IS NULL"
-                f" AND {_NOT_PLACEHOLDER}")
+                f" WHERE {_seen_by(1)}")
         rows = await self._searched(
             f"WITH found AS MATERIALIZED ({_matches('messages', 'seq', 'content', 4, len(terms))}),"
             f" scored AS MATERIALIZED ({_ranked(hits, 'content', 4, len(terms))})"
@@ -945,8 +944,7 @@ class PostgresStore(CommonStore):
         rows = await self._all(
             _MATCHED_MESSAGES +
             " WHERE m.created_at >= $1 AND m.created_at < $2 AND m.role IN ('user', 'assistant')"
-            f" AND t.persona = $3 AND t.scope_key = ANY($4::text[]) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
-            " ORDER BY m.created_at DESC LIMIT $5",
+            f" AND {_seen_by(3)} ORDER BY m.created_at DESC LIMIT $5",
             start, end, persona, list(scope_keys), limit)
         return [MessageMatch(*row) for row in rows]
 
@@ -955,8 +953,7 @@ class PostgresStore(CommonStore):
         rows = await self._all(
             _MATCHED_MESSAGES +
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - $1 AND strpos(lower(m.content), $2) > 0"
-            f" AND t.persona = $3 AND t.scope_key = ANY($4::text[]) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
-            " ORDER BY m.seq DESC LIMIT $5", window, needle, persona, list(scope_keys), limit)
+            f" AND {_seen_by(3)} ORDER BY m.seq DESC LIMIT $5", window, needle, persona, list(scope_keys), limit)
         return [MessageMatch(*row) for row in rows]
 
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
@@ -1107,6 +1104,13 @@ async def _keep_session(con: asyncpg.Connection) -> None:
     Only a transaction a cancellation left open is rolled back."""
     if con.is_in_transaction():
         await con.execute("ROLLBACK")
+
+
+def _seen_by(first: int) -> str:
+    """A live message (not a placeholder) of the persona's conversations among the scope keys: the rule every
+    recall look-up applies; its parameters are the persona ($first), then the keys as one array."""
+    return (f"t.persona = ${first} AND t.scope_key = ANY(${first + 1}::text[]) AND m.deleted_at IS NULL"
+            f" AND {_NOT_PLACEHOLDER}")
 
 
 def _found(row: asyncpg.Record | None) -> asyncpg.Record:

@@ -1012,24 +1012,20 @@ class SqliteStore(CommonStore):
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
         """Messages matching any of the terms in these conversations, best first."""
-        marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
             "SELECT " + _MATCH_COLUMNS +
             " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
-            f" WHERE messages_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL"
-            f" AND {_NOT_PLACEHOLDER}"
+            f" WHERE messages_fts MATCH ? AND {_seen_by(scope_keys)}"
             " ORDER BY messages_fts.rank LIMIT ?", (_any_of(terms), persona, *scope_keys, limit),
         )
         return [MessageMatch(*row) for row in rows]
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
-        marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
             _MATCHED_MESSAGES +
             " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
-            f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
-            " ORDER BY m.created_at DESC LIMIT ?",
+            f" AND {_seen_by(scope_keys)} ORDER BY m.created_at DESC LIMIT ?",
             (start, end, persona, *scope_keys, limit),
         )
         return [MessageMatch(*row) for row in rows]
@@ -1037,12 +1033,10 @@ class SqliteStore(CommonStore):
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""
-        marks = ", ".join("?" * len(scope_keys))
         rows = await self._all(
             _MATCHED_MESSAGES +
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - ? AND instr(lower(m.content), ?) > 0"
-            f" AND t.persona = ? AND t.scope_key IN ({marks}) AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
-            " ORDER BY m.seq DESC LIMIT ?",
+            f" AND {_seen_by(scope_keys)} ORDER BY m.seq DESC LIMIT ?",
             (window, needle, persona, *scope_keys, limit),
         )
         return [MessageMatch(*row) for row in rows]
@@ -1148,6 +1142,13 @@ async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, t
 
 # A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
 _NOT_PLACEHOLDER = "json_extract(m.metadata, '$.placeholder') IS NULL"
+
+
+def _seen_by(scope_keys: tuple[str, ...]) -> str:
+    """A live message (not a placeholder) of the persona's conversations among `scope_keys`: the rule every recall
+    look-up applies; its parameters are the persona, then the keys."""
+    return (f"t.persona = ? AND t.scope_key IN ({', '.join('?' * len(scope_keys))}) AND m.deleted_at IS NULL"
+            f" AND {_NOT_PLACEHOLDER}")
 # What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
