@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from memory import provenance
 from memory.extractive import extractive_summary
@@ -99,11 +100,8 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
     pins = await store.pins(ch.persona, scope, scope_id)
     merged = await merge(llm, f"channel {ch.name or ch.channel_id}", existing,
                          [(f"v{new.version}", new.content)], pins, settings)
-    return await store.save_long_term(
-        ch, merged, existing.first_seq if existing else new.first_seq, new.last_seq,
-        {"from_short_term": new.version,
-         "first_at": (existing or new).metadata.get("first_at", (existing or new).created_at),
-         "last_at": new.metadata.get("last_at", new.created_at)}, now, settings.triggers)
+    return await store.save_long_term(ch, merged, (existing or new).first_seq, new.last_seq,
+                                      _covering(existing or new, new), now, settings.triggers)
 
 
 async def rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings) -> MemoryRecord | None:
@@ -117,11 +115,14 @@ async def rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings:
     merged = await merge(llm, f"channel {ch.name or ch.channel_id}", None,
                          [(f"v{r.version}", r.content) for r in versions], pins, settings)
     first, newest = versions[0], versions[-1]
-    return await store.add_record(
-        ch.persona, scope, scope_id, "long_term", merged, first.first_seq, newest.last_seq,
-        {"from_short_term": newest.version, "rebuilt": True,
-         "first_at": first.metadata.get("first_at", first.created_at),
-         "last_at": newest.metadata.get("last_at", newest.created_at)})
+    return await store.add_record(ch.persona, scope, scope_id, "long_term", merged, first.first_seq, newest.last_seq,
+                                  {**_covering(first, newest), "rebuilt": True})
+
+
+def _covering(first: MemoryRecord, newest: MemoryRecord) -> dict[str, Any]:
+    """A long-term version's bookkeeping: the short-term version it merged last, and the days it covers."""
+    return {"from_short_term": newest.version, "first_at": first.metadata.get("first_at", first.created_at),
+            "last_at": newest.metadata.get("last_at", newest.created_at)}
 
 
 async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,

@@ -8,10 +8,8 @@ from bot.services.stelis import StelisThreads
 from bot.services.views import MemoryView
 from memory.errors import Failure
 from memory.records import MemoryChannel, MemoryRecord, Scope
-from memory.short_term import Outcome
+from memory.short_term import ALL_VERSIONS, Outcome
 from memory.store import Store
-
-ALL_VERSIONS = 10_000  # a look-up by version number reads the history this far back
 
 
 class MemoryAdminError(Failure):
@@ -81,11 +79,12 @@ class MemoryAdmin:
         history, restorable by rolling back to them); the long-term memory is written again without them."""
         view = await self.view(scope)
         kind, scope_id = view.channel.scope
-        old = await self._version(view, version)
-        later = await self._store.recent_records(self._persona, kind, scope_id, "short_term", ALL_VERSIONS)
+        history = await self._history(view)
+        old = _numbered(history, version)
         record = await self._store.add_record(
             self._persona, kind, scope_id, "short_term", old.content, old.first_seq, old.last_seq,
-            {"rolled_back_to": version}, hides=[r.version for r in later if r.version >= version])
+            {"rolled_back_to": version},
+            hides=[r.version for r in history if r.version >= version and r.hidden_by is None])
         await self._worker.rebuild_long_term(view.channel.thread_id)
         return record
 
@@ -121,9 +120,16 @@ class MemoryAdmin:
         return MemoryView(ch, long, short, pins)
 
     async def _version(self, view: MemoryView, version: int) -> MemoryRecord:
+        return _numbered(await self._history(view), version)
+
+    async def _history(self, view: MemoryView) -> list[MemoryRecord]:
+        """Every short-term version of a conversation, those an edit or a rollback hid included."""
         kind, scope_id = view.channel.scope
-        for record in await self._store.recent_records(self._persona, kind, scope_id, "short_term", ALL_VERSIONS,
-                                                       hidden=True):
-            if record.version == version:
-                return record
-        raise MemoryAdminError(f"there is no short-term memory version {version} here")
+        return await self._store.recent_records(self._persona, kind, scope_id, "short_term", ALL_VERSIONS, hidden=True)
+
+
+def _numbered(history: list[MemoryRecord], version: int) -> MemoryRecord:
+    for record in history:
+        if record.version == version:
+            return record
+    raise MemoryAdminError(f"there is no short-term memory version {version} here")
