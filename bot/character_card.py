@@ -73,6 +73,11 @@ def card_json(name: str, card: str) -> dict[str, Any]:
                      "character_version": "", "extensions": {}}}
 
 
+def card_file(name: str, card: str) -> str:
+    """The V2 card as the file a person downloads (readable JSON)."""
+    return json.dumps(card_json(name, card), ensure_ascii=False, indent=2) + "\n"
+
+
 def _text(fields: dict[str, Any], *keys: str) -> str:
     for key in keys:
         value = fields.get(key)

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from memory.database_url import safe_url
 from memory.errors import Failure
@@ -589,7 +590,8 @@ def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, tuple[str, str
 def _from_env(dotted: str, value: str) -> Any:
     """A variable's text as its setting takes it: a list from `123,456` or JSON `[123, 456]`, the rest as written
     (the models convert numbers and flags; a JSON list that does not parse is left for them to name)."""
-    if get_origin(_annotation(dotted)) not in (list, set, tuple):
+    info = _field(dotted.split("."))
+    if info is None or get_origin(info.annotation) not in (list, set, tuple):
         return value
     text = value.strip()
     if text.startswith("["):
@@ -600,12 +602,17 @@ def _from_env(dotted: str, value: str) -> Any:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _annotation(dotted: str) -> Any:
-    model: Any = Config
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        model = model.model_fields[part].annotation
-    return model.model_fields[leaf].annotation
+def _field(loc: list[str]) -> FieldInfo | None:
+    """The declaration of the setting at `loc` (dotted key parts), or None where no setting is."""
+    model: type[BaseModel] = Config
+    info = None
+    for part in loc:
+        info = model.model_fields.get(part)
+        if info is None:
+            return None
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            model = info.annotation
+    return info
 
 
 def _clip(text: str, limit: int = 400) -> str:
@@ -655,14 +662,7 @@ def _describe(err: Mapping[str, Any], raw: dict[str, Any], sources: Mapping[str,
 
 def _allowed_range(loc: list[str]) -> str:
     """The numeric or length bounds declared on a field, written as one range."""
-    model: type[BaseModel] = Config
-    info = None
-    for part in loc:
-        info = model.model_fields.get(part)
-        if info is None:
-            return ""
-        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
-            model = info.annotation
+    info = _field(loc)
     if info is None:
         return ""
     low = high = ""

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from bot.character_card import card_json
+from bot.character_card import card_file
 from bot.config import OVERRIDABLE, ConfigError, shown_value
 from bot.engine import Engine, ReplyFailed, ReplyUnsaved
 from bot.line_editor import LineEditor
@@ -373,8 +372,8 @@ class Console:
             self._say(f"Persona card updated here from {character.name}'s character card; /persona shows it.")
         elif action == "export" and arg.strip():
             effective = await self.engine.settings_for(self.scope.guild_id, channel)
-            text = json.dumps(card_json(effective.persona.name, effective.persona.card), ensure_ascii=False, indent=2)
-            await asyncio.to_thread(path.write_text, text + "\n", "utf-8")
+            text = card_file(effective.persona.name, effective.persona.card)
+            await asyncio.to_thread(path.write_text, text, "utf-8")
             self._say(f"Wrote {effective.persona.name}'s character card (V2) to {path}.")
         else:
             self._say("Usage: /persona [show | import <card.json or card.png> | export <file.json>]")

@@ -84,7 +84,7 @@ def plan(budget: Budget, system_tokens: int) -> Plan:
              tail=max(MIN_TAIL, int(rest * shares.tail_share)),
              recall=min(MOST_RECALL, int(rest * shares.recall_share)))
     # However small the context, the conversation itself keeps at least half of what the card leaves.
-    most = rest - rest // 2 - (rest % 2) - MIN_TAIL - p.recall_floor
+    most = rest // 2 - MIN_TAIL - p.recall_floor
     return replace(p, memory=max(0, min(p.memory, most)))
 
 

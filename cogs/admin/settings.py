@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import io
-import json
 from typing import cast
 
 import discord
 from discord import app_commands
 
-from bot.character_card import CardError, card_json
+from bot.character_card import CardError, card_file
 from bot.config import OVERRIDABLE, ConfigError
 from bot.engine import Where
 from bot.report import (
@@ -131,7 +130,7 @@ class SettingsCommands(AdminBase):
     @persona.command(name="export", description="This channel's persona as a character card (V2 JSON)")
     async def persona_export(self, interaction: discord.Interaction) -> None:
         effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
-        data = json.dumps(card_json(effective.persona.name, effective.persona.card), ensure_ascii=False, indent=2)
+        data = card_file(effective.persona.name, effective.persona.card).encode()
         await interaction.response.send_message(
             f"{effective.persona.name}'s card, for SillyTavern or another Stelis:", ephemeral=True,
-            file=discord.File(io.BytesIO(data.encode()), filename=f"{effective.persona.name}.json"))
+            file=discord.File(io.BytesIO(data), filename=f"{effective.persona.name}.json"))
