@@ -99,7 +99,7 @@ class MemoryWorker:
         never while this process updates the same channel."""
         async with self._locks[thread_id]:
             ch = await self.store.memory_channel(thread_id)
-            if ch is None or ch.scope[0] != "channel":
+            if ch is None:
                 return None
             async with self._slots:
                 return await short_term.rebuild_long_term(self.store, self.llm, ch, await self.settings_for(ch))

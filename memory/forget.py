@@ -15,7 +15,7 @@ from memory import threads
 from memory.llm import LLM
 from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.settings import MemorySettings, StelisSettings
-from memory.short_term import keep_pins, merge, update_workspace
+from memory.short_term import keep_pins, rebuild_long_term, update_workspace
 from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
@@ -106,13 +106,15 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
                             settings: MemorySettings) -> int:
     """Re-summarise each short-term version that covered an erased message, then rebuild long-term."""
     scope, scope_id = ch.scope
-    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL)
+    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL, hidden=True)
     hit = [r for r in versions if _covers(r, seqs)]
     if not hit:
         return 0
     pins = await store.pins(ch.persona, scope, scope_id)
     for record in hit:
         await store.delete_records([record.id])
+        if record.hidden_by is not None:  # an edit replaced it, or a rollback went past it: shown nowhere, so it
+            continue  # goes whole (a rewrite is a new version, shown again), and no rollback brings its words back
         messages = [m async for m in store.span(ch.thread_id, record.first_seq or 0, (record.last_seq or 0) + 1)]
         if not messages:
             continue
@@ -129,17 +131,11 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
 
 
 async def _rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings) -> None:
+    """Every long-term version goes (each may quote what was erased); one is written again from the versions left."""
     scope, scope_id = ch.scope
     old = await store.recent_records(ch.persona, scope, scope_id, "long_term", ALL)
     await store.delete_records([r.id for r in old])
-    remaining = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL)
-    if scope != "channel" or not remaining:
-        return
-    pins = await store.pins(ch.persona, scope, scope_id)
-    merged = await merge(llm, f"channel {ch.name or ch.channel_id}", None,
-                         [(f"v{r.version}", r.content) for r in remaining], pins, settings)
-    await store.add_record(ch.persona, scope, scope_id, "long_term", merged, remaining[0].first_seq,
-                           remaining[-1].last_seq, {"rebuilt_from": [r.version for r in remaining]})
+    await rebuild_long_term(store, llm, ch, settings)
 
 
 def _covers(record: MemoryRecord, seqs: set[int]) -> bool:

@@ -106,9 +106,11 @@ async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: Memory
 
 async def rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings) -> MemoryRecord | None:
     """The channel's long-term memory written again from its visible versions alone: after an edit replaced a
-    version or a rollback hid some, what they said must not live on in it. None when no version is left."""
+    version, a rollback hid some, or forget-me rewrote them, what they said must not live on in it. None for a
+    conversation without one (a Discord thread's) or when no version is left."""
     scope, scope_id = ch.scope
-    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL_VERSIONS)
+    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL_VERSIONS) \
+        if scope == "channel" else []
     if not versions:
         return None
     pins = await store.pins(ch.persona, scope, scope_id)
@@ -116,7 +118,7 @@ async def rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings:
                          [(f"v{r.version}", r.content) for r in versions], pins, settings)
     first, newest = versions[0], versions[-1]
     return await store.add_record(ch.persona, scope, scope_id, "long_term", merged, first.first_seq, newest.last_seq,
-                                  {**_covering(first, newest), "rebuilt": True})
+                                  {**_covering(first, newest), "rebuilt_from": [r.version for r in versions]})
 
 
 def _covering(first: MemoryRecord, newest: MemoryRecord) -> dict[str, Any]:

@@ -665,3 +665,30 @@ async def test_an_edit_replaces_what_it_edits_and_a_rollback_hides_what_came_aft
         assert "Lyon" in await seen() and "Paris" not in await seen()
     finally:
         await engine.close()
+
+
+async def test_a_rollback_after_someone_is_forgotten_brings_none_of_their_words_back(make_config, database):
+    """A version an edit replaced, quoting someone who is then forgotten, goes whole: shown nowhere, it would not be
+    rewritten, and a rollback would bring their words back. What is left, and the long-term memory written again,
+    hold none of them."""
+    clock = Clock()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0}, database=database)
+    engine = await Engine.open(config, OfflineLLM(), clock)
+    try:
+        await engine.hear(GENERAL, "my bank pin is quillwort-8812", author_name="kai", author_id=77)
+        await say(engine, GENERAL, "the team lunch is on Friday")
+        await engine.memory_regenerate(GENERAL)
+        assert "quillwort" in (await versions(engine, GENERAL))[0].content
+        await engine.memory_edit(GENERAL, "the team lunch is on Friday.")
+        await engine.forget_person(77, guild_id=10)
+        assert [r.hidden_by for r in await versions(engine, GENERAL)] == [None]  # the replaced one went whole
+        await engine.memory_rollback(GENERAL, 1)  # v1 now is what forget-me wrote again: kai's words are not in it
+        kept = [r.content for t in ("short_term", "long_term") for r in await versions(engine, GENERAL, t)]
+        assert kept and any("team lunch" in text for text in kept)
+        request = (await engine.preview(GENERAL, "what is kai's bank pin?", author_name="mahe")).request
+        recalled = await engine.recall(GENERAL, "quillwort bank pin")
+        assert not any("quillwort" in text for text in kept)
+        assert "quillwort" not in str(request) and not any("quillwort" in h.text for h in recalled)
+    finally:
+        await engine.close()
