@@ -151,15 +151,15 @@ class _engine:
 
     async def __aenter__(self) -> Reply:
         self.engine = await Engine.open(self.config, self.llm)
-        root = await self.engine.thread_for(self.scope)
+        root = await self.engine.stelis.root(self.scope)
 
         async def turn(step: Step) -> None:
             tools, user = step.said[:-1], step.said[-1]
             if tools:
                 await self.engine.store.append_many(root.id, tools)
-            await self.engine.hear(self.scope, user.content, author_name=user.author_name)
-            await self.engine.reply(root.id)
-            await self.engine.settle()  # the pause before the next message: the next cut is summarised ahead
+            await self.engine.conversations.hear(self.scope, user.content, author_name=user.author_name)
+            await self.engine.conversations.reply(root.id)
+            await self.engine.conversations.settle()  # the pause before the next message: the next cut summarised
             await self.engine.memory.run_due()
 
         return turn
@@ -174,13 +174,14 @@ class _server(_engine):
     async def __aenter__(self) -> Reply:
         turn = await super().__aenter__()
         for channel_id, name in ((1, "home"), (2, "left"), (3, "right")):
-            await self.engine.describe_channel(Scope.channel(1, channel_id), name=name, public=True)
+            await self.engine.admin.describe(Scope.channel(1, channel_id), name=name, public=True)
         said = 0
 
         async def busy_turn(step: Step) -> None:
             nonlocal said
             said += 1
-            await self.engine.hear(Scope.channel(1, 2 + said % 2), f"neighbour chatter {said} about plans",
+            await self.engine.conversations.hear(Scope.channel(1, 2 + said % 2),
+                                                 f"neighbour chatter {said} about plans",
                                    author_name="kai")
             await turn(step)
 
@@ -192,7 +193,7 @@ class _research(_engine):
 
     async def __aenter__(self) -> Reply:
         turn = await super().__aenter__()
-        root = await self.engine.thread_for(self.scope)
+        root = await self.engine.stelis.root(self.scope)
         said = 0
 
         async def research_turn(step: Step) -> None:
@@ -204,9 +205,9 @@ class _research(_engine):
             tools, user = step.said[:-1], step.said[-1]
             if tools:
                 await self.engine.store.append_many(root.id, tools)
-            await self.engine.hear(self.scope, user.content, author_name=user.author_name)
-            await self.engine.run_playbook(self.scope, "research", {"topic": " ".join(user.content.split()[:6])})
-            await self.engine.settle()
+            await self.engine.conversations.hear(self.scope, user.content, author_name=user.author_name)
+            await self.engine.playbooks.run(self.scope, "research", {"topic": " ".join(user.content.split()[:6])})
+            await self.engine.conversations.settle()
             await self.engine.memory.run_due()
 
         return research_turn

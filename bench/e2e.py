@@ -207,8 +207,8 @@ async def _converse(url: str, ctx: int, data: Path, log: Path) -> dict[str, Any]
 
 async def _figures(engine: Engine, said: str, seconds: float) -> dict[str, Any]:
     store = engine.store
-    root = await engine.thread_for(Scope.console())
-    threads = [row.thread for row in await engine.tree(root.id)]
+    root = await engine.stelis.root(Scope.console())
+    threads = [row.thread for row in await engine.stelis.tree(root.id)]
     replies = [m for t in threads for m in await store.tail(t.id, 1_000) if m.role == "assistant"]
     names = {"Rin", "kai"}
     records = [r for kind in ("short_term", "long_term")

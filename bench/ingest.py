@@ -36,7 +36,7 @@ async def run(backend: str = "sqlite", channels: int = 200, per_channel: int = 2
         texts = [_message(rng) for _ in range(channels * per_channel)]
         started = time.perf_counter()
         for i, text in enumerate(texts):
-            await engine.hear(scopes[i % channels], text, author_name="u", external_id=10_000 + i)
+            await engine.conversations.hear(scopes[i % channels], text, author_name="u", external_id=10_000 + i)
         await engine.store.index_messages()  # recall's index, filled in one batch before the next search
         elapsed = time.perf_counter() - started
         await engine.close()

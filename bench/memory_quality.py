@@ -156,12 +156,12 @@ def regions_of(request: LLMRequest) -> dict[str, str]:
 async def preview(engine: Engine, question: str, external_id: int) -> LLMRequest:
     """The request the question would produce; stores nothing where the engine can preview."""
     if hasattr(engine, "preview"):
-        return (await engine.preview(SCOPE, question, author_name="Asker")).request
-    message = await engine.hear(SCOPE, question, author_name="Asker", external_id=external_id)
+        return (await engine.conversations.preview(SCOPE, question, author_name="Asker")).request
+    message = await engine.conversations.hear(SCOPE, question, author_name="Asker", external_id=external_id)
     try:
-        return (await engine.context(message.thread_id)).request
+        return (await engine.conversations.context(message.thread_id)).request
     finally:
-        await engine.delete_message(external_id)
+        await engine.forgetting.delete_message(external_id)
 
 
 async def replay(conv: Conversation, budget: int, tmp: Path) -> tuple[Engine, Metered, SimClock, list[int]]:
@@ -175,11 +175,11 @@ async def replay(conv: Conversation, budget: int, tmp: Path) -> tuple[Engine, Me
     for i, turn in enumerate(conv.turns):
         clock.now = turn.at
         await engine.memory.run_due()
-        message = await engine.hear(SCOPE, turn.text, author_name=turn.speaker, external_id=1_000_000 + i)
+        message = await engine.conversations.hear(SCOPE, turn.text, author_name=turn.speaker, external_id=1_000_000 + i)
         seqs.append(message.seq)
         if i % REPLY_EVERY == REPLY_EVERY - 1:
             try:
-                await engine.reply(message.thread_id)
+                await engine.conversations.reply(message.thread_id)
             except Exception:  # a reply that cannot be built is counted, not fatal here
                 llm.totals["reply_failures"] += 1
     clock.now = conv.turns[-1].at + 86_400
@@ -189,7 +189,7 @@ async def replay(conv: Conversation, budget: int, tmp: Path) -> tuple[Engine, Me
 
 async def recency_texts(engine: Engine, tokens: int) -> str:
     """The newest stored messages that fit `tokens`, as a recency-only bot would send them."""
-    thread = await engine.thread_for(SCOPE)
+    thread = await engine.stelis.root(SCOPE)
     kept, used = [], 0
     async for message in engine.store.newest_first(thread.id):
         text = f"[{message.author_name}] {message.content}" if message.role == "user" else message.content

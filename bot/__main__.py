@@ -272,20 +272,20 @@ async def _snapshot(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     try:
         if args.action == "export":
             try:
-                snapshot = await engine.export_snapshot(args.thread)
+                snapshot = await engine.snapshots.export(args.thread)
             except KeyError:
                 print(f"stelis: no thread {args.thread} in {loaded.config.database_name}", file=sys.stderr)
                 return 2
             if str(args.out) == "-":
                 print(json.dumps(snapshot, ensure_ascii=False, indent=1))
             else:
-                path = args.out or engine.snapshot_dir / f"thread-{args.thread}.json"
+                path = args.out or engine.snapshots.directory / f"thread-{args.thread}.json"
                 snapshots.write(path, snapshot)
                 print(f"wrote {path} ({len(snapshot['messages'])} messages, {snapshot['tokenCount']} tokens)")
             return 0
         for path in args.files:
             try:
-                thread = await engine.restore_snapshot(path)
+                thread = await engine.snapshots.restore(path)
             except snapshots.SnapshotError as exc:
                 print(f"stelis: {exc}", file=sys.stderr)
                 return 2

@@ -157,7 +157,7 @@ class Console:
 
     async def start(self) -> Run:
         if self.run is None:
-            self.run = await self.engine.new_run(self.scope, console_run_id(self.scope))
+            self.run = await self.engine.stelis.new_run(self.scope, console_run_id(self.scope))
             if self.run.stack:
                 self._say(f"(resuming Stelis thread {thread_ref(self.run.current)}, left open last time; "
                           "/thread end to close it)")
@@ -197,7 +197,8 @@ class Console:
                     return 0
                 continue
             try:
-                await self.engine.hear(self.scope, line, author_name=self.user_name, thread_id=run.current)
+                await self.engine.conversations.hear(self.scope, line, author_name=self.user_name,
+                                                     thread_id=run.current)
             except StoreError as exc:  # disk full, read-only: the line is still on screen to send again
                 self._say(f"(!) Not saved: {exc}. Free some space or fix the data directory, then send it again.")
                 continue
@@ -260,7 +261,7 @@ class Console:
             if not label.strip():
                 self._say("Usage: /thread new <label>")
                 return
-            thread = await self.engine.start_thread(run, label)
+            thread = await self.engine.stelis.start(run, label)
             self._say(f"Started {thread_ref(thread.id)} \"{thread.label}\" at depth {thread.depth}. "
                       "Messages now go to this thread; /thread end to finish it.")
         elif action == "end":
@@ -268,11 +269,11 @@ class Console:
                 self._say("(!) no Stelis thread is active in this run: you are in the main conversation.")
                 return
             self._say("Ending the thread and writing its chronicle...")
-            thread = await self.engine.end_thread(run)
+            thread = await self.engine.stelis.end(run)
             self._say(f"Ended {thread_ref(thread.id)} ({thread.status}). Chronicle:\n"
                       f"{thread.chronicle_summary or '(none)'}")
         elif action == "abort":
-            thread = await self.engine.abort_thread(run)
+            thread = await self.engine.stelis.abort(run)
             self._say(f"Aborted {thread_ref(thread.id)}.")
         elif action == "list":
             await self._tree()
@@ -281,12 +282,12 @@ class Console:
 
     async def _tree(self) -> None:
         run = await self.start()
-        for line in tree_lines(await self.engine.tree(run.root_id), run.current):
+        for line in tree_lines(await self.engine.stelis.tree(run.root_id), run.current):
             self._say(line)
 
     async def _context(self) -> None:
         run = await self.start()
-        assembly = await self.engine.context(run.current, calls=False)
+        assembly = await self.engine.conversations.context(run.current, calls=False)
         total = self.engine.config.llm.context_tokens
         self._say(context_heading(run.current, assembly.parts, total, assembly.window_budget))
         self._lines(context_bars(assembly.parts, total))
@@ -295,7 +296,7 @@ class Console:
         if not query:
             self._say("Usage: /recall <words>, for example /recall calculator deadline")
             return
-        for line in recall_lines(query, await self.engine.recall(self.scope, query)):
+        for line in recall_lines(query, await self.engine.archive.recall(self.scope, query)):
             self._say(line)
 
     async def _memory(self, rest: str) -> None:
@@ -303,28 +304,28 @@ class Console:
         arg = arg.strip()
         engine = self.engine
         if action in ("", "show", "full"):
-            view = await engine.memory_view(self.scope)
+            view = await engine.admin.view(self.scope)
             self._lines(memory_lines(view, engine.clock(), full=action == "full"))
             if not (view.long_term or view.short_term):
                 self._say("Talk a little, then /idle 7200 or /memory regenerate.")
         elif action == "history":
-            for record in await engine.memory_history(self.scope):
+            for record in await engine.admin.history(self.scope):
                 self._say(history_line(record))
         elif action in ("pin", "unpin"):
-            done = await engine.memory_pin(self.scope, arg, pinned=action == "pin")
+            done = await engine.admin.pin(self.scope, arg, pinned=action == "pin")
             self._say(pin_text(arg, action == "pin", done))
         elif action == "edit":
-            self._say(written_text(await engine.memory_edit(self.scope, arg)))
+            self._say(written_text(await engine.admin.edit(self.scope, arg)))
         elif action == "rollback":
             if not (arg.isascii() and arg.isdecimal()):  # "²" is a digit to str.isdigit
                 self._say("Usage: /memory rollback <version number>")
                 return
-            self._say(rollback_text(int(arg), await engine.memory_rollback(self.scope, int(arg))))
+            self._say(rollback_text(int(arg), await engine.admin.rollback(self.scope, int(arg))))
         elif action == "regenerate":
             self._say("Writing a new short-term memory...")
-            self._outcome(await engine.memory_regenerate(self.scope))
+            self._outcome(await engine.admin.regenerate(self.scope))
         elif action in ("pause", "resume"):
-            changed = await engine.memory_pause(self.scope, action == "pause")
+            changed = await engine.admin.pause(self.scope, action == "pause")
             self._say(pause_text(action == "pause", "here", changed))
         else:
             self._say("Usage: /memory [show | full | history | pin <fact> | unpin <fact> | edit <text> | "
@@ -336,17 +337,17 @@ class Console:
         key, _, value = arg.strip().partition(" ")
         channel = self.scope.channel_id or 0
         if action in ("", "show"):
-            for line in config_lines(await self.engine.settings_shown(self.scope.guild_id, channel), "here"):
+            for line in config_lines(await self.engine.settings.shown(self.scope.guild_id, channel), "here"):
                 self._say(line)
         elif action == "set" and key and value.strip():
             try:
-                stored = await self.engine.set_setting("channel", channel, key, value.strip())
+                stored = await self.engine.settings.set("channel", channel, key, value.strip())
             except ConfigError as exc:
                 self._say(f"Not set: {'; '.join(exc.problems)}")
                 return
             self._say(f"Set {key} = {shown_value(stored)} here.")
         elif action == "reset" and key:
-            removed = await self.engine.reset_setting("channel", channel, key)
+            removed = await self.engine.settings.reset("channel", channel, key)
             self._say(f"Override of {key} removed." if removed else f"{key} had no override here.")
         else:
             self._say("Usage: /config [show | set <key> <value> | reset <key>]")
@@ -356,7 +357,7 @@ class Console:
         action, _, arg = rest.partition(" ")
         path, channel = Path(arg.strip()), self.scope.channel_id or 0
         if action in ("", "show"):
-            effective = await self.engine.settings_for(self.scope.guild_id, channel)
+            effective = await self.engine.settings.effective(self.scope.guild_id, channel)
             self._say(f"{effective.persona.name}\n{effective.persona.card}")
         elif action == "import" and arg.strip():
             try:
@@ -365,13 +366,13 @@ class Console:
                 self._say(f"Not changed: {path} cannot be read ({exc.strerror or exc}).")
                 return
             try:
-                character = await self.engine.import_character("channel", channel, data, path.name)
+                character = await self.engine.settings.import_character("channel", channel, data, path.name)
             except ConfigError as exc:
                 self._say(f"Not changed: {'; '.join(exc.problems)}")
                 return
             self._say(f"Persona card updated here from {character.name}'s character card; /persona shows it.")
         elif action == "export" and arg.strip():
-            effective = await self.engine.settings_for(self.scope.guild_id, channel)
+            effective = await self.engine.settings.effective(self.scope.guild_id, channel)
             text = card_file(effective.persona.name, effective.persona.card)
             await asyncio.to_thread(path.write_text, text, "utf-8")
             self._say(f"Wrote {effective.persona.name}'s character card (V2) to {path}.")
@@ -383,16 +384,17 @@ class Console:
         name, _, raw = arg.strip().partition(" ")
         engine = self.engine
         if action in ("", "list"):
-            self._lines(playbook_list_lines(engine.playbook_library()))
-        elif action == "show" and name in engine.playbook_library():
-            self._lines(playbook_lines(engine.playbook_library()[name]))
+            self._lines(playbook_list_lines(engine.playbooks.library))
+        elif action == "show" and name in engine.playbooks.library:
+            self._lines(playbook_lines(engine.playbooks.library[name]))
         elif action == "check":
-            self._lines(problem_lines(engine.playbook_problems(Path(arg.strip()) if arg.strip() else None)))
+            path = arg.strip()
+            self._lines(problem_lines(engine.playbooks.check(Path(path)) if path else engine.playbooks.problems))
         elif action == "runs":
-            self._lines(runs_lines(await engine.playbook_runs(self.scope), engine.clock()))
+            self._lines(runs_lines(await engine.playbooks.runs(self.scope), engine.clock()))
         elif action == "run" and name:
             run = await self.start()
-            done = await engine.run_playbook(self.scope, name, raw, run_id=run.id,
+            done = await engine.playbooks.run(self.scope, name, raw, run_id=run.id,
                                              progress=lambda step: self._say(f"... {step}"))
             self._lines(result_lines(name, done.outputs))
         else:
@@ -403,18 +405,18 @@ class Console:
         action, _, arg = rest.partition(" ")
         engine, arg = self.engine, arg.strip()
         if action in ("", "list"):
-            self._lines(task_lines(await engine.tasks_of(self.scope)))
+            self._lines(task_lines(await engine.tasks.of(self.scope)))
         elif action == "show" and arg.isdecimal():
-            self._lines(task_detail_lines(await engine.task(self.scope, int(arg))))
+            self._lines(task_detail_lines(await engine.tasks.get(self.scope, int(arg))))
         elif action == "create" and arg.count("|") >= 1:
             title, goal, *steps = (part.strip() for part in arg.split("|"))
-            task = await engine.create_task(self.scope, title, goal,
+            task = await engine.tasks.create(self.scope, title, goal,
                                             [s for s in (steps[0].split(";") if steps else [])])
             self._say(f"Task #{task.id} created, with its branch {task.branch_id} and a session.")
         elif action == "close" and arg.split(" ")[0].isdecimal():
             number, _, how = arg.partition(" ")
             status: TaskStatus = "abandoned" if how.strip() == "abandoned" else "done"
-            task = await engine.close_task(self.scope, int(number), status)
+            task = await engine.tasks.close(self.scope, int(number), status)
             self._say(f"Task #{task.id} is {task.status}; its session ended with a chronicle.")
         else:
             self._say("Usage: /tasks [list | show <n> | create <title> | <goal> | <step>; <step> | "
@@ -425,16 +427,16 @@ class Console:
         branch = branch.strip()
         statuses: dict[str, BranchStatus] = {"suspend": "suspended", "resume": "active", "complete": "completed"}
         if action in ("", "list"):
-            self._lines(branch_list_lines(await self.engine.branches_of(self.scope)))
+            self._lines(branch_list_lines(await self.engine.branches.of(self.scope)))
         elif action in statuses and branch:
-            found = await self.engine.set_branch_status(self.scope, branch, statuses[action])
+            found = await self.engine.branches.update(self.scope, branch, status=statuses[action])
             self._say(branch_line(found))
         elif action == "show" and branch:
-            detail = await self.engine.branch_detail(self.scope, branch)
+            detail = await self.engine.branches.detail(self.scope, branch)
             self._lines(branch_detail_lines(detail) if detail else [f"There is no branch {branch!r} here."])
         elif action == "create" and branch:
             label, _, brief = branch.partition("|")
-            made = await self.engine.create_branch(self.scope, label, brief.strip() or None)
+            made = await self.engine.branches.create(self.scope, "free", label, brief.strip() or None)
             self._say(branch_line(made) + " (a pulse, or /branches resume, opens its first session)")
         else:
             self._say("Usage: /branches [list | show <id> | create <label> [| <brief>] | suspend <id> | resume <id> "
@@ -451,15 +453,15 @@ class Console:
             if words else {},
         }
         if action in ("", "status"):
-            status = await engine.autonomy_status(self.scope)
+            status = await engine.pulses.status(self.scope)
             self._lines(autonomy_lines(status, None, engine.stored_time()))
         elif action == "log":
-            self._lines(autonomy_log_lines(await engine.autonomy_log(self.scope), engine.stored_time()))
+            self._lines(autonomy_log_lines(await engine.autonomy.log(self.scope), engine.stored_time()))
         elif action == "pulse-now":
-            self._say(pulse_text(await engine.pulse_now(self.scope)))
+            self._say(pulse_text(await engine.pulses.pulse_now(self.scope)))
         elif changes.get(action):
             for key, value in changes[action].items():
-                stored = await engine.set_autonomy(self.scope, key, value)
+                stored = await engine.pulses.configure(self.scope, key, value)
                 self._say(set_text(f"autonomy.{key}", stored, "this conversation"))
         else:
             self._say("Usage: /autonomy [status | on | off | interval <minutes> | quiet <HH:MM-HH:MM|none> | "
@@ -480,12 +482,12 @@ class Console:
             return
         self.engine.clock.advance(seconds)
         self._say(f"(time passes: {seconds:.0f} s)")
-        outcomes = await self.engine.run_due_memory()
+        outcomes = await self.engine.memory.run_due()
         for outcome in outcomes:
             self._outcome(outcome)
         if not outcomes:
             self._say("(no memory update was due)")
-        pulse = await self.engine.pulse_if_due(self.scope)
+        pulse = await self.engine.pulses.pulse_if_due(self.scope)
         if pulse is not None:
             self._say(f"({pulse_text(pulse)})")
 
@@ -495,7 +497,7 @@ class Console:
 
     async def _retry(self) -> None:
         run = await self.start()
-        last = await self.engine.last_message(run.current)
+        last = await self.engine.conversations.last_message(run.current)
         if last is None or last.role == "assistant":
             self._say("Nothing to retry: the last message already has its reply. Say something new.")
             return
@@ -505,7 +507,7 @@ class Console:
         run = await self.start()
         self.stdout.write(f"{self.engine.persona}: ")
         try:
-            await self.engine.reply(run.current, on_text=self._stream)
+            await self.engine.conversations.reply(run.current, on_text=self._stream)
         except ReplyFailed as exc:
             self.stdout.write(f"(no reply: {exc.notice} Your message is kept; /retry to ask again.)")
         except ReplyUnsaved as exc:
@@ -518,7 +520,7 @@ class Console:
         self.stdout.flush()
 
     async def _greet(self, run: Run) -> None:
-        remembered = await self.engine.message_count(run.root_id)
+        remembered = await self.engine.conversations.message_count(run.root_id)
         self._say(
             f"Stelis console: chatting with {self.engine.persona} on the {self.engine.model_name} model"
             f" ({remembered} message(s) remembered in {self.engine.config.database_name}). /help for commands,"
@@ -529,8 +531,8 @@ class Console:
         self._status()
         where = "" if self.run is None or not self.run.stack else f" [{thread_ref(self.run.current)}]"
         if self.editor is not None:
-            branches = [str(b.id) for b in await self.engine.branches_of(self.scope)]
-            self.editor.complete(completions(self.engine.playbook_library(), branches, OVERRIDABLE))
+            branches = [str(b.id) for b in await self.engine.branches.of(self.scope)]
+            self.editor.complete(completions(self.engine.playbooks.library, branches, OVERRIDABLE))
             line = await self.editor.read(f"{self.user_name}{where}> ")
             if self.editor.hint:
                 self._say(self.editor.hint)

@@ -48,7 +48,7 @@ async def duet(first: Config, second: Config, out: TextIO, *, turns: int, exchan
     voices = (Voice(a, IDS[1], b.persona), Voice(b, IDS[0], a.persona))
     try:
         for voice in voices:
-            await voice.engine.prepare_socials(PLACE, {voice.partner_id: voice.partner})
+            await voice.engine.socials.prepare(PLACE, {voice.partner_id: voice.partner})
         for n in range(exchanges):
             out.write(f"--- exchange {n + 1}\n")
             await _exchange(voices, out, turns, opening)
@@ -62,8 +62,9 @@ async def duet(first: Config, second: Config, out: TextIO, *, turns: int, exchan
 async def _exchange(voices: tuple[Voice, Voice], out: TextIO, turns: int, opening: str) -> None:
     """The first voice opens; each then hears the other in its session with it and answers, turn by turn."""
     first = voices[0]
-    session = await first.engine.social_session(PLACE, first.partner_id, first.partner)
-    await first.engine.hear(PLACE, opening, role="assistant", author_name=first.engine.persona, thread_id=session.id)
+    session = await first.engine.socials.session(PLACE, first.partner_id, first.partner)
+    await first.engine.conversations.hear(PLACE, opening, role="assistant", author_name=first.engine.persona,
+                                          thread_id=session.id)
     out.write(f"{first.engine.persona}: {opening}\n")
     said, speaker = opening, 0
     for _ in range(turns):
@@ -75,27 +76,28 @@ async def _exchange(voices: tuple[Voice, Voice], out: TextIO, turns: int, openin
         out.write(f"{listener.engine.persona}: {said}\n")
         speaker = 1 - speaker
     for voice in voices:
-        await voice.engine.end_social(PLACE, voice.partner_id)
+        await voice.engine.socials.end(PLACE, voice.partner_id)
 
 
 async def _turn(listener: Voice, said: str) -> str | None:
     """The listener hears `said` in its session with the speaker and answers it as a persona's message in Discord
     is answered: while the exchange has turns left (then it ends). Its answer, or None."""
-    session = await listener.engine.social_session(PLACE, listener.partner_id, listener.partner)
-    await listener.engine.hear(PLACE, said, author_name=listener.partner, author_id=listener.partner_id,
+    session = await listener.engine.socials.session(PLACE, listener.partner_id, listener.partner)
+    await listener.engine.conversations.hear(PLACE, said, author_name=listener.partner, author_id=listener.partner_id,
                                thread_id=session.id)
     replies: list[str] = []
 
     async def answer() -> None:
-        replies.append((await listener.engine.reply(session.id)).content)
+        replies.append((await listener.engine.conversations.reply(session.id)).content)
 
-    return replies[0] if await listener.engine.answer_turn(PLACE, listener.partner_id, session.id, answer) else None
+    return replies[0] if await listener.engine.socials.answer_turn(PLACE, listener.partner_id, session.id,
+                                                                   answer) else None
 
 
 async def _remembered(voice: Voice, out: TextIO) -> None:
     engine = voice.engine
-    for branch in await engine.branches_of(PLACE, kind="social"):
-        detail = await engine.branch_detail(PLACE, branch.id)
+    for branch in await engine.branches.of(PLACE, kind="social"):
+        detail = await engine.branches.detail(PLACE, branch.id)
         sessions = detail.sessions if detail else []
         out.write(f"{engine.persona} — branch {branch.label} [{branch.status}], {len(sessions)} session(s); "
                   f"where it stands: {branch.brief_state}\n")

@@ -53,7 +53,7 @@ class Access(commands.Cog):
 
     @access.command(name="show", description="The allow and deny lists and the cooldown")
     async def show(self, interaction: discord.Interaction) -> None:
-        config = (await self.engine.settings_for(interaction.guild_id, interaction.channel_id)).discord
+        config = (await self.engine.settings.effective(interaction.guild_id, interaction.channel_id)).discord
 
         def names(ids: list[int], mark: str) -> str:
             return ", ".join(f"<{mark}{i}>" for i in ids) or "nobody"
@@ -85,7 +85,7 @@ class Access(commands.Cog):
     @access.command(name="cooldown", description="Seconds between a person's answered messages (Manage Server)")
     @manager_only(CHANGE)
     async def cooldown(self, interaction: discord.Interaction, seconds: app_commands.Range[int, 0, 3600]) -> None:
-        await self.engine.set_setting("guild", interaction.guild_id or 0, "discord.cooldown_seconds", seconds)
+        await self.engine.settings.set("guild", interaction.guild_id or 0, "discord.cooldown_seconds", seconds)
         await answer(interaction, f"Cooldown: {seconds} s." if seconds else "No cooldown.")
 
     async def _change(self, interaction: discord.Interaction, user: discord.Member | None, role: discord.Role | None,
@@ -94,13 +94,13 @@ class Access(commands.Cog):
         if user is None and role is None:
             await answer(interaction, "Name a user or a role.")
             return
-        config = (await self.engine.settings_for(interaction.guild_id, None)).discord
+        config = (await self.engine.settings.effective(interaction.guild_id, None)).discord
         try:
             for which, (users_key, roles_key) in LISTS.items():
                 for key, item in ((users_key, user), (roles_key, role)):
                     if item is not None:
                         kept = [i for i in getattr(config, key) if i != item.id]
-                        await self.engine.set_setting("guild", interaction.guild_id or 0, f"discord.{key}",
+                        await self.engine.settings.set("guild", interaction.guild_id or 0, f"discord.{key}",
                                                       [*kept, item.id] if which == add_to else kept)
         except Failure as exc:
             await answer(interaction, exc.notice)

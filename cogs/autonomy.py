@@ -33,25 +33,25 @@ class AutonomyCommands(commands.Cog):
     async def on_ready(self) -> None:
         await self.engine.start_pulses()
         for guild in self.bot.guilds:
-            await self.engine.arm_pulse(Scope.channel(guild.id, 0))
+            await self.engine.pulses.arm(Scope.channel(guild.id, 0))
             await self._prepare_socials(guild.id)
 
     async def _prepare_socials(self, guild_id: int) -> None:
         """A social branch per other persona bot, in the home channel, made before the first exchange."""
-        home = (await self.engine.autonomy_status(Scope.channel(guild_id, 0))).home
+        home = (await self.engine.pulses.status(Scope.channel(guild_id, 0))).home
         personas = self.engine.config.discord.personas
         if home is not None and personas:
             names = {p: (u.display_name if (u := self.bot.get_user(p)) else f"persona {p}") for p in personas}
-            await self.engine.prepare_socials(home, names)
+            await self.engine.socials.prepare(home, names)
 
     @commands.Cog.listener()
     async def on_guild_join(self, guild: discord.Guild) -> None:
-        await self.engine.arm_pulse(Scope.channel(guild.id, 0))
+        await self.engine.pulses.arm(Scope.channel(guild.id, 0))
 
     async def _set(self, interaction: discord.Interaction, changes: dict[str, object]) -> bool:
         try:
             for key, value in changes.items():
-                await self.engine.set_autonomy(server(interaction), key, value)
+                await self.engine.pulses.configure(server(interaction), key, value)
         except Failure as exc:
             await answer(interaction, exc.notice)
             return False
@@ -60,7 +60,7 @@ class AutonomyCommands(commands.Cog):
     @autonomy_admin.command(name="on", description="Let the persona act on its own here (Manage Server)")
     async def on(self, interaction: discord.Interaction) -> None:
         if await self._set(interaction, {"enabled": True}):
-            status = await self.engine.autonomy_status(server(interaction))
+            status = await self.engine.pulses.status(server(interaction))
             hint = "" if status.home else " Set its home channel with /autonomy-admin home: no pulse runs without."
             await answer(interaction, "Autonomy is on." + hint)
 
@@ -72,9 +72,9 @@ class AutonomyCommands(commands.Cog):
     @autonomy.command(name="status", description="Whether autonomy is on, its home, timer and today's budget")
     async def status(self, interaction: discord.Interaction) -> None:
         scope = server(interaction)
-        status = await self.engine.autonomy_status(scope)
+        status = await self.engine.pulses.status(scope)
         now = discord.utils.utcnow().timestamp()
-        await answer(interaction, "\n".join(autonomy_lines(status, self.engine.next_pulse(scope), now)))
+        await answer(interaction, "\n".join(autonomy_lines(status, self.engine.pulses.next_pulse(scope), now)))
 
     @autonomy_admin.command(name="home", description="The channel autonomous work hangs under (Manage Server)")
     @app_commands.describe(channel="A text channel (default: this one)")
@@ -128,13 +128,13 @@ class AutonomyCommands(commands.Cog):
 
     @autonomy.command(name="log", description="What the pulses decided, newest first")
     async def log(self, interaction: discord.Interaction, limit: app_commands.Range[int, 1, 50] = 15) -> None:
-        entries = await self.engine.autonomy_log(server(interaction), limit)
+        entries = await self.engine.autonomy.log(server(interaction), limit)
         await answer(interaction, "\n".join(autonomy_log_lines(entries, discord.utils.utcnow().timestamp())))
 
     @autonomy_admin.command(name="pulse-now", description="Run a pulse now, budget permitting (Manage Server)")
     async def pulse_now(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        outcome = await self.engine.pulse_now(server(interaction))
+        outcome = await self.engine.pulses.pulse_now(server(interaction))
         await answer(interaction, pulse_text(outcome))
 
 

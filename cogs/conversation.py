@@ -124,18 +124,18 @@ class Conversation(commands.Cog):
         content = payload.data.get("content")
         if content is not None:
             async with self._ingest_locks[payload.channel_id]:
-                await self.engine.edit_message(payload.message_id, content)
+                await self.engine.forgetting.edit_message(payload.message_id, content)
 
     @commands.Cog.listener()
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         async with self._ingest_locks[payload.channel_id]:
-            await self.engine.delete_message(payload.message_id)
+            await self.engine.forgetting.delete_message(payload.message_id)
 
     @commands.Cog.listener()
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
         async with self._ingest_locks[payload.channel_id]:
             for message_id in payload.message_ids:
-                await self.engine.delete_message(message_id)
+                await self.engine.forgetting.delete_message(message_id)
 
     @commands.Cog.listener()
     async def on_ready(self) -> None:
@@ -163,7 +163,7 @@ class Conversation(commands.Cog):
             waiting.append(message)
             try:  # in order: a later message is never stored before an earlier one that failed
                 while waiting:
-                    stored = await self.engine.hear(
+                    stored = await self.engine.conversations.hear(
                         place.scope, _content(waiting[0]), author_name=waiting[0].author.display_name,
                         author_id=waiting[0].author.id, external_id=waiting[0].id,
                         thread_id=await self._thread_for(waiting[0], place), images=_images(waiting[0]))
@@ -207,22 +207,22 @@ class Conversation(commands.Cog):
         """Where a message is kept: a persona bot's in a channel, in the session of its exchange (seed 001)."""
         if message.author.bot and place.session_id is None and place.guild_id is not None:
             partner = message.author
-            return (await self.engine.social_session(place.scope, partner.id, partner.display_name)).id
+            return (await self.engine.socials.session(place.scope, partner.id, partner.display_name)).id
         return place.session_id
 
     async def _exchange(self, message: discord.Message, place: Place, session_id: int) -> None:
         """Another persona's turn: answered within the bot cap and the exchange's turn budget; the last turn
         ends the exchange, so its chronicle reaches the channel."""
         if await self._should_answer(message, "mention", None):
-            await self.engine.answer_turn(place.scope, message.author.id, session_id,
+            await self.engine.socials.answer_turn(place.scope, message.author.id, session_id,
                                           lambda: self._answer(message, session_id))
 
     async def backfill(self) -> int:
         """After a (re)connect: remember what was said while away (history after the last seen id), in the
         channels and in the Discord threads whose branch is still open."""
-        places = [(root.channel_id, await self.engine.last_seen(root.id))
-                  for root in await self.engine.channel_roots() if root.channel_id is not None]
-        places += await self.engine.discord_threads_seen()
+        places = [(root.channel_id, await self.engine.conversations.last_seen(root.id))
+                  for root in await self.engine.conversations.channel_roots() if root.channel_id is not None]
+        places += await self.engine.branches.discord_threads_seen()
         count = 0
         for channel_id, after in places:
             count += await self._backfill(channel_id, after)
@@ -268,7 +268,7 @@ class Conversation(commands.Cog):
             return None, "off"
         if place.guild_id is None:
             return place, DM_POLICIES[self.engine.config.discord.dms]
-        return place, await self.engine.reply_policy(place.guild_id, place.settings_channel)
+        return place, await self.engine.settings.reply_policy(place.guild_id, place.settings_channel)
 
     async def _should_answer(self, message: discord.Message, policy: str, thread_id: int | None) -> bool:
         me = self.bot.user
@@ -280,14 +280,14 @@ class Conversation(commands.Cog):
             return True
         if thread_id is not None and isinstance(message.channel, discord.Thread):
             return ((me is not None and message.channel.owner_id == me.id)
-                    or await self.engine.spoke_in_discord_thread(message.channel.id))  # any of its sessions
+                    or await self.engine.branches.spoken_in(message.channel.id))  # any of its sessions
         return False
 
     async def _may_answer(self, message: discord.Message, place: Place) -> bool:
         """The server's allow and deny lists, and the person's cooldown (a wait is marked, not answered)."""
         if place.guild_id is None:
             return True
-        config = (await self.engine.settings_for(place.guild_id, place.settings_channel)).discord
+        config = (await self.engine.settings.effective(place.guild_id, place.settings_channel)).discord
         if not permitted(config, message.author):
             return False
         if self._cooldowns.waiting(message.channel.id, message.author.id, config.cooldown_seconds):
@@ -310,12 +310,12 @@ class Conversation(commands.Cog):
         if not (self.missing.has(channel, speak) and self.missing.has(channel, "read_message_history")):
             return  # the message is remembered; an answer could not be posted (logged once, and /help says so)
         async with self._channel_locks[channel.id]:
-            allowed = mentions_for(await self.engine.participants(target) | {message.author.id})
+            allowed = mentions_for(await self.engine.conversations.participants(target) | {message.author.id})
             stream = ReplyStream(message, allowed)
             typing = asyncio.create_task(typing_until(channel, stream.started))
             notice = None
             try:
-                text = (await self.engine.reply(target, on_text=stream.add)).content
+                text = (await self.engine.conversations.reply(target, on_text=stream.add)).content
             except ReplyFailed as exc:
                 await stream.fail(f"⚠️ I couldn't answer just now: {exc.notice} Your message is remembered; "
                                   "mention me again in a moment to retry.")

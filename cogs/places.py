@@ -62,6 +62,6 @@ async def locate(engine: Any, channel: Any) -> Place | None:
         if channel.is_private():
             return Place(Scope.private_thread(guild.id, channel.id), None, guild.id, channel.parent_id)
         scope = Scope.channel(guild.id, channel.parent_id)
-        session = await engine.branch_session(scope, channel.id, channel.name)
+        session = await engine.branches.session(scope, channel.id, channel.name)
         return Place(scope, session.id, guild.id, channel.parent_id)
     return Place(Scope.channel(guild.id, channel.id), None, guild.id, channel.id)

@@ -34,22 +34,22 @@ class PlaybookCommands(commands.Cog):
 
     @playbooks.command(name="list", description="The playbooks the persona can run")
     async def list_(self, interaction: discord.Interaction) -> None:
-        await answer(interaction, "\n".join(playbook_list_lines(self.engine.playbook_library())))
+        await answer(interaction, "\n".join(playbook_list_lines(self.engine.playbooks.library)))
 
     @playbooks.command(name="show", description="A playbook's inputs, outputs and nodes")
     async def show(self, interaction: discord.Interaction, name: str) -> None:
-        found = self.engine.playbook_library().get(name)
+        found = self.engine.playbooks.library.get(name)
         await answer(interaction, "\n".join(playbook_lines(found)) if found else
                      f"There is no playbook {name!r}; see /playbooks list.")
 
     @show.autocomplete("name")
     async def _names(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
-        return [app_commands.Choice(name=name, value=name) for name in sorted(self.engine.playbook_library())
+        return [app_commands.Choice(name=name, value=name) for name in sorted(self.engine.playbooks.library)
                 if current.lower() in name][:MAX_CHOICES]
 
     @playbooks_admin.command(name="check", description="What kept playbooks from loading (Manage Server)")
     async def check(self, interaction: discord.Interaction) -> None:
-        await answer(interaction, "\n".join(problem_lines(self.engine.playbook_problems())))
+        await answer(interaction, "\n".join(problem_lines(self.engine.playbooks.problems)))
 
     @playbooks_admin.command(name="run", description="Run a playbook here (Manage Server); progress as it goes")
     @app_commands.describe(arguments='Plain words for a playbook with one text input, or JSON: {"topic": "tea"}')
@@ -67,7 +67,7 @@ class PlaybookCommands(commands.Cog):
             task.add_done_callback(updates.discard)
 
         try:
-            done = await self.engine.run_playbook(scope, name, arguments, progress=progress)
+            done = await self.engine.playbooks.run(scope, name, arguments, progress=progress)
         except PlaybookError as exc:
             await answer(interaction, f"{name} did not finish: {exc.notice}")
             return
@@ -80,7 +80,7 @@ class PlaybookCommands(commands.Cog):
     @playbooks.command(name="runs", description="The latest playbook runs here, step by step")
     async def runs(self, interaction: discord.Interaction) -> None:
         scope = await interaction_scope(self.engine, interaction)
-        await answer(interaction, "\n".join(runs_lines(await self.engine.playbook_runs(scope), self.engine.clock())))
+        await answer(interaction, "\n".join(runs_lines(await self.engine.playbooks.runs(scope), self.engine.clock())))
 
 
 

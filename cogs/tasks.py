@@ -29,12 +29,12 @@ class TaskCommands(commands.Cog):
     @tasks.command(name="list", description="Tasks in this server, open ones first")
     async def list_(self, interaction: discord.Interaction) -> None:
         scope = await interaction_scope(self.engine, interaction)
-        await answer(interaction, "\n".join(task_lines(await self.engine.tasks_of(scope))))
+        await answer(interaction, "\n".join(task_lines(await self.engine.tasks.of(scope))))
 
     @tasks.command(name="show", description="A task's goal and steps")
     async def show(self, interaction: discord.Interaction, task: int) -> None:
         try:
-            found = await self.engine.task(await interaction_scope(self.engine, interaction), task)
+            found = await self.engine.tasks.get(await interaction_scope(self.engine, interaction), task)
         except Failure as exc:
             await answer(interaction, exc.notice)
             return
@@ -45,7 +45,7 @@ class TaskCommands(commands.Cog):
     async def create(self, interaction: discord.Interaction, title: app_commands.Range[str, 1, 100],
                      goal: app_commands.Range[str, 1, 500], steps: str = "") -> None:
         try:
-            made = await self.engine.create_task(await interaction_scope(self.engine, interaction), title, goal,
+            made = await self.engine.tasks.create(await interaction_scope(self.engine, interaction), title, goal,
                                                  [s for s in steps.split(";") if s.strip()])
         except Failure as exc:
             await answer(interaction, exc.notice)
@@ -58,7 +58,7 @@ class TaskCommands(commands.Cog):
         await interaction.response.defer(ephemeral=True, thinking=True)  # its chronicle is written first
         try:
             scope = await interaction_scope(self.engine, interaction)
-            closed = await self.engine.close_task(scope, task, cast(TaskStatus, status))
+            closed = await self.engine.tasks.close(scope, task, cast(TaskStatus, status))
         except Failure as exc:
             await answer(interaction, exc.notice)
             return

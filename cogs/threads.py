@@ -28,24 +28,24 @@ class Threads(commands.Cog):
             return  # a private thread is a conversation of its own, opened when someone speaks in it
         if self.bot.user is not None and thread.owner_id == self.bot.user.id:
             return  # the persona's own thread (a task's): its branch is made by what opened it, or on first word
-        policy = await self.engine.reply_policy(thread.guild.id, thread.parent_id)
+        policy = await self.engine.settings.reply_policy(thread.guild.id, thread.parent_id)
         if policy != "off":
-            await self.engine.branch_session(Scope.channel(thread.guild.id, thread.parent_id), thread.id, thread.name)
+            await self.engine.branches.session(Scope.channel(thread.guild.id, thread.parent_id), thread.id, thread.name)
 
     @commands.Cog.listener()
     async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
         metadata = payload.data.get("thread_metadata") or {}
         name = payload.data.get("name")
         if name:
-            await self.engine.branch_renamed(payload.thread_id, name)
+            await self.engine.branches.rename(payload.thread_id, name)
         if metadata.get("archived"):
-            closed = await self.engine.branch_archived(payload.thread_id)
+            closed = await self.engine.branches.archive(payload.thread_id)
             if closed is not None:
                 log.info("Discord thread %d archived: session %d %s", payload.thread_id, closed.id, closed.status)
 
     @commands.Cog.listener()
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
-        await self.engine.branch_deleted(payload.thread_id)
+        await self.engine.branches.delete(payload.thread_id)
 
 
 async def setup(bot: commands.Bot) -> None:

@@ -46,7 +46,7 @@ class Visibility(commands.Cog):
         state = (channel.name, is_public(channel))
         if self._known.get(channel.id) == state:
             return
-        await self.engine.describe_channel(own_scope(channel), name=state[0], public=state[1])
+        await self.engine.admin.describe(own_scope(channel), name=state[0], public=state[1])
         if self._known.get(channel.id, state)[1] != state[1]:
             log.info("channel #%s (%d) is now %s", state[0], channel.id, "public" if state[1] else "private")
         self._known[channel.id] = state
@@ -71,7 +71,7 @@ class Visibility(commands.Cog):
 
     @commands.Cog.listener()
     async def on_ready(self) -> None:
-        for root in await self.engine.channel_roots():
+        for root in await self.engine.conversations.channel_roots():
             if root.guild_id is None or root.channel_id is None:
                 continue
             channel = self.bot.get_channel(root.channel_id)

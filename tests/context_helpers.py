@@ -68,10 +68,10 @@ async def pulse_at_2k(make_config, llm, home, lines: list[str]):
                          autonomy={"quiet_minutes": 0})
     engine = await Engine.open(config, llm, Clock())
     try:
-        await engine.set_autonomy(home, "enabled", True)
-        await engine.set_autonomy(home, "home_channel", home.channel_id)
+        await engine.pulses.configure(home, "enabled", True)
+        await engine.pulses.configure(home, "home_channel", home.channel_id)
         for line in lines:
-            await engine.hear(home, line, author_name="kai", author_id=5)
-        return await engine.pulse_now(home)
+            await engine.conversations.hear(home, line, author_name="kai", author_id=5)
+        return await engine.pulses.pulse_now(home)
     finally:
         await engine.close()

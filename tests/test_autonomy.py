@@ -84,20 +84,20 @@ async def make_engine(make_config, fake_anthropic):
 
 
 async def _home(engine: Engine, scope: Scope = HOME) -> None:
-    await engine.set_autonomy(scope, "enabled", True)
-    await engine.set_autonomy(scope, "home_channel", scope.channel_id)
+    await engine.pulses.configure(scope, "enabled", True)
+    await engine.pulses.configure(scope, "home_channel", scope.channel_id)
 
 
 async def test_a_pulse_creates_a_task_works_in_its_session_and_suspends_it(make_engine):
     engine, clock = await make_engine(Persona(CREATE))
     await _home(engine)
-    await engine.hear(HOME, "anyone into astronomy?", author_name="mahe", author_id=7)
+    await engine.conversations.hear(HOME, "anyone into astronomy?", author_name="mahe", author_id=7)
     clock.advance(3600)
 
-    outcome = await engine.pulse_if_due(HOME)
+    outcome = await engine.pulses.pulse_if_due(HOME)
     assert outcome is not None and outcome.action == "create" and outcome.branch_id == "task-1"
     assert outcome.calls == 5 and outcome.tokens > 0  # react check, decide, work, assess, chronicle
-    task = (await engine.tasks_of(HOME))[0]
+    task = (await engine.tasks.of(HOME))[0]
     assert task.title == "Autumn star map" and task.steps[0]["done"] and not task.steps[1]["done"]
     branch = await engine.store.branch("task-1")
     assert branch.status == "suspended" and branch.brief_state == "constellations listed"
@@ -105,10 +105,10 @@ async def test_a_pulse_creates_a_task_works_in_its_session_and_suspends_it(make_
     assert session.status == "completed" and "Cassiopeia" in (session.chronicle_summary or "")
     kept = [m.content for m in await engine.store.tail(session.id, 10)]
     assert any("Listed Cassiopeia" in m for m in kept)  # the work is the session's, not the channel's
-    root = await engine.thread_for(HOME)
+    root = await engine.stelis.root(HOME)
     assert session.parent_thread_id == root.id and session.anchor_seq is not None
     assert not any("Listed Cassiopeia" in m.content for m in await engine.store.tail(root.id, 20))
-    kinds = [e.kind for e in await engine.autonomy_log(HOME)]
+    kinds = [e.kind for e in await engine.autonomy.log(HOME)]
     assert kinds[:3] == ["pulse", "suspend", "create"]
 
 
@@ -117,12 +117,12 @@ async def test_a_later_pulse_resumes_the_task_with_an_anchor_to_its_last_session
     engine, clock = await make_engine(persona)
     await _home(engine)
     clock.advance(3600)
-    await engine.pulse_if_due(HOME)
+    await engine.pulses.pulse_if_due(HOME)
     first = (await engine.store.branch_threads("task-1"))[0]
-    assert await engine.pulse_if_due(HOME) is None  # not due: the interval has not passed
+    assert await engine.pulses.pulse_if_due(HOME) is None  # not due: the interval has not passed
     clock.advance(3600)
 
-    outcome = await engine.pulse_if_due(HOME)
+    outcome = await engine.pulses.pulse_if_due(HOME)
     assert outcome is not None and outcome.action == "resume"
     sessions = await engine.store.branch_threads("task-1")
     assert len(sessions) == 2 and all(s.status == "completed" for s in sessions)
@@ -147,7 +147,7 @@ async def test_a_person_speaking_interrupts_the_pulse_and_the_reply_sees_the_chr
         return answer
 
     fake_anthropic.responder = work_then_hold
-    pulse = asyncio.create_task(engine.pulse_now(HOME))
+    pulse = asyncio.create_task(engine.pulses.pulse_now(HOME))
     await worked.wait()
     await asyncio.sleep(0.05)
     assert await engine.person_spoke(ELSEWHERE) is False  # another server's voice is not this one's
@@ -157,13 +157,13 @@ async def test_a_person_speaking_interrupts_the_pulse_and_the_reply_sees_the_chr
     branch = await engine.store.branch("task-1")
     session = await engine.store.thread(branch.current_thread_id)
     assert branch.status == "suspended" and session.status == "completed" and session.chronicle_summary
-    log = await engine.autonomy_log(HOME)
+    log = await engine.autonomy.log(HOME)
     assert log[0].kind == "pulse" and log[0].detail == "interrupted" and log[1].kind == "interrupt"
     assert "Autumn star map suspended" in log[1].detail
 
-    await engine.hear(HOME, "what were you up to?", author_name="mahe", author_id=7)
-    root = await engine.thread_for(HOME)
-    await engine.reply(root.id)
+    await engine.conversations.hear(HOME, "what were you up to?", author_name="mahe", author_id=7)
+    root = await engine.stelis.root(HOME)
+    await engine.conversations.reply(root.id)
     asked = _instruction(fake_anthropic.calls[-1].body)
     assert "Autumn star map" in asked and "## Chronicle" in asked and session.chronicle_summary[:30] in asked
 
@@ -171,25 +171,25 @@ async def test_a_person_speaking_interrupts_the_pulse_and_the_reply_sees_the_chr
 async def test_budgets_quiet_channels_and_quiet_hours_hold_the_pulse_back(make_engine, fake_anthropic):
     engine, clock = await make_engine(Persona(CREATE, CREATE), daily_calls=3)
     await _home(engine)
-    await engine.hear(HOME, "we are talking here", author_name="mahe", author_id=7)
+    await engine.conversations.hear(HOME, "we are talking here", author_name="mahe", author_id=7)
     held = await engine.pulses.pulse(HOME)
     assert held.action == "skip" and "spoke less than 10 min ago" in held.detail and not fake_anthropic.calls
 
     clock.advance(3600)
     now = datetime.fromtimestamp(clock(), UTC)
-    await engine.set_autonomy(HOME, "quiet_hours", f"{now.hour:02d}:00-{(now.hour + 2) % 24:02d}:00")
+    await engine.pulses.configure(HOME, "quiet_hours", f"{now.hour:02d}:00-{(now.hour + 2) % 24:02d}:00")
     held = await engine.pulses.pulse(HOME)
     assert held.action == "skip" and "quiet hours" in held.detail and not fake_anthropic.calls
-    await engine.set_autonomy(HOME, "quiet_hours", "")
+    await engine.pulses.configure(HOME, "quiet_hours", "")
 
     spent = await engine.pulses.pulse(HOME)  # react, decide, one call held for the chronicle: no room to work
     assert spent.action == "create" and spent.calls <= 3
-    again = await engine.pulse_now(HOME)  # even an admin's pulse-now keeps to the budget
+    again = await engine.pulses.pulse_now(HOME)  # even an admin's pulse-now keeps to the budget
     assert len(fake_anthropic.calls) == spent.calls + again.calls <= 3
-    held = await engine.pulse_now(HOME)
+    held = await engine.pulses.pulse_now(HOME)
     assert held.action == "skip" and "today's budget is spent" in held.detail
     assert len(fake_anthropic.calls) == spent.calls + again.calls
-    status = await engine.autonomy_status(HOME)
+    status = await engine.pulses.status(HOME)
     assert status.spent_calls == spent.calls + again.calls and status.spent_tokens == spent.tokens + again.tokens
     clock.advance(86_400)  # the next day: a new budget
     assert (await engine.pulses.pulse(HOME)).action != "skip"
@@ -199,17 +199,17 @@ async def test_autonomy_is_off_by_default_and_nothing_of_a_pulse_crosses_servers
     persona = Persona(CREATE)
     engine, clock = await make_engine(persona)
     assert (await engine.pulses.pulse(HOME)).detail == "no home channel is set"
-    await engine.set_autonomy(HOME, "home_channel", 100)
+    await engine.pulses.configure(HOME, "home_channel", 100)
     assert "autonomy is off" in (await engine.pulses.pulse(HOME)).detail
-    await engine.hear(ELSEWHERE, "secret plans of the other server", author_name="eve", author_id=9)
-    await engine.hear(HOME, "the garden needs water", author_name="mahe", author_id=7)
+    await engine.conversations.hear(ELSEWHERE, "secret plans of the other server", author_name="eve", author_id=9)
+    await engine.conversations.hear(HOME, "the garden needs water", author_name="mahe", author_id=7)
     clock.advance(3600)
     await _home(engine)
     await engine.pulses.pulse(HOME)
     seen = next(t for t in persona.seen if "Did someone speak to you" in t)
     assert "the garden needs water" in seen and "secret plans" not in seen
-    assert await engine.tasks_of(ELSEWHERE) == [] and await engine.autonomy_log(ELSEWHERE) == []
-    assert (await engine.autonomy_status(ELSEWHERE)).config.enabled is False
+    assert await engine.tasks.of(ELSEWHERE) == [] and await engine.autonomy.log(ELSEWHERE) == []
+    assert (await engine.pulses.status(ELSEWHERE)).config.enabled is False
 
 
 async def test_a_waiting_pulse_logs_why_and_a_bad_setting_names_the_key(make_engine):
@@ -217,14 +217,14 @@ async def test_a_waiting_pulse_logs_why_and_a_bad_setting_names_the_key(make_eng
 
     engine, _ = await make_engine(Persona({"action": "wait", "reason": "everyone is busy"}))
     await _home(engine)
-    outcome = await engine.pulse_now(HOME)
+    outcome = await engine.pulses.pulse_now(HOME)
     assert outcome.action == "wait"
-    log = await engine.autonomy_log(HOME)
+    log = await engine.autonomy.log(HOME)
     assert [e.kind for e in log[:2]] == ["pulse", "wait"] and log[1].detail == "everyone is busy"
     with pytest.raises(ConfigError, match=r"autonomy\.interval_minutes"):
-        await engine.set_autonomy(HOME, "interval_minutes", 1)
+        await engine.pulses.configure(HOME, "interval_minutes", 1)
     with pytest.raises(ConfigError, match="HH:MM-HH:MM"):
-        await engine.set_autonomy(HOME, "quiet_hours", "late")
+        await engine.pulses.configure(HOME, "quiet_hours", "late")
 
 
 async def test_a_failed_pulse_leaves_no_session_open(make_engine, fake_anthropic):
@@ -238,23 +238,23 @@ async def test_a_failed_pulse_leaves_no_session_open(make_engine, fake_anthropic
         return persona(body)
 
     fake_anthropic.responder = failing
-    outcome = await engine.pulse_now(HOME)
+    outcome = await engine.pulses.pulse_now(HOME)
     assert outcome.action == "error"
     branch = await engine.store.branch("task-1")
     assert branch.status == "suspended"
     assert (await engine.store.thread(branch.current_thread_id)).status != "active"
-    assert (await engine.autonomy_log(HOME))[1].kind == "error"
+    assert (await engine.autonomy.log(HOME))[1].kind == "error"
 
 
 async def test_the_pulse_timer_is_armed_per_server_with_jitter(make_engine):
     engine, _ = await make_engine(Persona())
     await engine.start_pulses()
     await _home(engine)
-    await engine.set_autonomy(HOME, "interval_minutes", 30)
+    await engine.pulses.configure(HOME, "interval_minutes", 30)
     job = engine.pulses.timers.scheduler.get_job("pulse-guild:1")
     assert job is not None and job.trigger.interval.total_seconds() == 1800 and job.trigger.jitter == 600
-    assert engine.next_pulse(HOME) is not None and engine.next_pulse(ELSEWHERE) is None
-    await engine.set_autonomy(HOME, "enabled", False)
+    assert engine.pulses.next_pulse(HOME) is not None and engine.pulses.next_pulse(ELSEWHERE) is None
+    await engine.pulses.configure(HOME, "enabled", False)
     assert engine.pulses.timers.scheduler.get_job("pulse-guild:1") is None
 
 
@@ -263,9 +263,9 @@ async def test_a_restart_keeps_a_tasks_open_session_and_sweeps_an_orphan_thread(
 
     config = make_config(snapshots={"interval_seconds": 0})
     engine = await Engine.open(config, OfflineLLM())
-    task = await engine.create_task(HOME, "Star map", "draw the autumn sky", ["list", "sketch"])
+    task = await engine.tasks.create(HOME, "Star map", "draw the autumn sky", ["list", "sketch"])
     session_id = (await engine.store.branch(task.branch_id)).current_thread_id
-    orphan = await engine.start_thread(await engine.new_run(HOME), "left open by a run that is gone")
+    orphan = await engine.stelis.start(await engine.stelis.new_run(HOME), "left open by a run that is gone")
     await engine.close()
 
     again = await Engine.open(config, OfflineLLM())  # the sweep runs at every exclusive start

@@ -76,7 +76,7 @@ async def test_autonomy_commands_and_a_task_that_works_in_its_own_thread(discord
     engine.config.discord.personas.append(4242)
     assert f"Home channel: <#{channel().id}>" in said(await run(cog.home, cog))
     home = Scope.channel(channel().guild.id, channel().id)
-    (social,) = await engine.branches_of(home, kind="social")  # made in advance, waiting for an exchange
+    (social,) = await engine.branches.of(home, kind="social")  # made in advance, waiting for an exchange
     assert social.label == "with persona 4242" and social.status == "suspended"
     refused = said(await run(cog.quiet, cog, "late"))
     assert "autonomy.quiet_hours" in refused and "HH:MM-HH:MM" in refused
@@ -122,7 +122,7 @@ async def test_a_member_speaking_interrupts_the_pulse_and_the_reply_sees_what_it
     assert branch.status == "suspended" and session.status == "completed" and session.chronicle_summary
     await dpytest.run_all_events()
     assert dpytest.get_message().channel.id == channel().id  # then the reply
-    root = await engine.thread_for(Scope.channel(channel().guild.id, channel().id))
-    asked = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
+    root = await engine.stelis.root(Scope.channel(channel().guild.id, channel().id))
+    asked = "\n".join(b.text for t in (await engine.conversations.context(root.id)).request.turns for b in t.blocks)
     assert "Autumn star map" in asked and "## Chronicle" in asked and session.chronicle_summary[:20] in asked
     assert "interrupt" in said(await run(cog.log, cog, it=interaction()))

@@ -16,14 +16,15 @@ async def engine(make_config):
 
 
 async def test_discord_thread_lifecycle_as_a_branch(engine):
-    root = await engine.thread_for(CHANNEL)
+    root = await engine.stelis.root(CHANNEL)
     first = await engine.branches.session(CHANNEL, 555, "Novel chapter 1")
     assert first.discord_thread_id == 555 and first.parent_thread_id == root.id and first.branch_id == "discord-555"
     anchor = await engine.store.message_by_seq(first.anchor_seq)
     assert anchor.thread_id == root.id and is_anchor(anchor)
     assert (await engine.branches.session(CHANNEL, 555, "ignored")).id == first.id  # same session while active
-    await engine.hear(CHANNEL, "write the opening of calculator_v2 saga", author_name="mahe", thread_id=first.id)
-    await engine.reply(first.id)
+    await engine.conversations.hear(CHANNEL, "write the opening of calculator_v2 saga", author_name="mahe",
+                                    thread_id=first.id)
+    await engine.conversations.reply(first.id)
 
     archived = await engine.branches.archive(555)
     assert archived.status == "completed" and archived.chronicle_summary
@@ -36,7 +37,7 @@ async def test_discord_thread_lifecycle_as_a_branch(engine):
     assert resumed.id != first.id and resumed.branch_id == "discord-555"
     opening = (await engine.store.tail(resumed.id, 5))[0]
     assert is_anchor(opening) and opening.metadata["stelis_thread_id"] == first.id
-    context = (await engine.context(resumed.id)).request
+    context = (await engine.conversations.context(resumed.id)).request
     text = "\n".join(b.text for t in context.turns for b in t.blocks)
     assert f"- ID: stelis:{first.id}" in text and "## Chronicle" in text and "## Last exchanges" in text
     assert (await engine.store.branch("discord-555")).status == "active"
@@ -47,15 +48,15 @@ async def test_discord_thread_lifecycle_as_a_branch(engine):
 
 
 async def test_edits_and_deletes_change_the_next_context(engine):
-    root = await engine.thread_for(CHANNEL)
-    await engine.hear(CHANNEL, "my cat is Tama", author_name="mahe", external_id=11)
-    await engine.hear(CHANNEL, "secret: 1234", author_name="mahe", external_id=12)
-    await engine.hear(CHANNEL, "what do you know?", author_name="mahe", external_id=13)
-    await engine.edit_message(11, "my cat is Mochi")
-    assert await engine.delete_message(12)
-    text = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
+    root = await engine.stelis.root(CHANNEL)
+    await engine.conversations.hear(CHANNEL, "my cat is Tama", author_name="mahe", external_id=11)
+    await engine.conversations.hear(CHANNEL, "secret: 1234", author_name="mahe", external_id=12)
+    await engine.conversations.hear(CHANNEL, "what do you know?", author_name="mahe", external_id=13)
+    await engine.forgetting.edit_message(11, "my cat is Mochi")
+    assert await engine.forgetting.delete_message(12)
+    text = "\n".join(b.text for t in (await engine.conversations.context(root.id)).request.turns for b in t.blocks)
     assert "Mochi" in text and "Tama" not in text and "1234" not in text
-    assert await engine.last_seen(root.id) == 13
+    assert await engine.conversations.last_seen(root.id) == 13
 
 
 async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, monkeypatch):
@@ -64,16 +65,16 @@ async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, m
 
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     general, other_server = Scope.channel(1, 10), Scope.channel(2, 20)
-    await engine.hear(general, "hello", author_name="mahe")
-    await engine.branch_session(general, 7001, "Novel: chapter 3")
-    await engine.branch_session(other_server, 7002, "Elsewhere")
+    await engine.conversations.hear(general, "hello", author_name="mahe")
+    await engine.branches.session(general, 7001, "Novel: chapter 3")
+    await engine.branches.session(other_server, 7002, "Elsewhere")
     await engine.store.update_branch("discord-7001", brief_state="writing the arrival at the tower")
-    root = (await engine.thread_for(general)).id
+    root = (await engine.stelis.root(general)).id
 
     def tail(assembly):
         return assembly.request.turns[-1].blocks[-1].text
 
-    shown = tail(await engine.context(root))
+    shown = tail(await engine.conversations.context(root))
     assert "[Current situation: what you have going on here, latest first]" in shown
     assert "- Novel: chapter 3 (task, active, last active" in shown and "writing the arrival at the tower" in shown
     assert "Elsewhere" not in shown  # another server's branches stay there
@@ -85,15 +86,15 @@ async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, m
         return await real(*args)
 
     monkeypatch.setattr(engine.store, "recent_branches", counted)
-    await engine.context(root)
+    await engine.conversations.context(root)
     assert reads == []  # nothing changed: no read
-    await engine.branch_archived(7001)
-    assert "(task, suspended," in tail(await engine.context(root)) and len(reads) == 1
+    await engine.branches.archive(7001)
+    assert "(task, suspended," in tail(await engine.conversations.context(root)) and len(reads) == 1
     await engine.close()
 
     quiet = await Engine.open(make_config(snapshots={"interval_seconds": 0}, context={"working_memory": 0}),
                               OfflineLLM())
-    assert "Current situation" not in tail(await quiet.context((await quiet.thread_for(general)).id))
+    assert "Current situation" not in tail(await quiet.conversations.context((await quiet.stelis.root(general)).id))
     await quiet.close()
 
 
@@ -105,9 +106,9 @@ async def test_branch_tools_list_and_update_branches_of_this_server_only(make_co
 
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     general, other_server = Scope.channel(1, 10), Scope.channel(2, 20)
-    await engine.branch_session(general, 7101, "Novel")
-    await engine.branch_session(other_server, 7102, "Elsewhere")
-    root = await engine.thread_for(general)
+    await engine.branches.session(general, 7101, "Novel")
+    await engine.branches.session(other_server, 7102, "Elsewhere")
+    root = await engine.stelis.root(general)
     box = engine.conversations.toolbox
     allowed = ["branch_list", "branch_update"]
 
@@ -137,7 +138,7 @@ async def test_task_tools_create_work_and_close_a_task_with_its_branch_and_sessi
 
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     general = Scope.channel(1, 10)
-    root = await engine.thread_for(general)
+    root = await engine.stelis.root(general)
     box = engine.conversations.toolbox
     names = ["task_create", "task_get", "task_update_step", "task_close"]
 
@@ -157,7 +158,7 @@ async def test_task_tools_create_work_and_close_a_task_with_its_branch_and_sessi
     assert (await engine.store.branch(branch.id)).brief_state == "step 1 done: collect changes"
     assert await call("task_update_step", task=made["task"], step=9) == \
         f"error: task {made['task']} has steps 1 to 3, not 9"
-    other = await engine.thread_for(Scope.channel(2, 20))
+    other = await engine.stelis.root(Scope.channel(2, 20))
     assert await call("task_get", where=other, task=made["task"]) == f"error: there is no task {made['task']} here"
     closed = json.loads(await call("task_close", task=made["task"]))
     assert closed["status"] == "done"
@@ -177,7 +178,7 @@ async def test_suspending_a_branch_ends_its_session_and_resuming_opens_one_ancho
     from memory.records import NewMessage, Scope
 
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
-    root = await engine.thread_for(Scope.channel(1, 10))
+    root = await engine.stelis.root(Scope.channel(1, 10))
     box = engine.conversations.toolbox
 
     async def call(name, **args):

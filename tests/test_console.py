@@ -82,7 +82,7 @@ async def test_help_unknown_commands_and_retry_after_a_failure(make_config):
     out2 = io.StringIO()
     await Console(engine, io.StringIO("/retry\n"), out2, "mahe").run_loop()
     assert out2.getvalue().startswith(f"Stelis: {OFFLINE_TAG}")
-    stored = await engine.store.tail((await engine.thread_for(Scope.console())).id, 5)
+    stored = await engine.store.tail((await engine.stelis.root(Scope.console())).id, 5)
     assert [(m.role, m.content[:6]) for m in stored] == [("user", "hello?"), ("assistant", OFFLINE_TAG[:6])]
     await engine.close()
 
@@ -93,7 +93,7 @@ async def test_blank_lines_are_ignored(make_config, line):
     out = io.StringIO()
     await Console(engine, io.StringIO(line + "\n"), out, "mahe").run_loop()
     assert out.getvalue() == ""
-    assert await engine.store.count_messages((await engine.thread_for(Scope.console())).id) == 0
+    assert await engine.store.count_messages((await engine.stelis.root(Scope.console())).id) == 0
     await engine.close()
 
 
@@ -137,7 +137,7 @@ async def test_thread_commands_tree_and_context(make_config):
     assert "(!) no Stelis thread is active in this run" in text
     assert "Usage: /thread new <label> | end | abort | list" in text
     assert "stelis:2 Coding Session [aborted]" in text and "stelis:3 Deep dive [completed]" in text
-    root = await engine.thread_for(Scope.console())
+    root = await engine.stelis.root(Scope.console())
     assert [m.content for m in await engine.store.tail(root.id, 10) if m.role == "user"] == ["hello main"]
     await engine.close()
 
@@ -172,7 +172,7 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
     summary = text.split("Long-term memory updated (v1).")[1].split("(the full texts:")[0]
     assert "Long-term v1 (" in summary and "  v1 (messages 1-4, " in summary  # one line each
     assert "Short-term v1 (messages 1-4, " in text.split("(the full texts:")[1]  # /memory full: the text
-    said_at = (await engine.store.tail((await engine.thread_for(Scope.console())).id, 100))[0].created_at
+    said_at = (await engine.store.tail((await engine.stelis.root(Scope.console())).id, 100))[0].created_at
     day = dates.day_text(datetime.fromtimestamp(said_at, UTC).date())  # the day it was said, not after /idle
     assert f"v1 (messages 1-4, {day}): mahe: I am Mahe, building calculator_v2" in text
     assert "Version 1 is current again, as v2." in text
@@ -204,7 +204,7 @@ async def test_shutdown_closes_the_database_even_when_snapshots_fail(make_config
     async def broken():
         raise OSError("disk full")
 
-    monkeypatch.setattr(engine, "write_snapshots", broken)
+    monkeypatch.setattr(engine.snapshots, "write_due", broken)
     await asyncio.wait_for(engine.close(), 10)
     with pytest.raises(ValueError):  # aiosqlite: no active connection
         await engine.store.count_messages(1)
@@ -292,7 +292,7 @@ async def test_a_line_the_database_refuses_is_reported_and_the_session_goes_on(m
     out = io.StringIO()
     assert await Console(engine, io.StringIO("first try\nsecond try\n"), out, "mahe").run_loop() == 0
     assert "Not saved" in out.getvalue() and "send it again" in out.getvalue()
-    thread = await engine.thread_for(Scope.console())
+    thread = await engine.stelis.root(Scope.console())
     assert [m.content for m in await engine.store.tail(thread.id, 10) if m.role == "user"] == ["second try"]
     await engine.close()
 
@@ -316,8 +316,8 @@ async def test_config_show_set_and_reset_work_in_the_console_as_in_discord(make_
     assert "Override of short_term_history.message_threshold removed." in text
     assert "short_term_history.message_threshold had no override here." in text
     assert "Usage: /config [show | set <key> <value> | reset <key>]" in text
-    root = await engine.thread_for(Scope.console())
-    assert (await engine.settings_for(root.guild_id, root.channel_id)).short_term_history.message_threshold == 50
+    root = await engine.stelis.root(Scope.console())
+    assert (await engine.settings.effective(root.guild_id, root.channel_id)).short_term_history.message_threshold == 50
     await engine.close()
 
 
@@ -326,8 +326,8 @@ async def test_the_engine_refuses_keys_that_are_not_overridable_whoever_asks(mak
 
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     with pytest.raises(ConfigError, match=r"llm\.anthropic\.api_key: cannot be set here"):
-        await engine.set_setting("guild", 1, "llm.anthropic.api_key", "sk-stolen")
-    assert (await engine.settings_shown(1, 2)).server == {}  # nothing stored
+        await engine.settings.set("guild", 1, "llm.anthropic.api_key", "sk-stolen")
+    assert (await engine.settings.shown(1, 2)).server == {}  # nothing stored
     await engine.close()
 
 
@@ -371,8 +371,8 @@ async def test_a_playbook_posts_through_the_console(make_config, tmp_path):
     await Console(engine, io.StringIO("/playbooks run greet\n"), out, "mahe").run_loop()
     posted = [line for line in out.getvalue().splitlines() if line.startswith("Stelis: ")]
     assert len(posted) == 1 and posted[0].startswith("Stelis: Greet the team warmly")  # the offline call, printed
-    root = await engine.thread_for(Scope.console())
-    last = await engine.last_message(root.id)
+    root = await engine.stelis.root(Scope.console())
+    last = await engine.conversations.last_message(root.id)
     assert last is not None and last.role == "assistant" and f"Stelis: {last.content}" == posted[0]  # remembered
     await engine.close()
 
@@ -438,7 +438,7 @@ async def test_a_reply_the_database_refuses_is_reported_kept_and_stored_before_t
     out = io.StringIO()
     assert await Console(engine, io.StringIO("first line\nsecond line\n"), out, "mahe").run_loop() == 0
     assert "My reply is not saved yet" in out.getvalue() and "connection refused" in out.getvalue()
-    thread = await engine.thread_for(Scope.console())
+    thread = await engine.stelis.root(Scope.console())
     roles = [(m.role, m.content[:11]) for m in await engine.store.tail(thread.id, 10)]
     assert [r for r, _ in roles] == ["user", "assistant", "user", "assistant"]  # in order: nothing lost
     await engine.close()

@@ -73,7 +73,7 @@ class Terminal:
 
 async def _said(data_dir: Path) -> list[str]:
     engine = await Engine.open(validate({"data_dir": str(data_dir)}), OfflineLLM())
-    root = await engine.thread_for(Scope.console())
+    root = await engine.stelis.root(Scope.console())
     said = [m.content for m in await engine.store.tail(root.id, 20) if m.role == "user"]
     await engine.close()
     return said

@@ -61,7 +61,7 @@ async def world(make_config):
 
 async def remembered(engine, scope=None) -> list[str]:
     scope = scope or Scope.channel(channel().guild.id, channel().id)
-    thread = await engine.thread_for(scope)
+    thread = await engine.stelis.root(scope)
     return [m.content for m in await engine.store.tail(thread.id, 100)]
 
 
@@ -92,7 +92,7 @@ async def test_mention_policy_remembers_everything_and_answers_mentions_and_repl
 ])
 async def test_reply_policies(world, policy, remembered_count, answered):
     bot, engine, _ = world
-    await engine.set_setting("channel", channel().id, "discord.reply_policy", policy)
+    await engine.settings.set("channel", channel().id, "discord.reply_policy", policy)
     post(f"{mention(bot)} hello" if policy != "chat" else "hello everyone")
     await settle()
     sent = not dpytest.verify().message().nothing()
@@ -102,7 +102,7 @@ async def test_reply_policies(world, policy, remembered_count, answered):
 
 async def test_bots_webhooks_and_itself_are_ignored(world):
     bot, engine, _ = world
-    await engine.set_setting("channel", channel().id, "discord.reply_policy", "chat")
+    await engine.settings.set("channel", channel().id, "discord.reply_policy", "chat")
     post("from a webhook", webhook_id=123456789012345678)
     post("from another bot", bot_author=True)
     post("from myself", author=bot.user)
@@ -133,7 +133,7 @@ async def test_each_exchange_with_another_persona_is_a_new_session_of_its_social
     bot, engine, _ = world
     engine.config.discord.personas.append(BOT_USER_ID)
     here = Scope.channel(channel().guild.id, channel().id)
-    await engine.set_setting("guild", channel().guild.id, "autonomy.session_turns", 2)
+    await engine.settings.set("guild", channel().guild.id, "autonomy.session_turns", 2)
     branch_id = f"social-{here.key}-{BOT_USER_ID}"
     for i in range(3):  # two turns, then the exchange ends; the third message opens the next one
         post(f"{mention(bot)} stargazing tonight? ({i})", bot_author=True)
@@ -149,11 +149,11 @@ async def test_each_exchange_with_another_persona_is_a_new_session_of_its_social
     branch = await engine.store.branch(branch_id)
     assert branch.branch_type == "social" and branch.status == "suspended"
     assert (await engine.store.thread(second.id)).status == "completed"
-    root = await engine.thread_for(here)
-    asked = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
+    root = await engine.stelis.root(here)
+    asked = "\n".join(b.text for t in (await engine.conversations.context(root.id)).request.turns for b in t.blocks)
     assert "## Chronicle" in asked and "with otherbot" in asked
     with pytest.raises(Exception, match="never completes"):
-        await engine.set_branch_status(here, branch_id, "completed")
+        await engine.branches.update(here, branch_id, status="completed")
 
 
 async def test_a_5000_character_reply_is_split_and_stored_as_one_turn(world):
@@ -190,17 +190,17 @@ async def test_edits_and_deletes_reach_the_next_context(world):
     edit(first, channel(), "my cat is Mochi")
     delete(second, channel())
     await settle()
-    root = await engine.thread_for(Scope.channel(channel().guild.id, channel().id))
-    text = str((await engine.context(root.id)).request)
+    root = await engine.stelis.root(Scope.channel(channel().guild.id, channel().id))
+    text = str((await engine.conversations.context(root.id)).request)
     assert "Mochi" in text and "Tama" not in text and "hunter2" not in text
 
     edit(second, channel(), "my password is now swordfish")  # an edit of an erased message
     third = post("my pin is 1234")
     await settle()
-    await engine.opt_out(member().id)
+    await engine.forgetting.opt_out(member().id)
     edit(third, channel(), "my pin is now 9876")  # an edit after its author opted out
     await settle()
-    text = str((await engine.context(root.id)).request)
+    text = str((await engine.conversations.context(root.id)).request)
     assert "swordfish" not in text and "9876" not in text
 
 
@@ -225,7 +225,7 @@ async def test_backfill_after_a_reconnect(world):
 async def test_thread_lifecycle(world):
     bot, engine, _ = world
     parent = channel()
-    root = await engine.thread_for(Scope.channel(parent.guild.id, parent.id))
+    root = await engine.stelis.root(Scope.channel(parent.guild.id, parent.id))
     thread = create_thread(9001, parent, "Novel", owner_id=member().id)
     await settle()
     branch = await engine.store.branch("discord-9001")
@@ -245,7 +245,8 @@ async def test_thread_lifecycle(world):
     ended = await engine.store.thread(session.id)
     assert ended.status == "completed" and ended.chronicle_summary
     assert (await engine.store.branch("discord-9001")).status == "suspended"
-    parent_view = "\n".join(b.text for t in (await engine.context(root.id)).request.turns for b in t.blocks)
+    asked_there = await engine.conversations.context(root.id)
+    parent_view = "\n".join(b.text for t in asked_there.request.turns for b in t.blocks)
     assert "## Chronicle" in parent_view and "calculator_v2" in parent_view
 
     update_thread(9001, parent, "Novel", member().id, archived=False)
@@ -290,24 +291,24 @@ async def test_channels_are_described_on_first_sight_and_on_permission_changes(w
     scope = Scope.channel(here.guild.id, here.id)
     post("hello there")
     await settle()
-    described = (await engine.memory_view(scope)).channel
+    described = (await engine.admin.view(scope)).channel
     assert (described.name, described.public) == (here.name, True)
 
     dpytest.backend.get_state().parse_channel_update(channel_payload(here, name="staff-only", hidden=True))
     await settle()
-    described = (await engine.memory_view(scope)).channel
+    described = (await engine.admin.view(scope)).channel
     assert (described.name, described.public) == ("staff-only", False)  # a channel gone private stops being shared
 
     dpytest.backend.get_state().parse_channel_update(channel_payload(here, name="open-again"))
     await settle()
-    assert (await engine.memory_view(scope)).channel.public == 1
+    assert (await engine.admin.view(scope)).channel.public == 1
 
     everyone = here.guild.default_role
     role = {"id": everyone.id, "name": "@everyone", "permissions": "0", "position": 0, "color": 0, "hoist": False,
             "managed": False, "mentionable": False, "flags": 0}
     dpytest.backend.get_state().parse_guild_role_update({"guild_id": here.guild.id, "role": role})
     await settle()
-    assert (await engine.memory_view(scope)).channel.public == 0  # @everyone lost "view channel" server-wide
+    assert (await engine.admin.view(scope)).channel.public == 0  # @everyone lost "view channel" server-wide
 
 
 async def test_a_private_thread_is_its_own_conversation_and_nothing_of_it_reaches_the_parent(world):
@@ -325,18 +326,19 @@ async def test_a_private_thread_is_its_own_conversation_and_nothing_of_it_reache
 
     private_scope = Scope.private_thread(parent.guild.id, 9200)
     assert any("Valparaiso" in m for m in await remembered(engine, private_scope))
-    root = await engine.thread_for(parent_scope)
-    tree = await engine.tree(root.id)
+    root = await engine.stelis.root(parent_scope)
+    tree = await engine.stelis.tree(root.id)
     assert [row.thread.id for row in tree] == [root.id]  # no session, no anchor, no live status
     assert not any("Valparaiso" in m or "HR matter" in m for m in await remembered(engine, parent_scope))
-    assert await engine.recall(parent_scope, "Valparaiso salary 91234") == []
-    preview = await engine.preview(parent_scope, "where is someone leaving for? Valparaiso?", author_name="x")
+    assert await engine.archive.recall(parent_scope, "Valparaiso salary 91234") == []
+    preview = await engine.conversations.preview(parent_scope, "where is someone leaving for? Valparaiso?",
+                                                 author_name="x")
     assert "91234" not in str(preview.request)
 
-    view = await engine.memory_view(private_scope)
+    view = await engine.admin.view(private_scope)
     assert not view.channel.shared  # never in server memory or another channel's layers
     with pytest.raises(Exception, match="never shared"):
-        await engine.memory_share(private_scope, True)
+        await engine.admin.share(private_scope, True)
 
 
 async def test_a_reply_may_ping_only_people_in_the_conversation(world, monkeypatch):

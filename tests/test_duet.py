@@ -28,12 +28,12 @@ async def test_two_personas_remember_each_exchange_as_a_session_of_their_social_
     assert "Eris — branch with Stelis [suspended], 2 session(s)" in text
     for config, partner in ((stelis, "Eris"), (eris, "Stelis")):
         engine = await Engine.open(config, OfflineLLM())
-        (branch,) = await engine.branches_of(PLACE, kind="social")
-        first, second = (await engine.branch_detail(PLACE, branch.id)).sessions
+        (branch,) = await engine.branches.of(PLACE, kind="social")
+        first, second = (await engine.branches.detail(PLACE, branch.id)).sessions
         assert branch.label == f"with {partner}" and first.chronicle_summary and second.chronicle_summary
         opening = (await engine.store.tail(second.id, 5))[0]
         assert is_anchor(opening) and opening.metadata["stelis_thread_id"] == first.id
-        root = await engine.thread_for(PLACE)
+        root = await engine.stelis.root(PLACE)
         anchors = [m for m in await engine.store.tail(root.id, 20) if is_anchor(m)]
         assert len(anchors) == 2  # both exchanges reach the shared conversation, through their anchors
         await engine.close()

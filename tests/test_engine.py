@@ -26,9 +26,9 @@ async def engine(make_config):
 
 async def test_hear_then_reply_stores_both_turns(engine):
     scope = Scope.channel(1, 10)
-    await engine.hear(scope, "hello, I am Mahe", author_name="mahe", external_id=111)
-    reply = await engine.reply((await engine.thread_for(scope)).id)
-    thread = await engine.thread_for(scope)
+    await engine.conversations.hear(scope, "hello, I am Mahe", author_name="mahe", external_id=111)
+    reply = await engine.conversations.reply((await engine.stelis.root(scope)).id)
+    thread = await engine.stelis.root(scope)
     stored = await engine.store.tail(thread.id, 10)
     assert [m.role for m in stored] == ["user", "assistant"]
     assert stored[1].content == reply.content and reply.content.startswith(OFFLINE_TAG)
@@ -37,25 +37,25 @@ async def test_hear_then_reply_stores_both_turns(engine):
 
 async def test_the_same_discord_message_heard_twice_is_stored_once(engine):
     scope = Scope.channel(1, 10)
-    await engine.hear(scope, "hi", author_name="a", external_id=5)
-    await engine.hear(scope, "hi", author_name="a", external_id=5)
-    assert await engine.store.count_messages((await engine.thread_for(scope)).id) == 1
+    await engine.conversations.hear(scope, "hi", author_name="a", external_id=5)
+    await engine.conversations.hear(scope, "hi", author_name="a", external_id=5)
+    assert await engine.store.count_messages((await engine.stelis.root(scope)).id) == 1
 
 
 async def test_channels_do_not_see_each_other(engine):
-    await engine.hear(Scope.channel(1, 10), "secret in ten", author_name="a")
-    await engine.hear(Scope.channel(1, 20), "hello twenty", author_name="b")
-    request = (await engine.context((await engine.thread_for(Scope.channel(1, 20))).id)).request
+    await engine.conversations.hear(Scope.channel(1, 10), "secret in ten", author_name="a")
+    await engine.conversations.hear(Scope.channel(1, 20), "hello twenty", author_name="b")
+    request = (await engine.conversations.context((await engine.stelis.root(Scope.channel(1, 20))).id)).request
     assert "secret in ten" not in str(request)
 
 
 async def test_request_is_valid_for_the_messages_api_and_marks_breakpoints(engine):
     scope = Scope.console()
-    await engine.hear(scope, "first", author_name="u")
-    await engine.hear(scope, "second from someone else", author_name="v")  # merged into one user turn
-    await engine.reply((await engine.thread_for(scope)).id)
-    await engine.hear(scope, "third", author_name="u")
-    request = (await engine.context((await engine.thread_for(scope)).id)).request
+    await engine.conversations.hear(scope, "first", author_name="u")
+    await engine.conversations.hear(scope, "second from someone else", author_name="v")  # merged into one user turn
+    await engine.conversations.reply((await engine.stelis.root(scope)).id)
+    await engine.conversations.hear(scope, "third", author_name="u")
+    request = (await engine.conversations.context((await engine.stelis.root(scope)).id)).request
     from bot.providers.anthropic_llm import to_params
 
     params = to_params(request, "m")
@@ -74,8 +74,8 @@ async def test_history_is_cut_to_the_token_budget_newest_kept(make_config):
     e = await Engine.open(config, OfflineLLM())
     scope = Scope.console()
     for i in range(300):
-        await e.hear(scope, f"message {i} " + "filler words " * 20, author_name="u")
-    assembly = await e.context((await e.thread_for(scope)).id)
+        await e.conversations.hear(scope, f"message {i} " + "filler words " * 20, author_name="u")
+    assembly = await e.conversations.context((await e.stelis.root(scope)).id)
     blocks = [b.text for t in assembly.request.turns for b in t.blocks]
     summary = next(i for i, b in enumerate(blocks) if b.startswith("[Memory Summary]"))
     history = " ".join(blocks[summary + 1:])
@@ -101,10 +101,10 @@ class Failing:
 async def test_an_llm_failure_keeps_the_message_and_says_why(make_config):
     e = await Engine.open(make_config(), Failing())
     scope = Scope.console()
-    await e.hear(scope, "are you there?", author_name="u")
+    await e.conversations.hear(scope, "are you there?", author_name="u")
     with pytest.raises(ReplyFailed, match="overloaded"):
-        await e.reply((await e.thread_for(scope)).id)
-    stored = await e.store.tail((await e.thread_for(scope)).id, 10)
+        await e.conversations.reply((await e.stelis.root(scope)).id)
+    stored = await e.store.tail((await e.stelis.root(scope)).id, 10)
     assert [m.content for m in stored] == ["are you there?"]
     await e.close()
 
@@ -113,8 +113,8 @@ async def test_replies_come_from_an_anthropic_compatible_server(make_config, fak
     config = make_config(llm={"provider": "anthropic", "anthropic": {
         "api_key": "sk-x", "base_url": fake_anthropic.base_url}})
     e = await Engine.open(config, AnthropicLLM(config.llm.anthropic, config.persona.models))
-    await e.hear(Scope.console(), "ping from the engine", author_name="u")
-    reply = await e.reply((await e.thread_for(Scope.console())).id)
+    await e.conversations.hear(Scope.console(), "ping from the engine", author_name="u")
+    reply = await e.conversations.reply((await e.stelis.root(Scope.console())).id)
     assert reply.content == "fake reply to: [u] ping from the engine"
     await e.close()
 
@@ -122,15 +122,15 @@ async def test_replies_come_from_an_anthropic_compatible_server(make_config, fak
 async def test_restart_remembers(make_config):
     config = make_config()
     e = await Engine.open(config, OfflineLLM())
-    await e.hear(Scope.console(), "remember calculator_v2", author_name="u")
-    await e.reply((await e.thread_for(Scope.console())).id)
+    await e.conversations.hear(Scope.console(), "remember calculator_v2", author_name="u")
+    await e.conversations.reply((await e.stelis.root(Scope.console())).id)
     await e.close()
     store = await open_store(config.database_path)
     e = Engine(config, store, OfflineLLM())
-    await e.hear(Scope.console(), "what did I say?", author_name="u")
-    thread = await e.thread_for(Scope.console())
-    assert "[u] remember calculator_v2" in str((await e.context(thread.id)).request)
-    reply = await e.reply(thread.id)
+    await e.conversations.hear(Scope.console(), "what did I say?", author_name="u")
+    thread = await e.stelis.root(Scope.console())
+    assert "[u] remember calculator_v2" in str((await e.conversations.context(thread.id)).request)
+    reply = await e.conversations.reply(thread.id)
     assert "(1 earlier message(s) from people here and 1 of mine" in reply.content
     await e.close()
 
@@ -140,13 +140,13 @@ async def test_a_broken_stream_fails_the_reply_and_stores_nothing_of_it(make_con
     config = make_config(llm={"provider": "anthropic", "anthropic": {
         "api_key": "sk-x", "base_url": fake_anthropic.base_url, "stream": True, "max_retries": 0}})
     e = await Engine.open(config, AnthropicLLM(config.llm.anthropic, config.persona.models))
-    await e.hear(Scope.console(), "tell me a long story", author_name="u")
-    thread = await e.thread_for(Scope.console())
+    await e.conversations.hear(Scope.console(), "tell me a long story", author_name="u")
+    thread = await e.stelis.root(Scope.console())
     getattr(fake_anthropic, fault)()
     with pytest.raises(ReplyFailed):
-        await e.reply(thread.id)
+        await e.conversations.reply(thread.id)
     assert [m.role for m in await e.store.tail(thread.id, 10)] == ["user"]  # nothing partial kept
-    assert (await e.reply(thread.id)).content == "fake reply to: [u] tell me a long story"  # a retry works
+    assert (await e.conversations.reply(thread.id)).content == "fake reply to: [u] tell me a long story"  # a retry
     await e.close()
 
 
@@ -156,7 +156,7 @@ async def test_start_up_sweeps_without_waiting_for_the_model_and_chronicles_late
 
     config = make_config(snapshots={"interval_seconds": 0})
     e = await Engine.open(config, OfflineLLM())
-    root = await e.thread_for(Scope.console())
+    root = await e.stelis.root(Scope.console())
     orphan = await threads.start(e.store, threads.Run(root.id), "left behind", e.config.stelis)
     await e.store.append(orphan.id, NewMessage("user", "half done work on calculator_v2"))
     await e.close()  # the run is gone with the process
@@ -205,7 +205,7 @@ async def test_a_second_process_on_the_same_database_is_refused_clearly(make_con
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(other.communicate(b"hello\n"), 60)
     assert other.returncode == 2 and b"another Stelis process" in err
-    assert await first.store.count_messages((await first.thread_for(Scope.console())).id) == 0  # untouched
+    assert await first.store.count_messages((await first.stelis.root(Scope.console())).id) == 0  # untouched
     snapshot = await Engine.open(config, OfflineLLM(), exclusive=False)  # exports may run beside the bot
     await snapshot.close()
     await first.close()
@@ -216,10 +216,10 @@ async def test_a_second_process_on_the_same_database_is_refused_clearly(make_con
 async def test_one_message_larger_than_the_window_is_reduced_and_blocks_nothing(make_config):
     e = await Engine.open(make_config(llm={"context_tokens": 4096, "max_output_tokens": 256}), OfflineLLM())
     scope = Scope.console()
-    thread = await e.thread_for(scope)
+    thread = await e.stelis.root(scope)
     for text in ["hi", "word " * 9000, "next", "and next"]:
-        await e.hear(scope, text, author_name="u")
-        assert (await e.reply(thread.id)).content  # every turn answered, the huge one included
+        await e.conversations.hear(scope, text, author_name="u")
+        assert (await e.conversations.reply(thread.id)).content  # every turn answered, the huge one included
     await e.close()
 
 
@@ -227,7 +227,7 @@ async def test_what_is_heard_is_indexed_for_recall_in_the_background(engine, mon
     monkeypatch.setattr("bot.services.conversation.INDEX_DELAY_SECONDS", 0.01)
     scope = Scope.channel(1, 10)
     for i in range(5):
-        await engine.hear(scope, f"the quokka count is {i}", author_name="mahe")
+        await engine.conversations.hear(scope, f"the quokka count is {i}", author_name="mahe")
     assert engine.store.unindexed >= 5  # storing a message writes no index entry
     for _ in range(200):  # nobody searches: the engine indexes on its own a moment later
         if engine.store.unindexed == 0:
@@ -243,7 +243,7 @@ async def test_at_start_up_the_engine_indexes_and_counts_the_newest_words_in_the
     engine = await Engine.open(config, OfflineLLM())
     scope = Scope.channel(1, 10)
     for i in range(5):
-        await engine.hear(scope, f"the quokka census counted {i} wombats", author_name="mahe")
+        await engine.conversations.hear(scope, f"the quokka census counted {i} wombats", author_name="mahe")
     await engine.close()
 
     engine = await Engine.open(config, OfflineLLM())
@@ -268,8 +268,8 @@ async def _on_the_fake_server(make_config, fake_anthropic, responder, said: str)
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
     scope = Scope.channel(1, 10)
-    await engine.hear(scope, said, author_name="mahe")
-    return engine, (await engine.thread_for(scope)).id
+    await engine.conversations.hear(scope, said, author_name="mahe")
+    return engine, (await engine.stelis.root(scope)).id
 
 
 def _calls_recall(body, query: str) -> list[dict]:
@@ -286,7 +286,7 @@ async def test_a_reply_may_call_recall_first_and_the_exchange_is_stored_paired(m
         return _calls_recall(body, "ship date")
 
     engine, thread = await _on_the_fake_server(make_config, fake_anthropic, answer, "we ship calculator_v2 on Friday")
-    reply = await engine.reply(thread)
+    reply = await engine.conversations.reply(thread)
     assert reply.content == "It ships on Friday, as you said."
     stored = await engine.store.tail(thread, 10)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
@@ -309,7 +309,7 @@ async def test_a_reply_that_keeps_calling_tools_is_made_to_answer(make_config, f
         return _calls_recall(body, "more")
 
     engine, thread = await _on_the_fake_server(make_config, fake_anthropic, answer, "tell me everything")
-    assert (await engine.reply(thread)).content == "Enough looking: here is my answer."
+    assert (await engine.conversations.reply(thread)).content == "Enough looking: here is my answer."
     assert len(fake_anthropic.calls) == MAX_TOOL_ROUNDS + 1
     assert fake_anthropic.calls[-1].body["tools"] == fake_anthropic.calls[0].body["tools"]
     await engine.close()
@@ -317,6 +317,6 @@ async def test_a_reply_that_keeps_calling_tools_is_made_to_answer(make_config, f
 
 async def test_the_offline_model_is_offered_no_tools(engine):
     scope = Scope.channel(1, 10)
-    await engine.hear(scope, "hello", author_name="mahe")
-    assembly = await engine.context((await engine.thread_for(scope)).id)
+    await engine.conversations.hear(scope, "hello", author_name="mahe")
+    assembly = await engine.conversations.context((await engine.stelis.root(scope)).id)
     assert assembly.request.tools == ()

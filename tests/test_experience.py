@@ -156,7 +156,7 @@ async def test_console_double_slash_sends_a_message_and_pausing_twice_says_so(ma
     out = io.StringIO()
     await Console(engine, io.StringIO(script), out, "mahe").run_loop()
     text = out.getvalue()
-    root = await engine.thread_for(Scope.console())
+    root = await engine.stelis.root(Scope.console())
     said = [m.content for m in await engine.store.tail(root.id, 10) if m.role == "user"]
     assert said == ["/etc/hosts is where the names live"] and "Unknown command" not in text
     assert text.count("Automatic memory updates paused here.") == 1
@@ -223,12 +223,12 @@ def test_renaming_the_persona_renames_its_default_card():
 async def test_the_offline_models_words_are_kept_but_never_recalled_as_the_personas(make_config):
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     here = Scope.console()
-    await engine.hear(here, "the comet returns in 2061", author_name="mahe")
-    reply = await engine.reply((await engine.thread_for(here)).id)
-    stored = await engine.last_message(reply.thread_id)
+    await engine.conversations.hear(here, "the comet returns in 2061", author_name="mahe")
+    reply = await engine.conversations.reply((await engine.stelis.root(here)).id)
+    stored = await engine.conversations.last_message(reply.thread_id)
     assert stored.metadata == {"placeholder": True} and "language model is configured" in stored.content
-    assert await engine.recall(here, "configured language model") == []  # the stand-in's words
-    assert [h.text for h in await engine.recall(here, "comet 2061")] == ["the comet returns in 2061"]
+    assert await engine.archive.recall(here, "configured language model") == []  # the stand-in's words
+    assert [h.text for h in await engine.archive.recall(here, "comet 2061")] == ["the comet returns in 2061"]
     await engine.close()
 
 
@@ -340,12 +340,12 @@ async def test_long_texts_come_from_a_prefilled_form_or_an_attached_file(offline
     submitted = interaction()
     await form.on_submit(submitted)
     assert "Persona card updated" in said(submitted)
-    assert (await engine.settings_for(submitted.guild_id, submitted.channel_id)).persona.card.endswith("at most.")
+    assert (await engine.settings.effective(submitted.guild_id, submitted.channel_id)).persona.card.endswith("at most.")
 
     card = MagicMock(spec=discord.Attachment, filename="memory.txt", size=40)
     card.read = AsyncMock(return_value=b"[8 May 2023]\nmahe: the W is Cassiopeia")
     assert "written" in said(await run(admin.memory_edit, admin, None, card))
-    view = await engine.memory_view(Scope.channel(submitted.guild_id, submitted.channel_id))
+    view = await engine.admin.view(Scope.channel(submitted.guild_id, submitted.channel_id))
     assert view.short_term[-1].content == "[8 May 2023]\nmahe: the W is Cassiopeia"
     again = (await run(admin.memory_edit, admin)).response.modal  # the form holds the memory as it now is
     assert again.text.default == "[8 May 2023]\nmahe: the W is Cassiopeia"
@@ -383,7 +383,7 @@ async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(offline_b
     assert await answered("first")
     assert "on the deny list" in said(await run(access.deny, access, alice))
     assert not await answered("denied, but remembered")
-    remembered = [m.content for m in await engine.store.tail((await engine.thread_for(here)).id, 20)]
+    remembered = [m.content for m in await engine.store.tail((await engine.stelis.root(here)).id, 20)]
     assert any("denied, but remembered" in m for m in remembered)
     assert "off both lists" in said(await run(access.remove, access, alice))
     assert "needs the Manage Server permission" in said(await run(access.cooldown, access, 60, as_admin=False))
@@ -420,8 +420,8 @@ async def test_a_server_chooses_the_model_its_replies_use(make_config, fake_anth
     it = interaction()
     here, elsewhere = Scope.channel(it.guild_id, it.channel_id), Scope.channel(it.guild_id + 1, 5)
     for scope in (here, elsewhere):
-        await engine.hear(scope, "hello", author_name="mahe")
-        await engine.reply((await engine.thread_for(scope)).id)
+        await engine.conversations.hear(scope, "hello", author_name="mahe")
+        await engine.conversations.reply((await engine.stelis.root(scope)).id)
     assert [c.body["model"] for c in fake_anthropic.calls] == ["claude-opus-5", "claude-sonnet-5-5"]
     assert "the default." in said(await run(admin.model, admin, "default"))
     await dpytest.empty_queue()
@@ -440,8 +440,8 @@ async def test_memory_commands_take_another_channel_a_forum_or_a_thread(offline_
     other = backend.make_text_channel("stargazing", general.guild)
     thread = create_thread(8123, general, "W shapes", bot.user.id)
     assert "Pinned" in said(await run(admin.memory_pin, admin, "The W is Cassiopeia", other))
-    assert (await engine.memory_view(Scope.channel(general.guild.id, other.id))).pins == ["The W is Cassiopeia"]
-    assert (await engine.memory_view(Scope.channel(general.guild.id, general.id))).pins == []  # not here
+    assert (await engine.admin.view(Scope.channel(general.guild.id, other.id))).pins == ["The W is Cassiopeia"]
+    assert (await engine.admin.view(Scope.channel(general.guild.id, general.id))).pins == []  # not here
     assert "paused in #stargazing" in said(await run(admin.memory_pause, admin, other))
     await run(admin.memory_pin, admin, "General's own fact")
     assert "Pinned: General's own fact" in said(await run(admin.memory_show, admin, thread))  # its parent's memory
@@ -473,9 +473,9 @@ async def test_a_direct_message_user_can_read_their_memory(offline_bot):
     it = MagicMock(spec=discord.Interaction)
     it.channel, it.channel_id, it.guild_id, it.user = dm, dm.id, None, alice
     it.response, it.followup = Response(), Followup()
-    await engine.hear(Scope.dm(alice.id, dm.id), "my telescope is a 70 mm refractor", author_name="alice",
+    await engine.conversations.hear(Scope.dm(alice.id, dm.id), "my telescope is a 70 mm refractor", author_name="alice",
                       author_id=alice.id)
-    await engine.memory_regenerate(Scope.dm(alice.id, dm.id))
+    await engine.admin.regenerate(Scope.dm(alice.id, dm.id))
     await admin.memory_show.callback(admin, it)
     assert "v1 (messages 1-1" in said(it) and "70 mm refractor" in said(it)
     assert not type(admin).memory.guild_only and type(admin).memory_admin.guild_only  # /memory is offered in DMs
@@ -496,14 +496,15 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
                                clock=clock)
     here = Scope.channel(1, 10)
     star = {"url": "https://cdn.example/att/cassiopeia.png", "name": "cassiopeia.png", "media_type": "image/png"}
-    heard = await engine.hear(here, "what is this W?\n[image: cassiopeia.png]", author_name="mahe", images=[star])
-    await engine.settle()  # described once, in the background, by the light model
+    heard = await engine.conversations.hear(here, "what is this W?\n[image: cassiopeia.png]", author_name="mahe",
+                                            images=[star])
+    await engine.conversations.settle()  # described once, in the background, by the light model
     described = fake_anthropic.calls[-1].body
     assert described["model"] == ModelTiers().light and described["messages"][0]["content"][0]["type"] == "image"
     kept = await engine.store.message_by_seq(heard.seq)
     assert kept.content == heard.content and kept.metadata["images"][0]["description"].startswith("fake reply")
-    root = (await engine.thread_for(here)).id
-    await engine.reply(root)
+    root = (await engine.stelis.root(here)).id
+    await engine.conversations.reply(root)
     sent = fake_anthropic.calls[-1]
     assert "[image: cassiopeia.png: fake reply to" in json.dumps(sent.body["messages"])  # memory keeps what it showed
     assert sent.status == 200
@@ -513,14 +514,14 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
     marked = [i for i, b in enumerate(last) if b.get("cache_control")]
     assert all(i < images[0] for i in marked)  # in the volatile tail: no cached prefix holds it
 
-    await engine.hear(here, "and now a plain question", author_name="mahe")
-    await engine.reply(root)
+    await engine.conversations.hear(here, "and now a plain question", author_name="mahe")
+    await engine.conversations.reply(root)
     assert not any(b.get("type") == "image" for m in fake_anthropic.calls[-1].body["messages"] for b in m["content"]
                    if isinstance(m["content"], list))  # only the message being answered shows its images
-    await engine.hear(here, "look again\n[image: cassiopeia.png]", author_name="mahe", images=[star])
-    await engine.settle()
+    await engine.conversations.hear(here, "look again\n[image: cassiopeia.png]", author_name="mahe", images=[star])
+    await engine.conversations.settle()
     clock.advance(7_200)  # the chat service's link has expired meanwhile: named, not sent
-    await engine.reply(root)
+    await engine.conversations.reply(root)
     assert fake_anthropic.calls[-1].status == 200
     assert "image" not in json.dumps(fake_anthropic.calls[-1].body["messages"][-1]["content"][-1])
     await engine.close()
@@ -540,7 +541,7 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
 async def test_a_model_without_images_gets_none(make_config):
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     here = Scope.channel(1, 10)
-    await engine.hear(here, "[image: a.png]", author_name="mahe", images=[{"url": "https://cdn.example/a.png"}])
-    request = (await engine.context((await engine.thread_for(here)).id)).request
+    await engine.conversations.hear(here, "[image: a.png]", author_name="mahe", images=[{"url": "https://cdn.example/a.png"}])
+    request = (await engine.conversations.context((await engine.stelis.root(here)).id)).request
     assert not any(b.kind == "image" for t in request.turns for b in t.blocks)
     await engine.close()

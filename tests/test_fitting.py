@@ -113,15 +113,16 @@ async def test_at_a_2k_context_the_conversation_and_its_memory_never_lock_up(mak
     engine = await Engine.open(config, server, clock)
     try:
         scope = Scope.channel(1, 2)
-        root = await engine.thread_for(scope)
+        root = await engine.stelis.root(scope)
         for i in range(60):
-            await engine.hear(scope, f"message {i}: the lighthouse tour, the tide table and the north pier " * 3,
+            await engine.conversations.hear(scope,
+                                            f"message {i}: the lighthouse tour, the tide table and the north pier " * 3,
                               author_name="kai", author_id=5)
-            assert (await engine.reply(root.id)).content  # every reply, past the window's cuts
+            assert (await engine.conversations.reply(root.id)).content  # every reply, past the window's cuts
         clock.advance(120)
-        outcomes = await engine.run_due_memory()
+        outcomes = await engine.memory.run_due()
         assert outcomes and all(o.error is None for o in outcomes) and outcomes[0].short_term is not None
-        assert (await engine.context(root.id, calls=False)).request.turns
+        assert (await engine.conversations.context(root.id, calls=False)).request.turns
     finally:
         await engine.close()
     refused = [r for r in server.requests if int(request_tokens(r) * 1.3) + r.max_tokens > 2048]
@@ -222,8 +223,8 @@ async def test_a_conversation_step_with_a_long_task_fits_a_2k_context(make_confi
     try:
         here = Scope.channel(1, 30)
         for i in range(20):
-            await engine.hear(here, f"line {i}: the tide table and the Osprey " * 5, author_name="kai")
-        done = await engine.run_playbook(here, "long", {"text": "the north pier and the tour " * 400})
+            await engine.conversations.hear(here, f"line {i}: the tide table and the Osprey " * 5, author_name="kai")
+        done = await engine.playbooks.run(here, "long", {"text": "the north pier and the tour " * 400})
     finally:
         await engine.close()
     assert done.outputs["last"]  # answered: the request fitted (a RequestTooLarge would have failed the run)
@@ -255,10 +256,11 @@ async def test_a_reply_the_server_refuses_for_length_is_planned_smaller_and_sent
     engine = await Engine.open(config, server)
     here = Scope.channel(1, 40)
     try:
-        root = await engine.thread_for(here)
+        root = await engine.stelis.root(here)
         for i in range(40):
-            await engine.hear(here, f"line {i}: the tide table and the Osprey's deck " * 3, author_name="kai")
-        reply = await engine.reply(root.id)
+            await engine.conversations.hear(here, f"line {i}: the tide table and the Osprey's deck " * 3,
+                                            author_name="kai")
+        reply = await engine.conversations.reply(root.id)
     finally:
         await engine.close()
     _, again = server.replies  # refused once, then sent smaller

@@ -48,15 +48,15 @@ async def world(make_config):
     llm = SlowSummaries()
     config = make_config(llm={"context_tokens": 4096, "max_output_tokens": 256}, snapshots={"interval_seconds": 0})
     engine = await Engine.open(config, llm)
-    yield llm, engine, (await engine.thread_for(SCOPE)).id
+    yield llm, engine, (await engine.stelis.root(SCOPE)).id
     llm.gate.set()  # whatever a failing test left waiting
     await engine.close()
 
 
 async def _turn(engine: Engine, root_id: int, turn: int, **who) -> str:
     """Someone says something; the persona answers."""
-    await engine.hear(SCOPE, _message(turn), author_name="mahe", **who)
-    return (await engine.reply(root_id)).content
+    await engine.conversations.hear(SCOPE, _message(turn), author_name="mahe", **who)
+    return (await engine.conversations.reply(root_id)).content
 
 
 async def _start(engine: Engine, root_id: int) -> int | None:
@@ -78,12 +78,12 @@ async def test_no_reply_waits_on_a_summary_in_the_steady_state(world):
         assert (await asyncio.wait_for(_turn(engine, root_id, turn), 10)).startswith("Noted")
         moves.add(await _moves(engine, root_id))
         llm.gate.set()  # a pause in the talk: the model summarises what was prepared
-        await engine.settle()
+        await engine.conversations.settle()
         llm.gate.clear()
     thread = await engine.store.thread(root_id)
     assert len({start for start, _ in moves} - {None}) >= 2, "the window never cut: the test proves nothing"
     assert len({gap for _, gap in moves} - {None}) >= 3, "the window never trimmed: the test proves nothing"
-    request = str((await engine.context(root_id)).request)
+    request = str((await engine.conversations.context(root_id)).request)
     assert thread.window_summary and thread.window_summary.startswith("Summary") and thread.window_summary in request
     if thread.window_bridge:
         assert thread.window_bridge.startswith("Summary") and thread.window_bridge in request
@@ -96,7 +96,7 @@ async def test_when_the_summary_could_not_be_prepared_the_cut_summarises_inline(
         llm.fail_summaries = False  # the model is back by the time the window overflows...
         await _turn(engine, root_id, turn)
         llm.fail_summaries = True  # ... but every summary prepared ahead fails
-        await engine.settle()
+        await engine.conversations.settle()
         if await _moves(engine, root_id) != (None, None):
             break
     thread = await engine.store.thread(root_id)
@@ -111,11 +111,11 @@ async def test_a_summary_prepared_before_an_erasure_is_never_used(world):
     turn = 0
     while llm.summaries == 0:  # until the first cut's summary is prepared (it quotes turn 0)
         await _turn(engine, root_id, turn, author_id=7, external_id=100 + turn)
-        await engine.settle()
+        await engine.conversations.settle()
         turn += 1
         assert turn < 60, "nothing was ever prepared: the test proves nothing"
     assert await _start(engine, root_id) is None  # prepared, not used yet
-    await engine.delete_message(100)  # turn 0 is erased while its summary waits for the cut
+    await engine.forgetting.delete_message(100)  # turn 0 is erased while its summary waits for the cut
     while await _start(engine, root_id) is None:
         await _turn(engine, root_id, turn, author_id=7, external_id=100 + turn)
         turn += 1
@@ -134,7 +134,7 @@ async def test_a_reply_that_needs_the_cut_being_summarised_ahead_waits_for_it_in
         assert engine.assembler._folding, "a reply waits on a summary nobody prepared: the test proves nothing"
         llm.gate.set()  # the model answers the summary prepared ahead ...
         await reply
-        await engine.settle()
+        await engine.conversations.settle()
         assert llm.summaries - before == 1  # ... and the reply used it: one call for the cut
         assert (await engine.store.thread(root_id)).window_summary.startswith("Summary")
         return
@@ -147,8 +147,8 @@ async def test_context_shows_a_cut_without_asking_the_model(world):
     llm.gate.set()
     llm.fail_summaries = True  # nothing is prepared ahead
     for turn in range(200):
-        await engine.hear(SCOPE, _message(turn), author_name="mahe")
-        shown = await asyncio.wait_for(engine.context(root_id, calls=False), 5)
+        await engine.conversations.hear(SCOPE, _message(turn), author_name="mahe")
+        shown = await asyncio.wait_for(engine.conversations.context(root_id, calls=False), 5)
         if shown.cut:
             break
     else:

@@ -24,7 +24,7 @@ async def world(make_config, database):
     config = memory_config(lambda **sections: make_config(database=database, **sections))
     engine = await Engine.open(config, Scripted(), clock)
     for scope, name in ((GENERAL, "general"), (RANDOM, "random")):
-        await engine.describe_channel(scope, name=name, public=True)
+        await engine.admin.describe(scope, name=name, public=True)
     yield engine, clock, config
     await engine.close()
 
@@ -39,9 +39,11 @@ async def traces(engine, config, text: str) -> list[str]:
 
 async def remember_everywhere(engine, clock):
     """Ana's secret in a channel, its versions, long-term and server memory, a chronicle and a snapshot."""
-    await engine.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA, external_id=1)
-    await engine.hear(GENERAL, "ben likes the Kyoto trip plan", author_name="ben", author_id=BEN, external_id=2)
-    root = await engine.thread_for(GENERAL)
+    await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA,
+                                    external_id=1)
+    await engine.conversations.hear(GENERAL, "ben likes the Kyoto trip plan", author_name="ben", author_id=BEN,
+                                    external_id=2)
+    root = await engine.stelis.root(GENERAL)
     run = threads.Run(root.id)
     child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
     await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
@@ -50,8 +52,8 @@ async def remember_everywhere(engine, clock):
     await engine.memory.run_due()
     await engine.store.set_window(root.id, window_summary=f"ana mentioned her {SECRET}", window_gap_from=1,
                                   window_gap_to=2, window_bridge=f"then ana renewed the {SECRET}")
-    await engine.write_snapshots()
-    assert await engine.recall(GENERAL, "passport ZX4471Q")  # a search has indexed her messages for recall
+    await engine.snapshots.write_due()
+    assert await engine.archive.recall(GENERAL, "passport ZX4471Q")  # a search has indexed her messages for recall
 
 
 async def test_forget_me_erases_every_trace_and_keeps_everyone_else(world):
@@ -62,10 +64,10 @@ async def test_forget_me_erases_every_trace_and_keeps_everyone_else(world):
     assert {"messages.content", "memory_records.content", "threads.chronicle_summary", "threads.window_summary",
             "threads.window_bridge", *index} <= set(before) and any(p.endswith(".json") for p in before)
 
-    done = await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
+    done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert done.messages == 2 and done.versions >= 1 and done.chronicles == 1
     assert await traces(engine, config, SECRET) == []
-    assert await engine.recall(GENERAL, "passport ZX4471Q") == []
+    assert await engine.archive.recall(GENERAL, "passport ZX4471Q") == []
     latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
     assert "Kyoto" in latest.content  # Ben's part of the conversation is still remembered
 
@@ -73,9 +75,9 @@ async def test_forget_me_erases_every_trace_and_keeps_everyone_else(world):
 async def test_forgetting_in_one_server_leaves_another_alone(world):
     engine, clock, config = world
     elsewhere = Scope.channel(77, 700)
-    await engine.hear(elsewhere, f"{SECRET} in another server", author_name="ana", author_id=ANA)
+    await engine.conversations.hear(elsewhere, f"{SECRET} in another server", author_name="ana", author_id=ANA)
     await remember_everywhere(engine, clock)
-    await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
+    await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert "messages.content" in await traces(engine, config, SECRET)  # the other server's message and memory stay
     theirs = await engine.store.latest_record(engine.persona, "channel", 700, "short_term")
     assert SECRET in theirs.content
@@ -88,7 +90,7 @@ async def test_forgetting_in_one_server_leaves_another_alone(world):
 async def test_a_message_deleted_in_discord_leaves_its_summaries(world):
     engine, clock, config = world
     await remember_everywhere(engine, clock)
-    assert await engine.delete_message(1)
+    assert await engine.forgetting.delete_message(1)
     for _ in range(100):
         if not engine.forgetting.rewrites:
             break
@@ -99,11 +101,11 @@ async def test_a_message_deleted_in_discord_leaves_its_summaries(world):
 
 async def test_someone_who_opted_out_is_not_remembered_at_all(world):
     engine, _, config = world
-    await engine.opt_out(ANA)
-    assert await engine.hear(GENERAL, f"my {SECRET}", author_name="ana", author_id=ANA) is None
+    await engine.forgetting.opt_out(ANA)
+    assert await engine.conversations.hear(GENERAL, f"my {SECRET}", author_name="ana", author_id=ANA) is None
     assert await traces(engine, config, SECRET) == []
-    await engine.opt_out(ANA, out=False)
-    assert await engine.hear(GENERAL, "back again", author_name="ana", author_id=ANA) is not None
+    await engine.forgetting.opt_out(ANA, out=False)
+    assert await engine.conversations.hear(GENERAL, "back again", author_name="ana", author_id=ANA) is not None
 
 
 def _raw_files(engine, config, request) -> list[Path]:
@@ -130,7 +132,7 @@ async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file
     logs.configure("DEBUG", [], config.data_dir / "stelis.log")  # as the bot logs, at its most talkative
     try:
         await remember_everywhere(engine, clock)
-        root = await engine.thread_for(GENERAL)
+        root = await engine.stelis.root(GENERAL)
         # A recall the persona made, quoting ana: a tool result has no author of its own.
         quoted = "\n".join(await engine.tools.recall_text(GENERAL, "when does the passport ZX4471Q expire", 5))
         assert SECRET in quoted
@@ -139,24 +141,25 @@ async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file
         await engine.store.append(root.id, tool_result_message(call, quoted, lookup=True))
         await engine.store.log_autonomy(engine.persona, "guild:1", "react", f"ana said: my {SECRET} expires")
         # What was written from her words elsewhere: a task (its goal, its branch's state), a pin.
-        await engine.create_task(GENERAL, "Paperwork", f"help renew the {SECRET} before May", ["ask"])
-        await engine.memory_pin(GENERAL, f"ana's {SECRET} expires in May")
+        await engine.tasks.create(GENERAL, "Paperwork", f"help renew the {SECRET} before May", ["ask"])
+        await engine.admin.pin(GENERAL, f"ana's {SECRET} expires in May")
         # A Discord thread's branch: ana speaks, it is archived (its anchor keeps the last exchanges), it resumes
         # (the new session opens with a copy of that anchor), and the new session's memory is written.
-        first = await engine.branch_session(GENERAL, 600, "trip planning")
-        await engine.hear(GENERAL, f"bring the {SECRET} to the airport", author_name="ana", author_id=ANA,
+        first = await engine.branches.session(GENERAL, 600, "trip planning")
+        await engine.conversations.hear(GENERAL, f"bring the {SECRET} to the airport", author_name="ana", author_id=ANA,
                           thread_id=first.id)
-        await engine.branch_archived(600)
-        second = await engine.branch_session(GENERAL, 600, "trip planning")
-        await engine.hear(GENERAL, "ben will book the hotel", author_name="ben", author_id=BEN, thread_id=second.id)
+        await engine.branches.archive(600)
+        second = await engine.branches.session(GENERAL, 600, "trip planning")
+        await engine.conversations.hear(GENERAL, "ben will book the hotel", author_name="ben", author_id=BEN,
+                                        thread_id=second.id)
         clock.advance(IDLE)
         await engine.memory.run_due()
         opening = (await engine.store.tail(second.id, 5))[0]
         assert SECRET in str(opening.metadata)  # the copy holds her words before the forget-me
-        await engine.write_snapshots()
+        await engine.snapshots.write_due()
 
-        await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
-        await engine.write_snapshots()
+        await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+        await engine.snapshots.write_due()
     finally:
         for handler in list(root_logger.handlers):
             root_logger.removeHandler(handler)
@@ -167,9 +170,9 @@ async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file
 
     assert await traces(engine, config, SECRET) == []
     for thread_id in (root.id, first.id, second.id):
-        request_text = str((await engine.context(thread_id)).request)
+        request_text = str((await engine.conversations.context(thread_id)).request)
         assert SECRET not in request_text and "ZX4471Q" not in request_text
-    assert "ben will book the hotel" in str((await engine.context(second.id)).request)
+    assert "ben will book the hotel" in str((await engine.conversations.context(second.id)).request)
     assert (config.data_dir / "stelis.log").stat().st_size > 0  # the log was written, and is read below
     for path in _raw_files(engine, config, request):
         data = path.read_bytes()
@@ -178,17 +181,17 @@ async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file
 
 async def test_an_edit_brings_back_neither_erased_nor_opted_out_words(world):
     engine, _, config = world
-    await engine.hear(GENERAL, "my phone is 0170-555", author_name="ana", author_id=ANA, external_id=41)
-    await engine.hear(GENERAL, "ben's note", author_name="ben", author_id=BEN, external_id=42)
-    await engine.hear(GENERAL, "ana again", author_name="ana", author_id=ANA, external_id=43)
-    assert await engine.delete_message(41)
-    assert await engine.edit_message(41, "my new phone is 0170-999") is None  # erased stays erased
+    await engine.conversations.hear(GENERAL, "my phone is 0170-555", author_name="ana", author_id=ANA, external_id=41)
+    await engine.conversations.hear(GENERAL, "ben's note", author_name="ben", author_id=BEN, external_id=42)
+    await engine.conversations.hear(GENERAL, "ana again", author_name="ana", author_id=ANA, external_id=43)
+    assert await engine.forgetting.delete_message(41)
+    assert await engine.forgetting.edit_message(41, "my new phone is 0170-999") is None  # erased stays erased
     assert await engine.store.edit_message(41, "my new phone is 0170-999") is None  # in the store too
-    await engine.opt_out(ANA)
-    assert await engine.edit_message(43, "ana's secret after opting out: 0170-777") is None
-    assert (await engine.edit_message(42, "ben's corrected note")).content == "ben's corrected note"
-    root = await engine.thread_for(GENERAL)
-    shown = str((await engine.context(root.id)).request)
+    await engine.forgetting.opt_out(ANA)
+    assert await engine.forgetting.edit_message(43, "ana's secret after opting out: 0170-777") is None
+    assert (await engine.forgetting.edit_message(42, "ben's corrected note")).content == "ben's corrected note"
+    root = await engine.stelis.root(GENERAL)
+    shown = str((await engine.conversations.context(root.id)).request)
     assert "0170-999" not in shown and "0170-777" not in shown and "ben's corrected note" in shown
     assert await traces(engine, config, "0170-999") == [] and await traces(engine, config, "0170-777") == []
 
@@ -204,7 +207,7 @@ async def test_a_forget_me_whose_files_cannot_be_cleaned_still_erases_and_says_s
         raise StoreError("the write-ahead log could not be emptied (another connection is reading)")
 
     monkeypatch.setattr(engine.store, "scrub", busy)
-    done = await engine.forget_person(ANA, guild_id=GENERAL.guild_id)
+    done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert await traces(engine, config, SECRET) == []  # every row: erased all the same
     assert "could not be emptied" in (done.unscrubbed or "")
     assert "could not be cleaned yet" in forget_report(done, "of yours")

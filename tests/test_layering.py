@@ -1,8 +1,8 @@
 """DESIGN.md section 2 and the house rules: who may import and touch what.
 
 memory/ knows nothing of Discord, bot/ or a concrete LLM; front ends (cogs, the console, the
-command line) reach the engine only through its facade; SQL and database connections live only in
-a store backend; and no module imports itself back through another.
+command line) reach the engine's services, never its store, assembler or model; SQL and database connections
+live only in a store backend; and no module imports itself back through another.
 """
 
 import ast
@@ -14,9 +14,8 @@ PACKAGES = ("bot", "cogs", "memory", "bench")
 FORBIDDEN_IN_MEMORY = {"discord", "bot", "cogs", "anthropic", "openai"}
 FRONT_ENDS = [*(ROOT / "cogs").glob("*.py"), ROOT / "bot" / "console.py", ROOT / "bot" / "__main__.py",
               ROOT / "bot" / "discord_bot.py"]
-# What a front end may not reach through the engine: the store, the assembler, the model, the worker.
-ENGINE_INSIDES = {"store", "assembler", "llm", "memory", "settings", "conversations", "admin", "forgetting",
-                  "snapshots", "stelis", "branches", "scheduler"}
+# What a front end may not reach through the engine: the store, the assembler, the model (the services it may).
+ENGINE_INSIDES = {"store", "assembler", "llm", "fitted"}
 SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX)|PRAGMA)\b",
                  re.S)
 DATABASE_MODULES = {"sqlite3", "aiosqlite", "asyncpg"}

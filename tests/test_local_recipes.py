@@ -59,9 +59,9 @@ async def test_a_readme_recipe_runs_as_written(flavor, server, stelis, tmp_path,
         engine = await Engine.open(config)
         try:
             scope = Scope.console()
-            root = await engine.thread_for(scope)
-            await engine.hear(scope, "When is the tour?", author_name="kai")
-            reply = await engine.reply(root.id)
+            root = await engine.stelis.root(scope)
+            await engine.conversations.hear(scope, "When is the tour?", author_name="kai")
+            reply = await engine.conversations.reply(root.id)
             assert engine.config.llm.context_tokens == settings["n_ctx"]  # planned in the server's context
             assert engine.fitted.ratio > 1.1 or flavor == "ollama"  # counted by the server where it counts
             offered = engine.assembler.conversation_tools

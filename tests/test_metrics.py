@@ -23,13 +23,13 @@ async def test_replies_model_calls_and_memory_work_are_counted_and_served(make_c
                                                                         purpose="reply")
     tokens = value("stelis_model_tokens_total", kind="input")
     here = Scope.console()
-    await engine.hear(here, "hello", author_name="mahe")
-    await engine.reply((await engine.thread_for(here)).id)
+    await engine.conversations.hear(here, "hello", author_name="mahe")
+    await engine.conversations.reply((await engine.stelis.root(here)).id)
     assert value("stelis_replies_total", outcome="ok") == replies + 1
     assert value("stelis_model_calls_total", tier="standard", purpose="reply") == calls + 1
     assert value("stelis_model_tokens_total", kind="input") > tokens
     assert value("stelis_reply_seconds_count") >= 1
-    await engine.run_due_memory()
+    await engine.memory.run_due()
     assert value("stelis_memory_due_conversations") == 0  # nothing due right after a message
 
     scraped: list[bool] = []

@@ -206,9 +206,9 @@ async def test_quitting_during_a_memory_update_stops_the_server_s_work_without_a
         engine.shutdown_grace = 0.3
         scope = Scope.console()
         for i in range(6):
-            await engine.hear(scope, f"line {i}: the tour is on Saturday at nine", author_name="kai")
+            await engine.conversations.hear(scope, f"line {i}: the tour is on Saturday at nine", author_name="kai")
         clock.advance(120)
-        updating = asyncio.create_task(engine.run_due_memory())
+        updating = asyncio.create_task(engine.memory.run_due())
         for _ in range(200):
             if server.calls:
                 break
@@ -238,10 +238,10 @@ async def test_a_server_that_refuses_tools_gets_none_again_and_replies_stop_plan
         try:
             assert engine.assembler.conversation_tools  # vLLM does not say: tools are offered at first
             here = Scope.console()
-            root = await engine.thread_for(here)
+            root = await engine.stelis.root(here)
             for line in ("When is the tour?", "And where?"):
-                await engine.hear(here, line, author_name="kai")
-                assert (await engine.reply(root.id)).content == "Saturday at nine."
+                await engine.conversations.hear(here, line, author_name="kai")
+                assert (await engine.conversations.reply(root.id)).content == "Saturday at nine."
             assert engine.assembler.conversation_tools == ()
         finally:
             await engine.close()

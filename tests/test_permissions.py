@@ -67,7 +67,7 @@ async def test_a_missing_reaction_permission_is_said_once_and_the_cooldown_still
         raise AssertionError("a reaction the bot may not add is never tried")
 
     monkeypatch.setattr(discord.Message, "add_reaction", add_reaction)
-    await engine.set_setting("guild", channel().guild.id, "discord.cooldown_seconds", 60)
+    await engine.settings.set("guild", channel().guild.id, "discord.cooldown_seconds", 60)
     caplog.set_level(logging.WARNING, logger="cogs.permissions")
     for text in ("first", "too soon", "again too soon"):
         post(f"{mention(bot)} {text}", author=member())
@@ -105,6 +105,6 @@ async def test_without_send_messages_nothing_is_tried_and_the_message_is_still_r
     await dpytest.run_all_events()
     await asyncio.sleep(0.05)
     assert dpytest.verify().message().nothing()
-    root = await engine.thread_for(Scope.channel(channel().guild.id, channel().id))
+    root = await engine.stelis.root(Scope.channel(channel().guild.id, channel().id))
     assert any("are you there?" in m.content for m in await engine.store.tail(root.id, 5))
     assert any("Send Messages" in r.getMessage() for r in caplog.records)

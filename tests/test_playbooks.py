@@ -89,9 +89,9 @@ ECHO = {
 async def test_every_node_type_runs_and_every_step_is_logged(world):
     start, _ = world
     engine = await start(EVERY_NODE, ECHO)
-    assert engine.playbook_problems() == []
+    assert engine.playbooks.problems == []
     progress: list[str] = []
-    done = await engine.run_playbook(HERE, "every_node", {"topic": "the release"}, progress=progress.append)
+    done = await engine.playbooks.run(HERE, "every_node", {"topic": "the release"}, progress=progress.append)
     assert done.outputs["verdict"]["settled"] is True and isinstance(done.outputs["verdict"]["why"], str)
     assert done.outputs["said"] == done.outputs["verdict"]["why"]  # a whole-value {var} keeps its type
     assert "UTC" in done.outputs["when"]
@@ -99,12 +99,12 @@ async def test_every_node_type_runs_and_every_step_is_logged(world):
     assert progress == [f"every_node: {n} ({t})" for n, t in [
         ("open", "stelis_start"), ("clock", "tool"), ("judge", "llm"), ("route", "route"), ("note", "set"),
         ("inner", "subplay")]] + ["echo: keep (set)", "every_node: close (stelis_end)"]
-    root = await engine.thread_for(HERE)
-    tree = await engine.tree(root.id)
+    root = await engine.stelis.root(HERE)
+    tree = await engine.stelis.tree(root.id)
     child = tree[1].thread
     assert child.label == "checking the release" and child.status == "completed"
     assert done.thread_id == root.id  # back where it started
-    runs = await engine.playbook_runs(HERE)
+    runs = await engine.playbooks.runs(HERE)
     assert [r.run.playbook for r in runs] == ["echo", "every_node"]  # newest first: the inline callee ran too
     outer = runs[1]
     assert outer.run.status == "completed" and outer.run.args == {"topic": "the release"}
@@ -125,15 +125,15 @@ async def test_profiles_shape_the_request(world):
     }
     engine = await start(shapes)
     for i in range(4):
-        await engine.hear(HERE, f"message {i} about the deploy", author_name="mahe")
-    await engine.run_playbook(HERE, "shapes", {})
+        await engine.conversations.hear(HERE, f"message {i} about the deploy", author_name="mahe")
+    await engine.playbooks.run(HERE, "shapes", {})
     router, worker, talk = llm.requests[-3:]
     assert router.tier == "light" and "You are Stelis" in router.system[0].text and len(router.turns) == 1
     assert "message 3 about the deploy" in router.turns[0].blocks[0].text
     assert router.turns[0].blocks[0].text.endswith("Route this.")
     assert worker.tier == "standard" and worker.system[0].text == NEUTRAL_SYSTEM and len(worker.turns) == 1
     assert "about the deploy" not in worker.turns[0].blocks[0].text  # no history, the state only
-    reply = (await engine.context((await engine.thread_for(HERE)).id)).request
+    reply = (await engine.conversations.context((await engine.stelis.root(HERE)).id)).request
     assert talk.system == reply.system and talk.turns[:-1] == reply.turns[:-1]  # the reply's request ...
     assert talk.turns[-1].blocks[-1].text == "Say it."  # ... and the instruction after it
 
@@ -147,20 +147,21 @@ async def test_a_conversation_node_reads_the_normal_replys_cached_prefix(make_co
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0},
                                            playbooks={"folder": str(tmp_path / "pb")}), llm)
     for i in range(8):
-        await engine.hear(HERE, f"message {i}: the calculator_v2 release has many moving parts", author_name="mahe")
-    thread = (await engine.thread_for(HERE)).id
-    await engine.reply(thread)
-    await engine.hear(HERE, "and now?", author_name="mahe")
-    await engine.reply(thread)
+        await engine.conversations.hear(HERE, f"message {i}: the calculator_v2 release has many moving parts",
+                                        author_name="mahe")
+    thread = (await engine.stelis.root(HERE)).id
+    await engine.conversations.reply(thread)
+    await engine.conversations.hear(HERE, "and now?", author_name="mahe")
+    await engine.conversations.reply(thread)
     reply = fake_anthropic.calls[-1]
-    await engine.run_playbook(HERE, "ask", {})
+    await engine.playbooks.run(HERE, "ask", {})
     asked = fake_anthropic.calls[-1]
     breakpoint_ = max(i for i, (_, _, ttl) in enumerate(flatten(reply.body)) if ttl)
     assert [c for c, _, _ in flatten(asked.body)[:breakpoint_ + 1]] == \
         [c for c, _, _ in flatten(reply.body)[:breakpoint_ + 1]]  # byte for byte up to the reply's last breakpoint
     assert asked.usage["cache_read_input_tokens"] >= reply.usage["cache_read_input_tokens"] + \
         reply.usage["cache_creation_input_tokens"] - 40  # all the reply cached, bar its volatile tail
-    done = await engine.run_playbook(HERE, "research", {"topic": "calculator_v2"})
+    done = await engine.playbooks.run(HERE, "research", {"topic": "calculator_v2"})
     assert done.outputs["findings"]
     assert all(c.status == 200 for c in fake_anthropic.calls)  # every request valid, tools and all
     await engine.close()
@@ -185,13 +186,13 @@ async def test_tool_calls_stay_paired_with_their_results_across_window_cuts(make
     write(folder, looker)
     engine = await Engine.open(make_config(llm={"context_tokens": 4_096}, playbooks={"folder": str(folder)},
                                            snapshots={"interval_seconds": 0}), llm)
-    thread = (await engine.thread_for(HERE)).id
+    thread = (await engine.stelis.root(HERE)).id
     for i in range(30):  # the window is cut several times around the stored tool pairs
-        await engine.hear(HERE, f"turn {i}: the release " + "detail " * 30, author_name="mahe")
+        await engine.conversations.hear(HERE, f"turn {i}: the release " + "detail " * 30, author_name="mahe")
         if i % 5 == 4:
-            await engine.run_playbook(HERE, "looker", {})
+            await engine.playbooks.run(HERE, "looker", {})
         else:
-            await engine.reply(thread)
+            await engine.conversations.reply(thread)
     assert all(c.status == 200 for c in fake_anthropic.calls), [c.body for c in fake_anthropic.calls
                                                                  if c.status != 200][:1]
     assert sum(1 for c in fake_anthropic.calls if c.body.get("tools")) >= 12  # each run called, then answered
@@ -199,7 +200,7 @@ async def test_tool_calls_stay_paired_with_their_results_across_window_cuts(make
         ids = [b["id"] for m in call.body["messages"] for b in m["content"] if b.get("type") == "tool_use"]
         texts = [b.get("text") for m in call.body["messages"] for b in m["content"] if b.get("type") == "text"]
         assert len(ids) == len(set(ids)) and texts.count("Let me look.") == len(ids)
-    assert (await engine.context(thread)).parts["summary"] > 0  # the window was cut
+    assert (await engine.conversations.context(thread)).parts["summary"] > 0  # the window was cut
     await engine.close()
 
 
@@ -218,15 +219,15 @@ async def test_a_subagent_runs_in_its_own_thread_and_leaves_the_parent_untouched
                    "output_key": "answer", "memorize": True}],
     }
     engine = await start(caller, inside)
-    await engine.hear(HERE, "the parent conversation's only message", author_name="mahe")
-    root = await engine.thread_for(HERE)
-    before = await engine.context(root.id)
-    done = await engine.run_playbook(HERE, "caller", {})
+    await engine.conversations.hear(HERE, "the parent conversation's only message", author_name="mahe")
+    root = await engine.stelis.root(HERE)
+    before = await engine.conversations.context(root.id)
+    done = await engine.playbooks.run(HERE, "caller", {})
     assert set(done.outputs["found"]) == {"answer", "last"}
-    sub = (await engine.tree(root.id))[1].thread
+    sub = (await engine.stelis.tree(root.id))[1].thread
     assert sub.kind == "subagent" and sub.status == "completed"  # kept for /threads show
-    assert await engine.message_count(root.id) == 1  # no anchor, nothing of it in the parent
-    assert (await engine.context(root.id)).request == before.request  # the parent's request is as it was
+    assert await engine.conversations.message_count(root.id) == 1  # no anchor, nothing of it in the parent
+    assert (await engine.conversations.context(root.id)).request == before.request  # the parent's request is as it was
     asked = llm.requests[-1]
     assert not any("the parent conversation's only message" in b.text for t in asked.turns for b in t.blocks)
 
@@ -254,15 +255,15 @@ async def test_cancelling_a_run_mid_thread_aborts_the_thread_with_a_partial_chro
         return await real(request, on_text)
 
     llm.complete = stuck
-    task = asyncio.create_task(engine.run_playbook(HERE, "slow", {}))
+    task = asyncio.create_task(engine.playbooks.run(HERE, "slow", {}))
     await asyncio.wait_for(started.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    root = await engine.thread_for(HERE)
-    thread = (await engine.tree(root.id))[1].thread
+    root = await engine.stelis.root(HERE)
+    thread = (await engine.stelis.tree(root.id))[1].thread
     assert thread.status == "aborted" and thread.chronicle_summary  # never left open, something kept
-    [view] = await engine.playbook_runs(HERE)
+    [view] = await engine.playbooks.runs(HERE)
     assert view.run.status == "cancelled" and [s.node for s in view.steps] == ["open", "plan"]
 
 
@@ -278,23 +279,24 @@ async def test_a_failing_node_unwinds_the_threads_and_names_the_node(world):
     }
     engine = await start(failing)
     with pytest.raises(PlaybookError, match="failing, node read: there is no Stelis thread 999999"):
-        await engine.run_playbook(HERE, "failing", {})
-    root = await engine.thread_for(HERE)
-    assert (await engine.tree(root.id))[1].thread.status == "aborted"
-    assert (await engine.playbook_runs(HERE))[0].run.status == "failed"
+        await engine.playbooks.run(HERE, "failing", {})
+    root = await engine.stelis.root(HERE)
+    assert (await engine.stelis.tree(root.id))[1].thread.status == "aborted"
+    assert (await engine.playbooks.runs(HERE))[0].run.status == "failed"
 
 
 async def test_depth_is_refused_before_any_work(world):
     start, llm = world
     engine = await start(stelis={"max_depth": 1})  # research opens one thread; from inside one it would be two
-    run = await engine.new_run(HERE)
-    await engine.start_thread(run, "already inside")
+    run = await engine.stelis.new_run(HERE)
+    await engine.stelis.start(run, "already inside")
     calls = len(llm.requests)
     with pytest.raises(PlaybookError, match="past the maximum depth 1"):
-        await engine.run_playbook(HERE, "research", {"topic": "x"}, run_id=run.id)
+        await engine.playbooks.run(HERE, "research", {"topic": "x"}, run_id=run.id)
     assert len(llm.requests) == calls  # no model call
-    root = await engine.thread_for(HERE)
-    assert len(await engine.tree(root.id)) == 2 and await engine.playbook_runs(HERE) == []  # nothing opened, run
+    root = await engine.stelis.root(HERE)
+    # nothing opened, run
+    assert len(await engine.stelis.tree(root.id)) == 2 and await engine.playbooks.runs(HERE) == []
 
 
 async def test_a_playbook_that_fails_the_check_does_not_load(world, caplog):
@@ -302,24 +304,24 @@ async def test_a_playbook_that_fails_the_check_does_not_load(world, caplog):
     broken = {"name": "broken", "description": "a typo", "start_node": "a",
               "nodes": [{"id": "a", "type": "tool", "tool": "now", "args_input": {}}]}
     engine = await start(broken)
-    assert "broken" not in engine.playbook_library() and "research" in engine.playbook_library()
-    [problem] = engine.playbook_problems()
+    assert "broken" not in engine.playbooks.library and "research" in engine.playbooks.library
+    [problem] = engine.playbooks.problems
     assert (problem.node, problem.field) == ("a", "args_input") and problem.file.endswith("broken.json")
     assert "playbook not loaded" in caplog.text
     with pytest.raises(PlaybookError, match="there is no playbook 'broken'"):
-        await engine.run_playbook(HERE, "broken", {})
+        await engine.playbooks.run(HERE, "broken", {})
 
 
 async def test_meta_user_is_the_normal_reply_byte_for_byte(world):
     start, llm = world
     engine = await start()
-    await engine.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
-    await engine.hear(HERE, "what do you think?", author_name="mahe")
-    thread = (await engine.thread_for(HERE)).id
-    direct = (await engine.context(thread)).request
-    done = await engine.run_playbook(HERE, "meta_user", {})
+    await engine.conversations.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
+    await engine.conversations.hear(HERE, "what do you think?", author_name="mahe")
+    thread = (await engine.stelis.root(HERE)).id
+    direct = (await engine.conversations.context(thread)).request
+    done = await engine.playbooks.run(HERE, "meta_user", {})
     assert llm.requests[-1] == direct  # the same request as the direct path, to the last byte
-    said = await engine.last_message(thread)
+    said = await engine.conversations.last_message(thread)
     assert said is not None and said.role == "assistant" and said.content == done.outputs["reply"]
 
 
@@ -344,19 +346,19 @@ async def test_every_builtin_runs_end_to_end_against_the_fake_server(make_config
     fake_anthropic.responder = answer
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
-    assert sorted(engine.playbook_library()) == ["branch_work", "detail_recall", "meta_auto", "meta_user", "research",
+    assert sorted(engine.playbooks.library) == ["branch_work", "detail_recall", "meta_auto", "meta_user", "research",
                                                  "summarise_thread"]
-    await engine.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
-    reply = await engine.run_playbook(HERE, "meta_user", {})
-    research = await engine.run_playbook(HERE, "research", {"topic": "the calculator_v2 release"})
-    thread = (await engine.tree((await engine.thread_for(HERE)).id))[1].thread
+    await engine.conversations.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
+    reply = await engine.playbooks.run(HERE, "meta_user", {})
+    research = await engine.playbooks.run(HERE, "research", {"topic": "the calculator_v2 release"})
+    thread = (await engine.stelis.tree((await engine.stelis.root(HERE)).id))[1].thread
     assert thread.label == "research: the calculator_v2 release" and thread.status == "completed"
-    detail = await engine.run_playbook(HERE, "detail_recall", {"thread": thread.id, "question": "when?"})
-    summary = await engine.run_playbook(HERE, "summarise_thread", {"thread": thread.id})
-    pulse = await engine.run_playbook(HERE, "meta_auto", {})
-    work = await engine.run_playbook(HERE, "branch_work", {"label": "notes", "goal": "tidy the release notes",
+    detail = await engine.playbooks.run(HERE, "detail_recall", {"thread": thread.id, "question": "when?"})
+    summary = await engine.playbooks.run(HERE, "summarise_thread", {"thread": thread.id})
+    pulse = await engine.playbooks.run(HERE, "meta_auto", {})
+    work = await engine.playbooks.run(HERE, "branch_work", {"label": "notes", "goal": "tidy the release notes",
                                                            "steps": "1. [ ] list changes", "state": "just started"})
-    assert pulse.outputs["decision"]["action"] == "wait" and (await engine.autonomy_log(HERE))[0].kind == "wait"
+    assert pulse.outputs["decision"]["action"] == "wait" and (await engine.autonomy.log(HERE))[0].kind == "wait"
     assert work.outputs["work"].startswith("fake answer") and work.outputs["assess"]["next"] == "pause"
     assert reply.outputs["reply"].startswith("fake answer") and research.outputs["findings"]
     assert detail.outputs["summary"].startswith("fake answer") and summary.outputs["summary"].startswith("fake")
@@ -374,8 +376,8 @@ async def test_a_bad_file_in_the_folder_is_named_and_skipped_and_the_bot_starts(
     (folder / "x.json").mkdir()
     (folder / "huge.json").write_bytes(b" " * 1_100_000)
     engine = await start(ECHO)  # starts, with the good one and the built-in ones
-    assert {"echo", "meta_auto", "branch_work"} <= set(engine.playbook_library())
-    problems = {Path(p.file).name: p.message for p in engine.playbook_problems()}
+    assert {"echo", "meta_auto", "branch_work"} <= set(engine.playbooks.library)
+    problems = {Path(p.file).name: p.message for p in engine.playbooks.problems}
     assert "nested too deep" in problems["deep.json"]
     assert "not UTF-8" in problems["latin1.json"]
     assert "cannot be read" in problems["x.json"]
@@ -410,7 +412,7 @@ TOO_DEEP_FOR_ITSELF = {"name": "too_deep", "description": "promises depth 0, ope
 async def test_the_checker_refuses_cycles_unbalanced_threads_and_a_broken_max_depth(world):
     start, llm = world
     engine = await start(LOOPING, PING, PONG, LEFT_OPEN, UNMATCHED_END, ONE_SIDED, TOO_DEEP_FOR_ITSELF, ECHO)
-    problems = [str(p) for p in engine.playbook_problems()]
+    problems = [str(p) for p in engine.playbooks.problems]
     refused = {name for name in ("looping", "ping", "pong", "left_open", "unmatched_end", "one_sided", "too_deep")
                if any(f"{name}.json" in p for p in problems)}
     assert refused == {"looping", "ping", "pong", "left_open", "unmatched_end", "one_sided", "too_deep"}
@@ -418,7 +420,7 @@ async def test_the_checker_refuses_cycles_unbalanced_threads_and_a_broken_max_de
     assert any("ping -> pong -> ping" in p for p in problems)
     assert any("still open" in p and "left_open" in p for p in problems)
     assert any("stelis_config.max_depth" in p and "too_deep" in p for p in problems)
-    assert set(engine.playbook_library()) >= {"echo"} and not refused & set(engine.playbook_library())
+    assert set(engine.playbooks.library) >= {"echo"} and not refused & set(engine.playbooks.library)
     assert not llm.requests  # refused before any work
 
 
@@ -427,18 +429,18 @@ async def test_a_run_never_recurses_and_never_leaves_a_thread_open_even_past_the
 
     start, _ = world
     engine = await start()
-    library = dict(engine.playbook_library())  # as if the folder changed under a loaded library
+    library = dict(engine.playbooks.library)  # as if the folder changed under a loaded library
     for raw in (LOOPING, LEFT_OPEN, TOO_DEEP_FOR_ITSELF):
         library[raw["name"]] = Playbook.model_validate(raw)
     engine.playbooks._runner.library = library
     with pytest.raises(PlaybookError, match="calls itself"):
-        await engine.run_playbook(HERE, "looping", {})
-    (logged,) = await engine.playbook_runs(HERE, 50)  # the outer run, failed at its first call: no more
+        await engine.playbooks.run(HERE, "looping", {})
+    (logged,) = await engine.playbooks.runs(HERE, 50)  # the outer run, failed at its first call: no more
     assert logged.run.status == "failed" and "calls itself" in (logged.run.error or "")
-    done = await engine.run_playbook(HERE, "left_open", {})
-    root = await engine.thread_for(HERE)
+    done = await engine.playbooks.run(HERE, "left_open", {})
+    root = await engine.stelis.root(HERE)
     assert done.thread_id == root.id
-    assert all(row.thread.status != "active" for row in await engine.tree(root.id) if row.thread.id != root.id)
+    assert all(row.thread.status != "active" for row in await engine.stelis.tree(root.id) if row.thread.id != root.id)
     with pytest.raises(PlaybookError, match=r"past its stelis_config\.max_depth 0"):
-        await engine.run_playbook(HERE, "too_deep", {})
-    assert all(row.thread.status != "active" for row in await engine.tree(root.id) if row.thread.id != root.id)
+        await engine.playbooks.run(HERE, "too_deep", {})
+    assert all(row.thread.status != "active" for row in await engine.stelis.tree(root.id) if row.thread.id != root.id)

@@ -89,8 +89,8 @@ async def test_a_second_process_sweeps_only_the_threads_of_a_process_that_stoppe
     config = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0})
     first = await Engine.open(config, OfflineLLM())  # no instance lock on a shared database: both may run
     scope = Scope.channel(1, 2)
-    await first.hear(scope, "let us research kestrels", author_name="mahe")
-    thread = await first.start_thread(await first.new_run(scope), "kestrel research")
+    await first.conversations.hear(scope, "let us research kestrels", author_name="mahe")
+    thread = await first.stelis.start(await first.stelis.new_run(scope), "kestrel research")
     second = await Engine.open(config, OfflineLLM())
     assert (await second.store.thread(thread.id)).status == "active"  # its process beats: left alone
     await second.close()
@@ -157,13 +157,13 @@ async def test_an_opt_out_or_setting_another_process_makes_holds_here_soon(postg
     config = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0})
     here, there = await Engine.open(config, OfflineLLM()), await Engine.open(config, OfflineLLM())
     scope = Scope.channel(1, 2)
-    assert await here.hear(scope, "hello", author_name="mahe", author_id=77) is not None
+    assert await here.conversations.hear(scope, "hello", author_name="mahe", author_id=77) is not None
     assert "kestrel" not in (await here.settings.effective(1, 2)).persona.card  # read, and kept for a while
-    await there.opt_out(77)  # a DM to another process's shard
-    await there.set_setting("guild", 1, "persona.card", "You are a kestrel.")
+    await there.forgetting.opt_out(77)  # a DM to another process's shard
+    await there.settings.set("guild", 1, "persona.card", "You are a kestrel.")
     assert here.settings.max_age == SHARED_MAX_AGE
     here.settings.max_age = 0  # as if that while had passed
-    assert await here.hear(scope, "my secret", author_name="mahe", author_id=77) is None
+    assert await here.conversations.hear(scope, "my secret", author_name="mahe", author_id=77) is None
     assert (await here.settings.effective(1, 2)).persona.card == "You are a kestrel."
     await here.close()
     await there.close()
@@ -182,15 +182,16 @@ async def test_an_erasure_another_process_makes_reaches_no_later_prompt_here(pos
     config = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0})
     here, there = await Engine.open(config, OfflineLLM()), await Engine.open(config, OfflineLLM())
     scope = Scope.channel(1, 2)
-    await here.hear(scope, "my locker code is 5512-KESTREL", author_name="mahe", author_id=77, external_id=501)
-    await here.hear(scope, "the meeting moved to noon", author_name="ben", author_id=78, external_id=502)
-    root = await here.thread_for(scope)
-    assert "5512-KESTREL" in str((await here.context(root.id)).request)  # this process now caches the window
-    await there.forget_person(77, guild_id=1)  # a forget-me through another process's shard
-    assert "5512-KESTREL" not in str((await here.context(root.id)).request)
-    await here.hear(scope, "what about the locker?", author_name="ben", author_id=78, external_id=503)
-    await there.edit_message(502, "the meeting is cancelled")
-    shown = str((await here.context(root.id)).request)
+    await here.conversations.hear(scope, "my locker code is 5512-KESTREL", author_name="mahe", author_id=77,
+                                  external_id=501)
+    await here.conversations.hear(scope, "the meeting moved to noon", author_name="ben", author_id=78, external_id=502)
+    root = await here.stelis.root(scope)
+    assert "5512-KESTREL" in str((await here.conversations.context(root.id)).request)  # now in this cache
+    await there.forgetting.forget_person(77, guild_id=1)  # a forget-me through another process's shard
+    assert "5512-KESTREL" not in str((await here.conversations.context(root.id)).request)
+    await here.conversations.hear(scope, "what about the locker?", author_name="ben", author_id=78, external_id=503)
+    await there.forgetting.edit_message(502, "the meeting is cancelled")
+    shown = str((await here.conversations.context(root.id)).request)
     assert "cancelled" in shown and "moved to noon" not in shown
     await here.close()
     await there.close()

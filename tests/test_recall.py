@@ -19,90 +19,92 @@ PLACES = {GENERAL: ("general", True), RANDOM: ("random", True), SECRET: ("secret
 async def engine(make_config, database):
     e = await Engine.open(make_config(snapshots={"interval_seconds": 0}, database=database), OfflineLLM())
     for scope, (name, public) in PLACES.items():
-        await e.describe_channel(scope, name=name, public=public)
+        await e.admin.describe(scope, name=name, public=public)
     yield e
     await e.close()
 
 
 async def places_found(engine, scope, query):
-    return {hit.where for hit in await engine.recall(scope, query)}
+    return {hit.where for hit in await engine.archive.recall(scope, query)}
 
 
 async def test_recall_stays_inside_what_the_conversation_may_see(engine):
     for i, scope in enumerate(PLACES):
-        await engine.hear(scope, f"the zephyrine lantern was left in room {i}", author_name="ana", external_id=i + 1)
-        await engine.memory_edit(scope, f"ana keeps a quillwort notebook ({i})")
+        await engine.conversations.hear(scope, f"the zephyrine lantern was left in room {i}", author_name="ana",
+                                        external_id=i + 1)
+        await engine.admin.edit(scope, f"ana keeps a quillwort notebook ({i})")
         for n in range(3):  # other words, so the planted ones are rare
-            await engine.hear(scope, f"plain chatter number {n} about the weather", author_name="ben")
+            await engine.conversations.hear(scope, f"plain chatter number {n} about the weather", author_name="ben")
 
-    general = await engine.recall(GENERAL, "where is the zephyrine lantern?")
+    general = await engine.archive.recall(GENERAL, "where is the zephyrine lantern?")
     assert {h.text for h in general if h.kind == "message"} == {
         "the zephyrine lantern was left in room 0", "the zephyrine lantern was left in room 1"}
     assert {h.where for h in general} == {"this conversation", "#random"}
-    memories = " ".join(h.text for h in await engine.recall(GENERAL, "quillwort notebook"))
+    memories = " ".join(h.text for h in await engine.archive.recall(GENERAL, "quillwort notebook"))
     assert "(0)" in memories and "(1)" in memories
     assert "(2)" not in memories and "(3)" not in memories and "(4)" not in memories
 
     # A DM, another server and a private channel reach nothing outside themselves.
-    assert {h.text for h in await engine.recall(DM, "zephyrine lantern")} == {
+    assert {h.text for h in await engine.archive.recall(DM, "zephyrine lantern")} == {
         "the zephyrine lantern was left in room 4"}
-    assert {h.text for h in await engine.recall(OTHER_GUILD, "zephyrine lantern")} == {
+    assert {h.text for h in await engine.archive.recall(OTHER_GUILD, "zephyrine lantern")} == {
         "the zephyrine lantern was left in room 3"}
     for scope in (GENERAL, RANDOM, OTHER_GUILD, DM):
-        texts = " ".join(h.text for h in await engine.recall(scope, "zephyrine lantern quillwort"))
+        texts = " ".join(h.text for h in await engine.archive.recall(scope, "zephyrine lantern quillwort"))
         assert "room 2" not in texts and "(2)" not in texts
 
 
 async def test_a_channel_that_becomes_private_stops_being_recalled(engine):
-    await engine.hear(RANDOM, "the zephyrine lantern is under the stairs", author_name="ana")
-    await engine.hear(GENERAL, "nothing to see", author_name="ben")
+    await engine.conversations.hear(RANDOM, "the zephyrine lantern is under the stairs", author_name="ana")
+    await engine.conversations.hear(GENERAL, "nothing to see", author_name="ben")
     assert await places_found(engine, GENERAL, "zephyrine lantern") == {"#random"}
-    await engine.describe_channel(RANDOM, public=False)  # what recall may see is cached: this must reach it
+    await engine.admin.describe(RANDOM, public=False)  # what recall may see is cached: this must reach it
     assert await places_found(engine, GENERAL, "zephyrine lantern") == set()
-    await engine.memory_share(RANDOM, True)
+    await engine.admin.share(RANDOM, True)
     assert await places_found(engine, GENERAL, "zephyrine lantern") == {"#random"}
 
 
 async def test_a_new_public_channel_is_recalled_from_its_first_message(engine):
     assert await places_found(engine, GENERAL, "zephyrine lantern") == set()  # the visibility is cached now
     late = Scope.channel(10, 103)
-    await engine.hear(late, "the zephyrine lantern went to the attic", author_name="ana")
-    await engine.describe_channel(late, name="attic", public=True)
+    await engine.conversations.hear(late, "the zephyrine lantern went to the attic", author_name="ana")
+    await engine.admin.describe(late, name="attic", public=True)
     assert await places_found(engine, GENERAL, "zephyrine lantern") == {"#attic"}
 
 
 async def test_the_index_follows_edits_and_deletes(engine):
-    await engine.hear(GENERAL, "my bicycle is a turquoise roadster", author_name="ana", external_id=500)
-    await engine.hear(GENERAL, "my kettle is a copper antique", author_name="ana", external_id=501)
-    assert [h.key for h in await engine.recall(GENERAL, "turquoise roadster")]
+    await engine.conversations.hear(GENERAL, "my bicycle is a turquoise roadster", author_name="ana", external_id=500)
+    await engine.conversations.hear(GENERAL, "my kettle is a copper antique", author_name="ana", external_id=501)
+    assert [h.key for h in await engine.archive.recall(GENERAL, "turquoise roadster")]
 
-    await engine.edit_message(500, "my bicycle is a crimson tandem")
-    assert await engine.recall(GENERAL, "turquoise roadster") == []
-    assert [h.text for h in await engine.recall(GENERAL, "crimson tandem")] == ["my bicycle is a crimson tandem"]
+    await engine.forgetting.edit_message(500, "my bicycle is a crimson tandem")
+    assert await engine.archive.recall(GENERAL, "turquoise roadster") == []
+    assert [h.text for h in await engine.archive.recall(GENERAL,
+                                                        "crimson tandem")] == ["my bicycle is a crimson tandem"]
 
-    await engine.delete_message(501)
-    assert await engine.recall(GENERAL, "copper antique kettle") == []
+    await engine.forgetting.delete_message(501)
+    assert await engine.archive.recall(GENERAL, "copper antique kettle") == []
 
 
 async def test_unsegmented_and_short_queries_are_found(engine):
-    await engine.hear(GENERAL, "昨日は京都で抹茶のパフェを食べました", author_name="mahe")
-    await engine.hear(GENERAL, "猫が好き", author_name="mahe")
-    await engine.hear(GENERAL, "the weather is nice", author_name="ben")
-    found = [h.text for h in await engine.recall(GENERAL, "抹茶のパフェはどこ？")]
+    await engine.conversations.hear(GENERAL, "昨日は京都で抹茶のパフェを食べました", author_name="mahe")
+    await engine.conversations.hear(GENERAL, "猫が好き", author_name="mahe")
+    await engine.conversations.hear(GENERAL, "the weather is nice", author_name="ben")
+    found = [h.text for h in await engine.archive.recall(GENERAL, "抹茶のパフェはどこ？")]
     assert found == ["昨日は京都で抹茶のパフェを食べました"]
-    assert "猫が好き" in [h.text for h in await engine.recall(GENERAL, "猫")]  # one kanji: scanned, not indexed
+    assert "猫が好き" in [h.text for h in await engine.archive.recall(GENERAL, "猫")]  # one kanji: scanned, not indexed
 
 
 async def test_preview_puts_recall_in_the_tail_and_stores_nothing(make_config):
     e = await Engine.open(make_config(llm={"context_tokens": 2048, "max_output_tokens": 256},
                                       snapshots={"interval_seconds": 0}), OfflineLLM())
-    await e.hear(GENERAL, "my sister Odalys lives in Valparaiso and breeds alpacas", author_name="ana")
+    await e.conversations.hear(GENERAL, "my sister Odalys lives in Valparaiso and breeds alpacas", author_name="ana")
     for i in range(120):  # push the fact far out of a 2k window
-        await e.hear(GENERAL, f"small talk {i} " + "and so on " * 10, author_name="ben")
-    thread = await e.thread_for(GENERAL)
+        await e.conversations.hear(GENERAL, f"small talk {i} " + "and so on " * 10, author_name="ben")
+    thread = await e.stelis.root(GENERAL)
     before = (await e.store.count_messages(thread.id), await e.store.thread(thread.id))
 
-    assembly = await e.preview(GENERAL, "where does Odalys live?", author_name="carl")
+    assembly = await e.conversations.preview(GENERAL, "where does Odalys live?", author_name="carl")
     blocks = [b.text for t in assembly.request.turns for b in t.blocks]
     tail = next(b for b in blocks if b.startswith("[Recall:"))
     assert "Valparaiso" in tail and "ana" in tail
@@ -120,13 +122,14 @@ async def test_preview_puts_recall_in_the_tail_and_stores_nothing(make_config):
 
 
 async def test_chronicles_of_finished_stelis_threads_are_recalled_with_their_label(engine):
-    run = await engine.new_run(GENERAL)
-    child = await engine.start_thread(run, "budget review")
-    await engine.hear(GENERAL, "the marmalade fund ends at 4200 credits", author_name="ana", thread_id=child.id)
-    await engine.end_thread(run)
-    hits = [h for h in await engine.recall(GENERAL, "marmalade fund") if h.kind == "chronicle"]
+    run = await engine.stelis.new_run(GENERAL)
+    child = await engine.stelis.start(run, "budget review")
+    await engine.conversations.hear(GENERAL, "the marmalade fund ends at 4200 credits", author_name="ana",
+                                    thread_id=child.id)
+    await engine.stelis.end(run)
+    hits = [h for h in await engine.archive.recall(GENERAL, "marmalade fund") if h.kind == "chronicle"]
     assert hits and "marmalade" in hits[0].text and hits[0].who == 'chronicle of Stelis thread "budget review"'
-    assert not [h for h in await engine.recall(OTHER_GUILD, "marmalade fund") if h.kind == "chronicle"]
+    assert not [h for h in await engine.archive.recall(OTHER_GUILD, "marmalade fund") if h.kind == "chronicle"]
 
 
 def test_a_long_text_is_judged_by_its_excerpt():
@@ -162,13 +165,13 @@ async def test_a_reply_may_leave_its_newest_messages_unindexed_but_still_counts_
 
 
 async def test_a_new_discord_thread_joins_what_recall_may_see_at_its_first_message(engine):
-    root = await engine.thread_for(GENERAL)
+    root = await engine.stelis.root(GENERAL)
     visibilities = engine.assembler.visibilities
     assert not any(scope == "thread" for scope, _ in (await visibilities.of(engine.store, root)).records)
     child, _ = await engine.store.create_thread(root, kind="stelis", label="trip", window_ratio=0.8,
                                                 chronicle_prompt=None, run_id=None, discord_thread_id=555,
                                                 anchor=NewMessage("system", "a thread opened"))
-    await engine.hear(GENERAL, "shall we plan the trip here", author_name="ana", thread_id=child.id)
+    await engine.conversations.hear(GENERAL, "shall we plan the trip here", author_name="ana", thread_id=child.id)
     # The visibility was cached before the thread had a memory row; its first message must reach it.
     assert ("thread", 555) in (await visibilities.of(engine.store, root)).records
 
@@ -234,22 +237,22 @@ def test_among_equal_hits_the_one_that_looks_like_the_answer_comes_first():
 async def test_a_day_the_question_names_finds_what_was_said_that_day_and_only_what_it_may_see(engine):
     from memory import dates
 
-    await engine.hear(GENERAL, "the boat trip is planned", author_name="ana")
+    await engine.conversations.hear(GENERAL, "the boat trip is planned", author_name="ana")
     engine.clock.advance(86_400)
-    painted = await engine.hear(GENERAL, "we painted the boat red", author_name="ana")
-    await engine.hear(SECRET, "the secret boat plans for the staff", author_name="bo")
-    await engine.hear(GENERAL, "lunch was lovely", author_name="ben")
+    painted = await engine.conversations.hear(GENERAL, "we painted the boat red", author_name="ana")
+    await engine.conversations.hear(SECRET, "the secret boat plans for the staff", author_name="bo")
+    await engine.conversations.hear(GENERAL, "lunch was lovely", author_name="ben")
     engine.clock.advance(86_400)
-    await engine.hear(GENERAL, "the boat needs a new sail", author_name="ana")
+    await engine.conversations.hear(GENERAL, "the boat needs a new sail", author_name="ana")
     for n in range(3):
-        await engine.hear(GENERAL, f"plain chatter number {n} about the weather", author_name="ben")
+        await engine.conversations.hear(GENERAL, f"plain chatter number {n} about the weather", author_name="ben")
 
-    assert (await engine.recall(GENERAL, "what about the boat?"))[0].text == "the boat needs a new sail"
-    assert (await engine.recall(GENERAL, "what did we do with the boat yesterday?"))[0].text == painted.content
+    assert (await engine.archive.recall(GENERAL, "what about the boat?"))[0].text == "the boat needs a new sail"
+    assert (await engine.archive.recall(GENERAL, "what did we do with the boat yesterday?"))[0].text == painted.content
     day = dates.day_text(dates.day_of(painted.created_at))
-    that_day = await engine.recall(GENERAL, f"What happened on {day}?")  # no word of it was said that day
+    that_day = await engine.archive.recall(GENERAL, f"What happened on {day}?")  # no word of it was said that day
     assert {h.text for h in that_day} == {"we painted the boat red", "lunch was lovely"}
-    assert not any("secret" in h.text for h in await engine.recall(GENERAL, f"the boat on {day}"))
+    assert not any("secret" in h.text for h in await engine.archive.recall(GENERAL, f"the boat on {day}"))
 
 
 WORDS = ("amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "heron", "iris", "jade", "kelp", "lichen")
@@ -261,13 +264,13 @@ async def test_a_memory_larger_than_its_room_shows_its_best_lines_and_recall_rea
     e = await Engine.open(make_config(snapshots={"interval_seconds": 0}, database=database,
                                       llm={"context_tokens": 4_096}), OfflineLLM())
     try:
-        await e.describe_channel(GENERAL, name="general", public=True)
-        await e.hear(GENERAL, "hello", author_name="ana")
+        await e.admin.describe(GENERAL, name="general", public=True)
+        await e.conversations.hear(GENERAL, "hello", author_name="ana")
         lines = [f"ana: the {WORDS[i % 12]} box number {i} holds a code{i:03d}word token" for i in range(150)]
         lines += [f"ben: ok sure, sounds good {i}" for i in range(30)]
         await e.store.add_record(e.persona, "channel", 100, "short_term", "\n".join(lines), first_seq=1, last_seq=1)
 
-        request = (await e.preview(GENERAL, "nothing in particular", author_name="ana")).request
+        request = (await e.conversations.preview(GENERAL, "nothing in particular", author_name="ana")).request
         memory = request.system[1].text
         assert "line(s) left out here; recall and /memory show have them" in memory
         shown = [i for i in range(150) if f"code{i:03d}word" in memory]
@@ -278,9 +281,10 @@ async def test_a_memory_larger_than_its_room_shows_its_best_lines_and_recall_rea
             return "\n".join(b.text for t in text for b in t.blocks if b.text.startswith("[Recall"))
 
         asked = hidden[len(hidden) // 2]
-        found = (await e.preview(GENERAL, f"what holds code{asked:03d}word?", author_name="ana")).request
+        found = (await e.conversations.preview(GENERAL, f"what holds code{asked:03d}word?", author_name="ana")).request
         assert f"code{asked:03d}word" in recalled(found.turns)
-        again = (await e.preview(GENERAL, f"what holds code{shown[0]:03d}word?", author_name="ana")).request
+        again = (await e.conversations.preview(GENERAL, f"what holds code{shown[0]:03d}word?",
+                                               author_name="ana")).request
         assert f"code{shown[0]:03d}word" not in recalled(again.turns)
     finally:
         await e.close()
@@ -290,9 +294,9 @@ async def test_a_memory_line_an_earlier_turn_recalled_is_not_recalled_again(engi
     """A kept tail already carries it: the line's key, not its record's id, says so."""
     from memory import recall
 
-    await engine.hear(GENERAL, "plain chatter about the weather", author_name="ben")
-    await engine.memory_edit(GENERAL, "ana keeps a quillwort notebook\nben owns a basalt lamp")
-    root = await engine.thread_for(GENERAL)
+    await engine.conversations.hear(GENERAL, "plain chatter about the weather", author_name="ben")
+    await engine.admin.edit(GENERAL, "ana keeps a quillwort notebook\nben owns a basalt lamp")
+    root = await engine.stelis.root(GENERAL)
     seen = await recall.visibility(engine.store, root)
     first = await recall.search(engine.store, seen, "the quillwort notebook?", recall.Shown())
     line = next(h for h in first if h.kind == "memory" and "quillwort" in h.text)

@@ -65,9 +65,9 @@ async def test_a_reply_is_stored_and_streamed_without_the_markup(make_config, fa
                                            llm={"reply_tools": False}), llm)
     try:
         scope = Scope.channel(1, 2)
-        await engine.hear(scope, "when is the tour?", author_name="kai", author_id=5)
+        await engine.conversations.hear(scope, "when is the tour?", author_name="kai", author_id=5)
         shown: list[str] = []
-        reply = await engine.reply((await engine.thread_for(scope)).id, on_text=shown.append)
+        reply = await engine.conversations.reply((await engine.stelis.root(scope)).id, on_text=shown.append)
         assert reply.content == "Good evening! The lighthouse tour is on Saturday."
         assert "".join(shown) == reply.content
     finally:

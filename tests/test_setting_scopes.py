@@ -30,23 +30,23 @@ FRIEND, ROLE = 4242, 77
 
 
 async def _root(engine: Engine, scope: Scope):
-    return await engine.thread_for(scope)
+    return await engine.stelis.root(scope)
 
 
 async def _depth_allowed(engine: Engine, scope: Scope) -> bool:
-    run = await engine.new_run(scope)
+    run = await engine.stelis.new_run(scope)
     try:
-        await engine.start_thread(run, "a look into it")
+        await engine.stelis.start(run, "a look into it")
     except Failure:
         return False
-    await engine.abort_thread(run)
+    await engine.stelis.abort(run)
     return True
 
 
 async def _window_ratio(engine: Engine, scope: Scope) -> float:
-    run = await engine.new_run(scope)
-    thread = await engine.start_thread(run, "a look into it")
-    await engine.abort_thread(run)
+    run = await engine.stelis.new_run(scope)
+    thread = await engine.stelis.start(run, "a look into it")
+    await engine.stelis.abort(run)
     return thread.window_ratio
 
 
@@ -54,14 +54,14 @@ async def _versions_after(engine: Engine, scope: Scope, messages: int, idle: flo
     """Memory versions written for a channel after `messages` and then `idle` seconds of quiet."""
     for i in range(messages):
         engine.clock.advance(10)
-        await engine.hear(scope, f"note {i} about the lighthouse and the tide", author_name="kai")
+        await engine.conversations.hear(scope, f"note {i} about the lighthouse and the tide", author_name="kai")
     engine.clock.advance(idle)
     await engine.memory.run_due()
     return len(await engine.store.recent_records(engine.persona, "channel", scope.channel_id or 0, "short_term", 50))
 
 
 async def _request_text(engine: Engine, scope: Scope) -> str:
-    request = (await engine.preview(scope, "hello", author_name="kai")).request
+    request = (await engine.conversations.preview(scope, "hello", author_name="kai")).request
     return "\n".join(b.text for b in request.system)
 
 
@@ -70,7 +70,7 @@ def _member(*roles: int) -> Any:
 
 
 async def _discord(engine: Engine, scope: Scope):
-    return (await engine.settings_for(scope.guild_id, scope.channel_id)).discord
+    return (await engine.settings.effective(scope.guild_id, scope.channel_id)).discord
 
 
 async def _autonomy(engine: Engine, scope: Scope):
@@ -80,7 +80,7 @@ async def _autonomy(engine: Engine, scope: Scope):
 Probe = Callable[[Engine, Scope], Awaitable[Any]]
 # key -> (a value that changes what the bot does, how to watch it)
 PROBES: dict[str, tuple[object, Probe]] = {
-    "discord.reply_policy": ("chat", lambda e, s: e.reply_policy(s.guild_id, s.channel_id)),
+    "discord.reply_policy": ("chat", lambda e, s: e.settings.reply_policy(s.guild_id, s.channel_id)),
     "persona.card": ("You are Wren, who only speaks in riddles.", _request_text),
     "persona.models.standard": ("claude-haiku-4-5", lambda e, s: _model(e, s)),
     "short_term_history.enabled": (False, lambda e, s: _versions_after(e, s, 60, 0)),
@@ -110,7 +110,7 @@ PROBES: dict[str, tuple[object, Probe]] = {
 
 
 async def _model(engine: Engine, scope: Scope) -> str | None:
-    return (await engine.preview(scope, "hello", author_name="kai")).request.model
+    return (await engine.conversations.preview(scope, "hello", author_name="kai")).request.model
 
 
 async def _shown_versions(engine: Engine, scope: Scope) -> int:
@@ -123,7 +123,7 @@ async def _shared(engine: Engine, scope: Scope) -> int:
 
 async def _tier(engine: Engine, scope: Scope) -> str:
     root = await _root(engine, scope)
-    await engine.hear(scope, "hello", author_name="kai")  # a conversation's memory channel exists once it speaks
+    await engine.conversations.hear(scope, "hello", author_name="kai")  # its memory channel exists once it speaks
     channel = await engine.store.memory_channel(root.id)
     return (await engine.settings.memory(channel)).work.tier  # what the memory worker writes this channel with
 
@@ -161,7 +161,7 @@ def test_every_overridable_key_is_walked_and_declares_its_levels():
 @pytest.mark.parametrize("key", OVERRIDABLE)
 async def test_a_server_override_changes_what_the_bot_does_in_its_channels(engine, key):
     value, probe = PROBES[key]
-    await engine.set_setting("guild", GUILD, key, value)
+    await engine.settings.set("guild", GUILD, key, value)
     before = await probe(engine, ELSEWHERE)  # another server's channel: config.yaml's value
     assert await probe(engine, HERE) != before
     assert await probe(engine, THERE) != before
@@ -170,7 +170,7 @@ async def test_a_server_override_changes_what_the_bot_does_in_its_channels(engin
 @pytest.mark.parametrize("key", [k for k in OVERRIDABLE if "channel" in SCOPES[k]])
 async def test_a_channel_override_changes_what_the_bot_does_there_and_only_there(engine, key):
     value, probe = PROBES[key]
-    await engine.set_setting("channel", HERE.channel_id, key, value, GUILD)
+    await engine.settings.set("channel", HERE.channel_id, key, value, GUILD)
     before = await probe(engine, ELSEWHERE)
     assert await probe(engine, HERE) != before
     assert await probe(engine, THERE) == before
@@ -180,11 +180,11 @@ async def test_a_channel_override_changes_what_the_bot_does_there_and_only_there
 async def test_a_server_wide_setting_is_refused_on_a_channel_and_one_stored_there_is_not_used(engine, key):
     value, probe = PROBES[key]
     with pytest.raises(ConfigError, match="one value for the whole server"):
-        await engine.set_setting("channel", HERE.channel_id, key, value, GUILD)
+        await engine.settings.set("channel", HERE.channel_id, key, value, GUILD)
     await engine.store.set_setting("channel", HERE.channel_id, key, value)  # as an older version stored it
     engine.settings._cache.clear()
     assert await probe(engine, HERE) == await probe(engine, ELSEWHERE)
-    shown = await engine.settings_shown(GUILD, HERE.channel_id)
+    shown = await engine.settings.shown(GUILD, HERE.channel_id)
     assert key in shown.unused and key not in shown.channel
     assert f"channel {key} = " in (listed := "\n".join(config_lines(shown, "channel")))
     assert "not used: one value per server" in listed
@@ -192,13 +192,13 @@ async def test_a_server_wide_setting_is_refused_on_a_channel_and_one_stored_ther
 
 async def test_outside_a_server_a_conversation_sets_server_wide_settings_on_itself(engine):
     dm = Scope.dm(7, 300)
-    await engine.set_setting("channel", dm.channel_id, "autonomy.enabled", True)
+    await engine.settings.set("channel", dm.channel_id, "autonomy.enabled", True)
     assert await engine.autonomy.due(dm)
 
 
 async def test_a_playbook_keeps_to_the_depth_its_channel_allows(engine):
-    await engine.set_setting("channel", HERE.channel_id, "stelis.max_depth", 0, GUILD)
+    await engine.settings.set("channel", HERE.channel_id, "stelis.max_depth", 0, GUILD)
     with pytest.raises(Failure, match=r"maximum depth 0 \(stelis.max_depth\)"):
-        await engine.run_playbook(HERE, "research", {"topic": "where the tide table is kept"})
-    done = await engine.run_playbook(THERE, "research", {"topic": "where the tide table is kept"})
-    assert done.thread_id == (await engine.thread_for(THERE)).id  # ran, and came back out of its thread
+        await engine.playbooks.run(HERE, "research", {"topic": "where the tide table is kept"})
+    done = await engine.playbooks.run(THERE, "research", {"topic": "where the tide table is kept"})
+    assert done.thread_id == (await engine.stelis.root(THERE)).id  # ran, and came back out of its thread

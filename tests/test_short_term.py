@@ -58,18 +58,18 @@ async def world(make_config):
     engine = await Engine.open(config, llm, clock)
     for scope, name, public in ((GENERAL, "general", True), (RANDOM, "random", True), (SECRET, "secret", False),
                                 (OTHER_GUILD, "elsewhere", True)):
-        await engine.describe_channel(scope, name=name, public=public)
+        await engine.admin.describe(scope, name=name, public=public)
     yield engine, clock, llm
     await engine.close()
 
 
 async def say(engine, scope, *texts, name="mahe"):
     for text in texts:
-        await engine.hear(scope, text, author_name=name)
+        await engine.conversations.hear(scope, text, author_name=name)
 
 
 async def versions(engine, scope, type_="short_term"):
-    return await engine.memory_history(scope, type_)
+    return await engine.admin.history(scope, type_)
 
 
 async def test_the_first_message_writes_no_version_until_the_conversation_idles(world):
@@ -175,35 +175,35 @@ async def test_a_workspace_merge_the_model_failed_is_tried_again_at_the_next_sca
 
 async def test_pinned_facts_survive(world):
     engine, clock, llm = world
-    await engine.memory_pin(GENERAL, "Mahe's birthday is 03-14")
+    await engine.admin.pin(GENERAL, "Mahe's birthday is 03-14")
     await say(engine, GENERAL, "talking about the weather")
     await idle(engine, clock)
-    view = await engine.memory_view(GENERAL)
+    view = await engine.admin.view(GENERAL)
     assert "Mahe's birthday is 03-14" in view.short_term[-1].content
     assert "Mahe's birthday is 03-14" in view.long_term.content
     assert "Pinned facts: keep each" in llm.requests[0].turns[0].blocks[0].text
-    assert await engine.memory_pin(GENERAL, "Mahe's birthday is 03-14", pinned=False)
+    assert await engine.admin.pin(GENERAL, "Mahe's birthday is 03-14", pinned=False)
     with pytest.raises(MemoryAdminError, match="cannot be empty"):
-        await engine.memory_pin(GENERAL, "  ")
+        await engine.admin.pin(GENERAL, "  ")
 
 
 async def test_edit_rollback_regenerate_and_pause(world):
     engine, clock, _ = world
     await first_version(engine, clock)
-    edited = await engine.memory_edit(GENERAL, "corrected memory")
+    edited = await engine.admin.edit(GENERAL, "corrected memory")
     assert edited.version == 2 and edited.metadata["edited_from"] == 1
-    rolled = await engine.memory_rollback(GENERAL, 1)
+    rolled = await engine.admin.rollback(GENERAL, 1)
     assert rolled.version == 3 and rolled.content == (await versions(engine, GENERAL))[0].content
     with pytest.raises(MemoryAdminError, match="no short-term memory version 9"):
-        await engine.memory_rollback(GENERAL, 9)
-    regenerated = await engine.memory_regenerate(GENERAL)  # nothing new: re-summarise the latest range
+        await engine.admin.rollback(GENERAL, 9)
+    regenerated = await engine.admin.regenerate(GENERAL)  # nothing new: re-summarise the latest range
     assert regenerated.short_term.version == 4
-    await engine.memory_pause(GENERAL, True)
+    await engine.admin.pause(GENERAL, True)
     await say(engine, GENERAL, *[f"while paused {i}" for i in range(THRESHOLD)])
     clock.advance(IDLE)
     await engine.memory.run_due()
     assert len(await versions(engine, GENERAL)) == 4
-    await engine.memory_pause(GENERAL, False)
+    await engine.admin.pause(GENERAL, False)
     await engine.memory.run_due()
     assert len(await versions(engine, GENERAL)) == 5
 
@@ -247,7 +247,7 @@ async def test_a_crash_between_short_and_long_term_is_repaired(world):
         await idle(engine, clock)
     finally:
         Scripted.complete = original
-    ch = await engine.store.memory_channel((await engine.thread_for(GENERAL)).id)
+    ch = await engine.store.memory_channel((await engine.stelis.root(GENERAL)).id)
     assert ch.long_term_pending == 1 and len(await versions(engine, GENERAL)) == 1
     assert await versions(engine, GENERAL, "long_term") == []
     clock.advance(61)
@@ -258,7 +258,7 @@ async def test_a_crash_between_short_and_long_term_is_repaired(world):
 
 async def test_concurrent_version_allocation_never_collides(world):
     engine, _clock, _ = world
-    results = await asyncio.gather(*(engine.memory_edit(GENERAL, f"edit {i}") for i in range(20)))
+    results = await asyncio.gather(*(engine.admin.edit(GENERAL, f"edit {i}") for i in range(20)))
     assert sorted(r.version for r in results) == list(range(1, 21))
 
 
@@ -287,7 +287,7 @@ async def test_each_message_pushes_the_idle_timer_back(world):
     engine, clock, _ = world
     await engine.start_memory()
     await first_version(engine, clock)
-    thread_id = (await engine.thread_for(GENERAL)).id
+    thread_id = (await engine.stelis.root(GENERAL)).id
 
     def remaining() -> float:
         return (engine.scheduler.deadline(thread_id) - datetime.now(UTC)).total_seconds()
@@ -316,7 +316,7 @@ async def test_prompt_order_labels_and_isolation(world):
 
     def layers(scope):
         async def get():
-            request = (await engine.context((await engine.thread_for(scope)).id)).request
+            request = (await engine.conversations.context((await engine.stelis.root(scope)).id)).request
             return request.system[1].text if len(request.system) > 1 else ""
         return get()
 
@@ -334,7 +334,7 @@ async def test_prompt_order_labels_and_isolation(world):
     assert "Kyoto" in dm and "calculator_v2" not in dm and "Memory of this server" not in dm
     elsewhere = await layers(OTHER_GUILD)
     assert "Osaka" in elsewhere and "calculator_v2" not in elsewhere and "Tokyo" not in elsewhere
-    await engine.memory_share(SECRET, True)  # an admin opts the private channel in
+    await engine.admin.share(SECRET, True)  # an admin opts the private channel in
     assert "ISSUE-99" in await layers(GENERAL)
 
 
@@ -342,9 +342,9 @@ async def test_per_channel_overrides_are_validated_and_used(world):
     engine, clock, _ = world
     from bot.config import ConfigError
 
-    await engine.set_setting("channel", 101, "short_term_history.message_threshold", 2)
+    await engine.settings.set("channel", 101, "short_term_history.message_threshold", 2)
     with pytest.raises(ConfigError, match=r"short_term_history.message_threshold = 1 \(from override\)"):
-        await engine.set_setting("channel", 101, "short_term_history.message_threshold", 1)
+        await engine.settings.set("channel", 101, "short_term_history.message_threshold", 1)
     await first_version(engine, clock, RANDOM)
     await say(engine, RANDOM, "a", "b")  # two messages reach this channel's threshold
     await engine.memory.run_due()
@@ -364,18 +364,18 @@ async def test_a_discord_threads_short_term_memory_is_overwritten_in_place(world
     from memory.threads import Run
 
     engine, clock, _ = world
-    root = await engine.thread_for(GENERAL)
+    root = await engine.stelis.root(GENERAL)
     backed = await threads.start(engine.store, Run(root.id), "thread in Discord", StelisSettings(),
                                  discord_thread_id=555)
     for text in ("first thread talk about Kyoto", "second thread talk about Nara"):
-        await engine.hear(GENERAL, text, author_name="mahe", thread_id=backed.id)
+        await engine.conversations.hear(GENERAL, text, author_name="mahe", thread_id=backed.id)
         clock.advance(IDLE)
         await engine.memory.run_due()
     records = await engine.store.recent_records("Stelis", "thread", 555, "short_term", 10)
     assert len(records) == 1 and records[0].version == 1
     assert "Nara" in records[0].content
     assert await engine.store.recent_records("Stelis", "workspace", 10, "short_term", 10) == []
-    layers = (await engine.context(backed.id)).request.system[1].text
+    layers = (await engine.conversations.context(backed.id)).request.system[1].text
     assert "# Memory of this Discord thread" in layers and "Nara" in layers
 
 
@@ -437,8 +437,8 @@ async def test_regenerating_twice_writes_no_copy(make_config):
 
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
     await say(engine, GENERAL, "the Kyoto trip is on 3 May", "Ben books the ryokan")
-    first = await engine.memory_regenerate(GENERAL)
-    again = await engine.memory_regenerate(GENERAL)  # same messages, same model: the same text
+    first = await engine.admin.regenerate(GENERAL)
+    again = await engine.admin.regenerate(GENERAL)  # same messages, same model: the same text
     assert first.short_term is not None and again.short_term is None
     assert len(await versions(engine, GENERAL)) == 1
     await engine.close()
@@ -448,10 +448,10 @@ async def test_shared_channels_come_from_the_query_most_recent_first_and_bounded
     engine, clock, _ = world
     for i in range(30):
         scope = Scope.channel(10, 1_000 + i)
-        await engine.describe_channel(scope, name=f"c{i}", public=i % 3 != 0)  # every third one private
+        await engine.admin.describe(scope, name=f"c{i}", public=i % 3 != 0)  # every third one private
         await say(engine, scope, f"message in c{i}")
         clock.advance(1)
-    await engine.memory_share(Scope.channel(10, 1_001), False)  # public, but opted out of sharing
+    await engine.admin.share(Scope.channel(10, 1_001), False)  # public, but opted out of sharing
     found = await engine.store.shared_channels(engine.persona, 10, limit=5, besides=1_029)
     assert [c.channel_id for c in found] == [1_028, 1_026, 1_025, 1_023, 1_022]
     everything = await engine.store.shared_channels(engine.persona, 10)
@@ -466,8 +466,8 @@ async def test_memory_is_written_by_the_light_model_unless_a_channel_asks_for_th
     from bot.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"memory\.tier"):
-        await engine.set_setting("channel", 101, "memory.tier", "huge")
-    await engine.set_setting("channel", 101, "memory.tier", "standard")
+        await engine.settings.set("channel", 101, "memory.tier", "huge")
+    await engine.settings.set("channel", 101, "memory.tier", "standard")
     before = len(llm.requests)
     await first_version(engine, clock, RANDOM)
     short_term = [r for r in llm.requests[before:] if "short-term memory of this conversation" in
@@ -481,14 +481,14 @@ async def test_memory_layers_hold_still_between_cuts_but_a_pin_or_an_erasure_sho
     engine, clock, llm = world
     await say(engine, GENERAL, "general fact calculator_v2")
     await say(engine, RANDOM, "random fact Tokyo", name="kai")
-    await engine.hear(RANDOM, "kai's own fact ISSUE-7", author_name="kai", author_id=77)
+    await engine.conversations.hear(RANDOM, "kai's own fact ISSUE-7", author_name="kai", author_id=77)
     await say(engine, SECRET, "secret fact ISSUE-99")
     await idle(engine, clock)
-    secret = (await engine.thread_for(SECRET)).id
+    secret = (await engine.stelis.root(SECRET)).id
 
     async def layers() -> str:
         await say(engine, SECRET, "and another thing")
-        await engine.reply(secret)
+        await engine.conversations.reply(secret)
         request = next(r for r in reversed(llm.requests) if r.purpose != "summary")
         return request.system[1].text
 
@@ -502,18 +502,18 @@ async def test_memory_layers_hold_still_between_cuts_but_a_pin_or_an_erasure_sho
     assert await most_recent_first() == ["general", "random"]  # read afresh, the layers would reorder
     assert await layers() == before
 
-    await engine.memory_pin(SECRET, "the launch is on Friday")
+    await engine.admin.pin(SECRET, "the launch is on Friday")
     pinned = await layers()
     assert "the launch is on Friday" in pinned
 
-    await engine.forget_person(77, guild_id=10)
+    await engine.forgetting.forget_person(77, guild_id=10)
     assert "ISSUE-7" in pinned and "ISSUE-7" not in await layers()
 
 
 async def test_a_channel_another_worker_holds_is_left_to_it(world):
     engine, clock, _ = world
     await say(engine, GENERAL, "I am Mahe, building calculator_v2")
-    thread_id = (await engine.thread_for(GENERAL)).id
+    thread_id = (await engine.stelis.root(GENERAL)).id
     assert await engine.store.claim_due(clock(), "another-process", 600, 1, thread_id=thread_id)
     skipped = await engine.memory.run_channel(thread_id, force=True)
     assert skipped.short_term is None and skipped.error is None
@@ -531,7 +531,7 @@ async def test_a_workspace_merge_another_process_holds_is_left_to_it(world):
     assert await engine.store.latest_record("Stelis", "workspace", 10, "long_term") is None
     await engine.store.release("workspace:Stelis:10", "another-process")
     await say(engine, GENERAL, "I am Mahe, building calculator_v2")
-    await engine.memory.run_channel((await engine.thread_for(GENERAL)).id, force=True)
+    await engine.memory.run_channel((await engine.stelis.root(GENERAL)).id, force=True)
     await engine.memory._workspace("Stelis", 10)
     assert await engine.store.latest_record("Stelis", "workspace", 10, "long_term") is not None
 
@@ -560,11 +560,11 @@ async def test_a_channel_memory_saved_while_another_process_merges_is_merged_by_
         workers.append(worker)
     a, b = workers
     await say(engine, GENERAL, "I am Mahe, building calculator_v2")
-    await a.run_channel((await engine.thread_for(GENERAL)).id, force=True)
+    await a.run_channel((await engine.stelis.root(GENERAL)).id, force=True)
     merging = asyncio.create_task(a._workspace("Stelis", 10))
     await asyncio.wait_for(slow.merging.wait(), 5)  # a has read #general's memory and waits on the model
     await say(engine, RANDOM, "random talks about Tokyo")
-    await b.run_channel((await engine.thread_for(RANDOM)).id, force=True)
+    await b.run_channel((await engine.stelis.root(RANDOM)).id, force=True)
     await b._workspace("Stelis", 10)  # held by a: b leaves it
     assert not any("this server" in r.turns[-1].blocks[-1].text for r in quick.requests)
     slow.go.set()
@@ -581,7 +581,7 @@ async def test_a_channel_memory_saved_while_another_process_merges_is_merged_by_
 async def test_a_save_over_a_range_another_worker_saved_first_writes_nothing(world):
     engine, clock, _ = world
     await say(engine, GENERAL, "I am Mahe, building calculator_v2")
-    thread_id = (await engine.thread_for(GENERAL)).id
+    thread_id = (await engine.stelis.root(GENERAL)).id
     read_before = await engine.store.memory_channel(thread_id)  # a slow worker read this, then its lease ran out
     assert (await engine.memory.run_channel(thread_id, force=True)).short_term is not None
     with pytest.raises(StaleUpdate):
@@ -595,7 +595,7 @@ async def test_a_claim_left_by_a_crash_does_not_hold_the_conversation_back_after
     config = memory_config(make_config)
     engine = await Engine.open(config, Scripted(), clock)
     await say(engine, GENERAL, "I am Mahe, building calculator_v2")
-    thread_id = (await engine.thread_for(GENERAL)).id
+    thread_id = (await engine.stelis.root(GENERAL)).id
     assert await engine.store.claim_due(clock(), "a-process-that-crashed", 900, 1, thread_id=thread_id)
     await engine.close()
     engine = await Engine.open(config, Scripted(), clock)  # the bot alone holds the database again
@@ -637,9 +637,10 @@ async def test_an_edit_replaces_what_it_edits_and_a_rollback_hides_what_came_aft
     async def seen() -> str:
         """What a prompt carries of memory, and what recall finds of it (the words said stay what they were: the
         message is the person's, and /forget is what erases it)."""
-        request = (await engine.preview(GENERAL, "where does mahe live?", author_name="mahe")).request
+        request = (await engine.conversations.preview(GENERAL, "where does mahe live?", author_name="mahe")).request
         memory = "\n".join(b.text for b in request.system[1:])
-        recalled = " ".join(h.text for h in await engine.recall(GENERAL, "mahe lives where") if h.kind == "memory")
+        recalled = " ".join(h.text for h in await engine.archive.recall(GENERAL,
+                                                                        "mahe lives where") if h.kind == "memory")
         return memory + "\n" + recalled
 
     async def long_term() -> str:
@@ -647,21 +648,21 @@ async def test_an_edit_replaces_what_it_edits_and_a_rollback_hides_what_came_aft
 
     try:
         await say(engine, GENERAL, "I live in Paris near the canal", "the weather is grey today")
-        await engine.memory_regenerate(GENERAL)
+        await engine.admin.regenerate(GENERAL)
         assert "Paris" in await seen() and "Paris" in await long_term()
 
-        edited = await engine.memory_edit(GENERAL, "mahe lives in Lyon.")
+        edited = await engine.admin.edit(GENERAL, "mahe lives in Lyon.")
         assert "Lyon" in await seen() and "Paris" not in await seen()
         assert "Lyon" in await long_term() and "Paris" not in await long_term()
         history = await versions(engine, GENERAL)
         assert [r.hidden_by for r in history] == [edited.version, None]
         assert "replaced by v2" in history_line(history[0])
 
-        await engine.memory_rollback(GENERAL, 1)  # back to Paris: the edit is hidden, kept in history
+        await engine.admin.rollback(GENERAL, 1)  # back to Paris: the edit is hidden, kept in history
         assert "Paris" in await seen() and "Lyon" not in await seen() and "Lyon" not in await long_term()
         assert [r.hidden_by for r in await versions(engine, GENERAL)] == [2, 3, None]  # v3 is v1 again
 
-        await engine.memory_rollback(GENERAL, 2)  # a hidden version is restorable
+        await engine.admin.rollback(GENERAL, 2)  # a hidden version is restorable
         assert "Lyon" in await seen() and "Paris" not in await seen()
     finally:
         await engine.close()
@@ -676,18 +677,18 @@ async def test_a_rollback_after_someone_is_forgotten_brings_none_of_their_words_
                          snapshots={"interval_seconds": 0}, database=database)
     engine = await Engine.open(config, OfflineLLM(), clock)
     try:
-        await engine.hear(GENERAL, "my bank pin is quillwort-8812", author_name="kai", author_id=77)
+        await engine.conversations.hear(GENERAL, "my bank pin is quillwort-8812", author_name="kai", author_id=77)
         await say(engine, GENERAL, "the team lunch is on Friday")
-        await engine.memory_regenerate(GENERAL)
+        await engine.admin.regenerate(GENERAL)
         assert "quillwort" in (await versions(engine, GENERAL))[0].content
-        await engine.memory_edit(GENERAL, "the team lunch is on Friday.")
-        await engine.forget_person(77, guild_id=10)
+        await engine.admin.edit(GENERAL, "the team lunch is on Friday.")
+        await engine.forgetting.forget_person(77, guild_id=10)
         assert [r.hidden_by for r in await versions(engine, GENERAL)] == [None]  # the replaced one went whole
-        await engine.memory_rollback(GENERAL, 1)  # v1 now is what forget-me wrote again: kai's words are not in it
+        await engine.admin.rollback(GENERAL, 1)  # v1 now is what forget-me wrote again: kai's words are not in it
         kept = [r.content for t in ("short_term", "long_term") for r in await versions(engine, GENERAL, t)]
         assert kept and any("team lunch" in text for text in kept)
-        request = (await engine.preview(GENERAL, "what is kai's bank pin?", author_name="mahe")).request
-        recalled = await engine.recall(GENERAL, "quillwort bank pin")
+        request = (await engine.conversations.preview(GENERAL, "what is kai's bank pin?", author_name="mahe")).request
+        recalled = await engine.archive.recall(GENERAL, "quillwort bank pin")
         assert not any("quillwort" in text for text in kept)
         assert "quillwort" not in str(request) and not any("quillwort" in h.text for h in recalled)
     finally:

@@ -91,7 +91,7 @@ def scope() -> Scope:
 
 async def test_memory_commands(admin):
     cog, engine = admin
-    await engine.hear(scope(), "I am Mahe and I build calculator_v2", author_name="mahe")
+    await engine.conversations.hear(scope(), "I am Mahe and I build calculator_v2", author_name="mahe")
     assert "No memory written yet." in said(await run(cog.memory_show, cog))
     regenerated = await run(cog.memory_regenerate, cog)
     assert regenerated.response.deferred == (True, True)  # deferred at once: the model may be slow
@@ -104,7 +104,7 @@ async def test_memory_commands(admin):
     assert "v2 written" in said(await run(cog.memory_edit, cog, "corrected by an admin"))
     assert "Version 1 is current again, as v3." in said(await run(cog.memory_rollback, cog, 1))
     assert "paused" in said(await run(cog.memory_pause, cog))
-    assert (await engine.memory_view(scope())).channel.paused == 1
+    assert (await engine.admin.view(scope())).channel.paused == 1
     assert "resumed" in said(await run(cog.memory_resume, cog))
     assert "Unpinned: Mahe likes tea" in said(await run(cog.memory_unpin, cog, "Mahe likes tea"))
 
@@ -124,7 +124,7 @@ async def test_a_member_without_manage_server_is_refused_and_nothing_changes(adm
                           (cog.memory_unpin, ("x",)), (cog.config_set, ("channel", "stelis.max_depth", "2")),
                           (cog.config_reset, ("channel", "stelis.max_depth")), (cog.persona_set, ("evil card",))):
         assert "needs the Manage Server permission" in said(await run(command, cog, *args, as_admin=False))
-    view = await engine.memory_view(scope())
+    view = await engine.admin.view(scope())
     assert view.pins == [] and view.short_term == [] and view.channel.paused == 0
     assert await engine.store.settings("channel", channel().id) == {}
     # members may still read this channel's memory
@@ -156,7 +156,7 @@ async def test_config_and_persona_commands(admin):
     cog, engine = admin
     assert "Set discord.reply_policy = 'chat' for this channel." in said(
         await run(cog.config_set, cog, "channel", "discord.reply_policy", "chat"))
-    assert await engine.reply_policy(channel().guild.id, channel().id) == "chat"
+    assert await engine.settings.reply_policy(channel().guild.id, channel().id) == "chat"
     shown = said(await run(cog.config_show, cog))
     assert "discord.reply_policy = 'chat'" in shown and "channel discord.reply_policy = 'chat'" in shown
     bad = said(await run(cog.config_set, cog, "guild", "short_term_history.message_threshold", "1"))
@@ -168,15 +168,15 @@ async def test_config_and_persona_commands(admin):
     assert "had no override here" in said(await run(cog.config_reset, cog, "channel", "discord.reply_policy"))
     assert "Persona card updated" in said(await run(cog.persona_set, cog, "You are Stelis, a pirate."))
     assert "a pirate" in said(await run(cog.persona_show, cog))
-    root = await engine.thread_for(scope())
-    assert "a pirate" in (await engine.context(root.id)).request.system[0].text  # the card reaches the prompt
+    root = await engine.stelis.root(scope())
+    assert "a pirate" in (await engine.conversations.context(root.id)).request.system[0].text  # the card, in the prompt
 
 
 async def test_autocomplete_offers_at_most_25_valid_choices(admin):
     cog, engine = admin
     for i in range(30):
-        await engine.memory_edit(scope(), f"version text {i}")
-        await engine.memory_pin(scope(), f"fact {i}")
+        await engine.admin.edit(scope(), f"version text {i}")
+        await engine.admin.pin(scope(), f"fact {i}")
     it = interaction()
     versions = await cog._versions(it, "")
     assert 0 < len(versions) <= 25 and all(isinstance(c.value, int) for c in versions)
@@ -193,8 +193,8 @@ async def test_reading_another_channels_memory_needs_to_see_it(admin):
     cog, engine = admin
     guild = channel().guild
     hidden = backend.make_text_channel("staff-only", guild)
-    await engine.hear(Scope.channel(guild.id, hidden.id), "staff secret ISSUE-9", author_name="boss")
-    await engine.memory_regenerate(Scope.channel(guild.id, hidden.id))
+    await engine.conversations.hear(Scope.channel(guild.id, hidden.id), "staff secret ISSUE-9", author_name="boss")
+    await engine.admin.regenerate(Scope.channel(guild.id, hidden.id))
     assert "ISSUE-9" in said(await run(cog.memory_show, cog, hidden))  # an admin reads any channel
     it = interaction(admin=False)
     it.user = guild.get_member(member().id)
@@ -203,8 +203,8 @@ async def test_reading_another_channels_memory_needs_to_see_it(admin):
     await cog.memory_history.callback(cog, it, hidden)
     assert "You cannot see #staff-only" in said(it) and "ISSUE-9" not in said(it)
     visible = backend.make_text_channel("lobby", guild)
-    await engine.hear(Scope.channel(guild.id, visible.id), "lobby talk about Tokyo", author_name="kai")
-    await engine.memory_regenerate(Scope.channel(guild.id, visible.id))
+    await engine.conversations.hear(Scope.channel(guild.id, visible.id), "lobby talk about Tokyo", author_name="kai")
+    await engine.admin.regenerate(Scope.channel(guild.id, visible.id))
     it = interaction(admin=False)
     it.user = guild.get_member(member().id)
     await cog.memory_show.callback(cog, it, visible)
@@ -213,8 +213,8 @@ async def test_reading_another_channels_memory_needs_to_see_it(admin):
 
 async def test_recall_answers_ephemerally_with_date_speaker_and_place(admin):
     cog, engine = admin
-    await engine.hear(scope(), "the calculator_v2 deadline is 14 March", author_name="mahe")
-    await engine.hear(scope(), "nice weather today", author_name="ben")
+    await engine.conversations.hear(scope(), "the calculator_v2 deadline is 14 March", author_name="mahe")
+    await engine.conversations.hear(scope(), "nice weather today", author_name="ben")
     found = said(await run(cog.recall, cog, "calculator deadline", as_admin=False))  # reading needs no admin
     assert "mahe (this conversation): the calculator_v2 deadline is 14 March" in found and "weather" not in found
     assert "Nothing found for 'zebra'" in said(await run(cog.recall, cog, "zebra"))
@@ -228,8 +228,8 @@ async def test_memory_reads_stay_in_the_callers_server_and_create_nothing(admin)
     other_guild = backend.make_guild("elsewhere")
     foreign = backend.make_text_channel("their-secrets", other_guild)
     theirs = Scope.channel(other_guild.id, foreign.id)
-    await engine.hear(theirs, "their launch code is ZEBRA-77", author_name="them")
-    await engine.memory_regenerate(theirs)
+    await engine.conversations.hear(theirs, "their launch code is ZEBRA-77", author_name="them")
+    await engine.admin.regenerate(theirs)
     for command in (cog.memory_show, cog.memory_history):
         answer = said(await run(command, cog, foreign))  # even an admin, but of this server only
         assert "not in this server" in answer and "ZEBRA" not in answer
@@ -245,12 +245,12 @@ async def test_config_values_are_read_as_their_keys_type_never_as_yaml(admin):
     cog, engine = admin
     assert "Set discord.reply_policy = 'off'" in said(
         await run(cog.config_set, cog, "channel", "discord.reply_policy", "off"))  # YAML would make it False
-    assert await engine.reply_policy(channel().guild.id, channel().id) == "off"
+    assert await engine.settings.reply_policy(channel().guild.id, channel().id) == "off"
     card = "# Stelis\nrole: a guide: kind, brief  # not a comment"
     assert "Set persona.card" in said(await run(cog.config_set, cog, "channel", "persona.card", card))
-    assert (await engine.settings_for(channel().guild.id, channel().id)).persona.card == card
+    assert (await engine.settings.effective(channel().guild.id, channel().id)).persona.card == card
     said(await run(cog.config_set, cog, "channel", "stelis.max_depth", "3"))
-    assert (await engine.settings_for(channel().guild.id, channel().id)).stelis.max_depth == 3
+    assert (await engine.settings.effective(channel().guild.id, channel().id)).stelis.max_depth == 3
 
     refused = said(await run(cog.config_set, cog, "channel", "stelis.max_depth", ALIAS_BOMB))
     assert "Not set:" in refused and "stelis.max_depth" in refused and len(refused) < 400
@@ -261,20 +261,20 @@ async def test_config_values_are_read_as_their_keys_type_never_as_yaml(admin):
 async def test_forget_me_and_optout_answer_ephemerally(admin):
     cog, engine = admin
     me = member()
-    await engine.hear(scope(), "my locker code is quokka-5521", author_name="me", author_id=me.id)
+    await engine.conversations.hear(scope(), "my locker code is quokka-5521", author_name="me", author_id=me.id)
     it = interaction(admin=False)
     it.user = me
     await cog.memory_forget_me.callback(cog, it)
     assert it.response.deferred == (True, True) and "Forgot 1 message(s) of yours" in said(it)
     # a word, not a bare number: the request's repr holds timestamps, whose digits may contain any four
-    assert "quokka" not in str(await engine.context((await engine.thread_for(scope())).id))
+    assert "quokka" not in str(await engine.conversations.context((await engine.stelis.root(scope())).id))
     refused = await run(cog.memory_forget, cog, me, as_admin=False)
     assert "Manage Server" in said(refused)  # forgetting someone else is for admins
     it = interaction(admin=False)
     it.user = me
     await cog.memory_optout.callback(cog, it)
     assert "don't keep or read" in said(it)
-    assert await engine.hear(scope(), "not kept", author_name="me", author_id=me.id) is None
+    assert await engine.conversations.hear(scope(), "not kept", author_name="me", author_id=me.id) is None
 
 
 @pytest.fixture
@@ -311,12 +311,12 @@ async def test_playbook_commands(books):
 
 async def test_a_playbook_speaks_and_posts_in_the_channel_through_the_cogs(books):
     _, engine = books
-    await engine.hear(scope(), "we ship on Friday", author_name="mahe")
-    done = await engine.run_playbook(scope(), "meta_user", {})
+    await engine.conversations.hear(scope(), "we ship on Friday", author_name="mahe")
+    done = await engine.playbooks.run(scope(), "meta_user", {})
     posted = dpytest.get_message()
     assert posted.content == done.outputs["reply"] and posted.channel.id == channel().id
-    root = await engine.thread_for(scope())
-    last = await engine.last_message(root.id)
+    root = await engine.stelis.root(scope())
+    last = await engine.conversations.last_message(root.id)
     assert last is not None and last.role == "assistant" and last.content == done.outputs["reply"]  # remembered
 
 
@@ -334,7 +334,7 @@ async def test_the_persona_opens_a_thread_and_posts_through_its_tools(books, mon
         return SimpleNamespace(name=name, id=4242)
 
     monkeypatch.setattr(discord.TextChannel, "create_thread", create_thread)
-    root = await engine.thread_for(scope())
+    root = await engine.stelis.root(scope())
     box = engine.conversations.toolbox
     said = await box.answer(ToolCall("t1", "post_message", {"text": "Good morning, all."}), scope_of(root),
                             root.id, ["post_message"])
@@ -398,8 +398,8 @@ async def test_a_character_card_becomes_the_servers_persona_card_and_goes_back_o
     done = said(await run(cog.persona_import, cog, card))
     assert "Persona card updated for this server from Seraphina's character card" in done
     assert "guardian of the glade" in said(await run(cog.persona_show, cog))
-    root = await engine.thread_for(scope())
-    assert "Seraphina is a guardian" in (await engine.context(root.id)).request.system[0].text
+    root = await engine.stelis.root(scope())
+    assert "Seraphina is a guardian" in (await engine.conversations.context(root.id)).request.system[0].text
 
     junk = MagicMock(spec=discord.Attachment, filename="notes.txt")
     junk.read = AsyncMock(return_value=b"just notes")

@@ -89,9 +89,9 @@ async def test_import_refuses_a_database_that_already_has_the_thread(tmp_path, s
 async def test_engine_writes_snapshots_of_changed_threads_at_shutdown(make_config):
     config = make_config(snapshots={"interval_seconds": 0})
     engine = await Engine.open(config, OfflineLLM())
-    root = await engine.thread_for(Scope.console())
-    await engine.hear(Scope.console(), "remember me", author_name="m")
-    await engine.reply(root.id)
+    root = await engine.stelis.root(Scope.console())
+    await engine.conversations.hear(Scope.console(), "remember me", author_name="m")
+    await engine.conversations.reply(root.id)
     await engine.close()
     written = json.loads((config.data_dir / "snapshots" / f"thread-{root.id}.json").read_text())
     assert written["messages"][0]["content"] == "remember me"

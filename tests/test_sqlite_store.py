@@ -246,7 +246,7 @@ async def test_the_background_indexer_keeps_recalls_index_in_few_segments(make_c
         return (await engine.store._one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
 
     for i in range(30):  # a quiet channel: each message indexed on its own, a new segment each time
-        await engine.hear(scope, f"the quokka count is {i}", author_name="mahe")
+        await engine.conversations.hear(scope, f"the quokka count is {i}", author_name="mahe")
         for _ in range(200):
             await asyncio.sleep(0.005)
             if engine.store.unindexed == 0:

@@ -57,7 +57,7 @@ async def test_an_answer_that_is_not_the_json_asked_for_is_asked_again_once_with
     llm = Scripted(REAL["react_check_not_json"]["text"], '{"react": "no", "why": "nobody asked"}')
     engine = await _engine(make_config, tmp_path, llm)
     try:
-        done = await engine.run_playbook(HERE, "judge", {})
+        done = await engine.playbooks.run(HERE, "judge", {})
     finally:
         await engine.close()
     assert done.outputs["check"] == {"react": "no", "why": "nobody asked"}
@@ -72,7 +72,7 @@ async def test_an_answer_cut_off_at_the_length_limit_is_asked_again_shorter(make
     llm = Scripted(cut, '{"react": "no", "why": "quiet"}')
     engine = await _engine(make_config, tmp_path, llm)
     try:
-        done = await engine.run_playbook(HERE, "judge", {})
+        done = await engine.playbooks.run(HERE, "judge", {})
     finally:
         await engine.close()
     assert done.outputs["check"]["why"] == "quiet"
@@ -102,7 +102,7 @@ async def test_a_value_outside_the_schema_is_not_an_answer_either(make_config, t
     llm = Scripted('{"react": "maybe", "why": "unsure"}', '{"react": "yes", "why": "kai asked"}')
     engine = await _engine(make_config, tmp_path, llm)
     try:
-        done = await engine.run_playbook(HERE, "judge", {})
+        done = await engine.playbooks.run(HERE, "judge", {})
     finally:
         await engine.close()
     assert done.outputs["check"]["react"] == "yes"
@@ -114,8 +114,8 @@ async def test_two_unusable_answers_end_the_step_with_an_error_that_says_so(make
     engine = await _engine(make_config, tmp_path, llm)
     try:
         with pytest.raises(PlaybookError, match="node check: twice no usable answer"):
-            await engine.run_playbook(HERE, "judge", {})
-        runs = await engine.playbook_runs(HERE)
+            await engine.playbooks.run(HERE, "judge", {})
+        runs = await engine.playbooks.runs(HERE)
     finally:
         await engine.close()
     assert runs[0].run.status == "failed" and len([r for r in llm.requests if r.response_schema]) == 2
@@ -126,7 +126,7 @@ async def test_on_anthropic_a_json_answer_is_a_forced_tool_call(make_config, tmp
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
     engine = await _engine(make_config, tmp_path, llm)
     try:
-        done = await engine.run_playbook(HERE, "judge", {})
+        done = await engine.playbooks.run(HERE, "judge", {})
     finally:
         await engine.close()
     body = fake_anthropic.calls[-1].body

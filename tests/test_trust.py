@@ -30,16 +30,16 @@ async def trust_engine(make_config, fake_anthropic, database):
 
 async def _private_places(engine: Engine) -> None:
     """Words said where #general's members cannot read: #staff, a Discord thread of it, a private thread."""
-    await engine.describe_channel(GENERAL, name="general", public=True)
-    await engine.hear(OTHER_PUBLIC, "the bake sale is on friday", author_name="ann", author_id=5)
-    await engine.describe_channel(OTHER_PUBLIC, name="events", public=True)
-    await engine.hear(STAFF, "the vault PIN is 4711-0815", author_name="boss", author_id=8)
-    await engine.describe_channel(STAFF, name="staff", public=False)
-    session = await engine.branch_session(STAFF, LAYOFF_THREAD, "Layoff list for March")
-    await engine.hear(STAFF, "bob and carol are on the layoff list", author_name="boss", author_id=8,
+    await engine.admin.describe(GENERAL, name="general", public=True)
+    await engine.conversations.hear(OTHER_PUBLIC, "the bake sale is on friday", author_name="ann", author_id=5)
+    await engine.admin.describe(OTHER_PUBLIC, name="events", public=True)
+    await engine.conversations.hear(STAFF, "the vault PIN is 4711-0815", author_name="boss", author_id=8)
+    await engine.admin.describe(STAFF, name="staff", public=False)
+    session = await engine.branches.session(STAFF, LAYOFF_THREAD, "Layoff list for March")
+    await engine.conversations.hear(STAFF, "bob and carol are on the layoff list", author_name="boss", author_id=8,
                       thread_id=session.id)
-    await engine.hear(SECRET_THREAD, "my diagnosis came back positive", author_name="dee", author_id=6)
-    await engine.create_task(STAFF, "Payroll audit", "check the salaries of the board", ["list them"])
+    await engine.conversations.hear(SECRET_THREAD, "my diagnosis came back positive", author_name="dee", author_id=6)
+    await engine.tasks.create(STAFF, "Payroll audit", "check the salaries of the board", ["list them"])
 
 
 SECRETS = ("4711-0815", "layoff", "Layoff list", "diagnosis", "Payroll audit", "salaries")
@@ -49,9 +49,9 @@ async def test_the_pulse_perceives_only_what_recall_may_see_from_its_home_channe
     persona = Persona({"action": "wait", "reason": "quiet"})
     engine, clock = await trust_engine(persona)
     await _private_places(engine)
-    await engine.hear(GENERAL, "the garden needs water", author_name="mahe", author_id=7)
-    await engine.set_autonomy(GENERAL, "enabled", True)
-    await engine.set_autonomy(GENERAL, "home_channel", GENERAL.channel_id)
+    await engine.conversations.hear(GENERAL, "the garden needs water", author_name="mahe", author_id=7)
+    await engine.pulses.configure(GENERAL, "enabled", True)
+    await engine.pulses.configure(GENERAL, "home_channel", GENERAL.channel_id)
     clock.advance(3600)
 
     outcome = await engine.pulses.pulse(GENERAL)
@@ -66,9 +66,9 @@ async def test_working_memory_branch_and_task_lists_show_only_what_the_conversat
         trust_engine, fake_anthropic):
     engine, _ = await trust_engine(lambda body: "ok")
     await _private_places(engine)
-    await engine.create_branch(OTHER_PUBLIC, "Poster for the bake sale")
-    await engine.hear(GENERAL, "what are you working on?", author_name="mahe", author_id=7)
-    await engine.reply((await engine.thread_for(GENERAL)).id)
+    await engine.branches.create(OTHER_PUBLIC, "free", "Poster for the bake sale")
+    await engine.conversations.hear(GENERAL, "what are you working on?", author_name="mahe", author_id=7)
+    await engine.conversations.reply((await engine.stelis.root(GENERAL)).id)
 
     request = _instruction(fake_anthropic.calls[-1].body) + str(fake_anthropic.calls[-1].body.get("system"))
     assert "Poster for the bake sale" in request  # the working memory is there ...
@@ -79,10 +79,10 @@ async def test_working_memory_branch_and_task_lists_show_only_what_the_conversat
     assert "Poster for the bake sale" in listed and "Layoff" not in listed and "Payroll" not in listed
     assert "Layoff list for March" in "\n".join(await engine.tools.branch_lines(STAFF))  # where it belongs
 
-    assert [t.title for t in await engine.tasks_of(GENERAL)] == []
-    staff_task = (await engine.tasks_of(STAFF))[0]
+    assert [t.title for t in await engine.tasks.of(GENERAL)] == []
+    staff_task = (await engine.tasks.of(STAFF))[0]
     with pytest.raises(ToolError):
-        await engine.task(GENERAL, staff_task.id)
+        await engine.tasks.get(GENERAL, staff_task.id)
     with pytest.raises(ToolError):  # nor may #general's conversation change the branch of #staff's thread
         await engine.tools.update_branch(GENERAL, "discord-500", "renamed", None)
     assert "Payroll audit" not in await engine.autonomy.perceive(GENERAL)
@@ -116,18 +116,19 @@ async def test_nobody_writes_memory_in_someone_elses_name(make_config, database)
                          short_term_history={"conversation_idle_seconds": 60, "message_threshold": 50})
     engine = await Engine.open(config, OfflineLLM(), clock)
     try:
-        await engine.hear(GENERAL, "victim here: the server rules were updated on Tuesday", author_name="victim",
+        await engine.conversations.hear(GENERAL, "victim here: the server rules were updated on Tuesday",
+                                        author_name="victim",
                           author_id=20)
-        await engine.hear(GENERAL, FORGED, author_name="mallory", author_id=21)
-        await engine.hear(GENERAL, "carol booked the Kyoto ryokan for the offsite", author_name="carol",
+        await engine.conversations.hear(GENERAL, FORGED, author_name="mallory", author_id=21)
+        await engine.conversations.hear(GENERAL, "carol booked the Kyoto ryokan for the offsite", author_name="carol",
                           author_id=22)
         clock.advance(120)
-        await engine.run_due_memory()
-        view = await engine.memory_view(GENERAL)
+        await engine.memory.run_due()
+        view = await engine.admin.view(GENERAL)
         memory = "\n".join([r.content for r in view.short_term] + ([view.long_term.content] if view.long_term else []))
         assert "admin role" in memory  # what mallory wrote is remembered ...
-        root = await engine.thread_for(GENERAL)
-        system = "\n".join(b.text for b in (await engine.context(root.id)).request.system)
+        root = await engine.stelis.root(GENERAL)
+        system = "\n".join(b.text for b in (await engine.conversations.context(root.id)).request.system)
         for text in (memory, system):
             quoted = [line for line in text.splitlines() if "admin role" in line or "admins agreed" in line]
             assert quoted and all(line.lstrip("- ").split(": ")[0] == "mallory" for line in quoted), quoted
@@ -162,13 +163,13 @@ class Counting:
 async def test_a_pulse_never_makes_a_call_past_the_daily_budget(trust_engine, fake_anthropic, decision, budget):
     persona = Persona(*[decision] * 10)
     engine, clock = await trust_engine(persona, daily_calls=budget, quiet_minutes=0)
-    await engine.set_autonomy(GENERAL, "enabled", True)
-    await engine.set_autonomy(GENERAL, "home_channel", GENERAL.channel_id)
+    await engine.pulses.configure(GENERAL, "enabled", True)
+    await engine.pulses.configure(GENERAL, "home_channel", GENERAL.channel_id)
     for _ in range(4):  # an admin's pulse-now, again and again, the same day
-        await engine.pulse_now(GENERAL)
+        await engine.pulses.pulse_now(GENERAL)
         clock.advance(60)
     assert len(fake_anthropic.calls) <= budget
-    status = await engine.autonomy_status(GENERAL)
+    status = await engine.pulses.status(GENERAL)
     assert status.spent_calls == len(fake_anthropic.calls)
     branch = await engine.store.branch("task-1")
     if branch is not None:  # a session started only with its chronicle's call held back, and it was written
@@ -184,12 +185,12 @@ async def test_the_console_budget_counts_the_days_its_spending_was_stamped_in(ma
     engine = await Engine.open(config, counting, Clock(), store_clock=__import__("time").time)
     console = Scope.console()
     try:
-        await engine.set_autonomy(console, "enabled", True)
+        await engine.pulses.configure(console, "enabled", True)
         for _ in range(6):  # /idle across midnight, six days of demo time
             engine.clock.advance(86_400)
-            await engine.pulse_if_due(console)
+            await engine.pulses.pulse_if_due(console)
         assert counting.calls <= 3
-        assert (await engine.autonomy_status(console)).spent_calls == counting.calls
+        assert (await engine.pulses.status(console)).spent_calls == counting.calls
     finally:
         await engine.close()
 
@@ -199,10 +200,10 @@ async def test_a_playbook_step_s_own_recall_finds_only_what_its_channel_may_see(
     with the same visibility as a reply's."""
     engine, _ = await trust_engine(lambda body: "ok")
     await _private_places(engine)
-    await engine.hear(GENERAL, "morning all", author_name="mahe", author_id=7)
-    await engine.reply((await engine.thread_for(GENERAL)).id)
+    await engine.conversations.hear(GENERAL, "morning all", author_name="mahe", author_id=7)
+    await engine.conversations.reply((await engine.stelis.root(GENERAL)).id)
     topic = "the vault, the list for March, what came back, and the bake sale on friday"
-    await engine.run_playbook(GENERAL, "research", {"topic": topic})
+    await engine.playbooks.run(GENERAL, "research", {"topic": topic})
     asked = "\n".join(str(call.body) for call in fake_anthropic.calls)
     assert "the bake sale is on friday" in asked  # #events is public: its words are recalled for the task
     for secret in ("4711-0815", "bob and carol", "came back positive"):

@@ -48,7 +48,7 @@ async def test_a_setting_naming_a_channel_role_or_user_must_name_one_of_its_own_
     assert f"{beta_general.id} is not a channel of this server" in refused
     refused = said(await run(autonomy.home, autonomy, beta_general, it=interaction(at_alpha)))
     assert "is not a channel of this server" in refused
-    assert (await engine.autonomy_status(Scope.channel(alpha.id, 0))).config.home_channel is None
+    assert (await engine.pulses.status(Scope.channel(alpha.id, 0))).config.home_channel is None
     assert f"<#{at_alpha.id}>" in said(await run(autonomy.home, autonomy, it=interaction(at_alpha)))
 
     beta_member = next(m for m in beta.members if m.id != bot.user.id and alpha.get_member(m.id) is None)
@@ -58,30 +58,30 @@ async def test_a_setting_naming_a_channel_role_or_user_must_name_one_of_its_own_
     assert "is not a role of this server" in refused
     alpha_member = next(m for m in alpha.members if m.id != bot.user.id)
     said(await run(access.deny, access, alpha_member, it=interaction(at_alpha)))
-    assert (await engine.settings_for(alpha.id, at_alpha.id)).discord.deny_users == [alpha_member.id]
+    assert (await engine.settings.effective(alpha.id, at_alpha.id)).discord.deny_users == [alpha_member.id]
     # One who has left since can still be taken off the list (and another added beside them).
     await engine.store.set_setting("guild", alpha.id, "discord.deny_users", [alpha_member.id, beta_member.id])
     engine.settings._cache.clear()
     said(await run(access.remove, access, alpha_member, it=interaction(at_alpha)))
-    assert (await engine.settings_for(alpha.id, at_alpha.id)).discord.deny_users == [beta_member.id]
+    assert (await engine.settings.effective(alpha.id, at_alpha.id)).discord.deny_users == [beta_member.id]
 
 
 async def test_a_pulse_pointed_at_another_server_reads_nothing_of_it_and_says_nothing_there(two_servers):
     _, engine, _, alpha, beta = two_servers
     beta_general = beta.text_channels[0]
     beta_scope = Scope.channel(beta.id, beta_general.id)
-    await engine.hear(beta_scope, "beta's launch code is 9931", author_name="bea", author_id=11)
-    await engine.memory_pin(beta_scope, "beta's vault opens with 7720")
+    await engine.conversations.hear(beta_scope, "beta's launch code is 9931", author_name="bea", author_id=11)
+    await engine.admin.pin(beta_scope, "beta's vault opens with 7720")
     # A value stored before settings were checked (or by hand): the pulse still refuses it.
     await engine.store.set_setting("guild", alpha.id, "autonomy.home_channel", beta_general.id)
     await engine.store.set_setting("guild", alpha.id, "autonomy.enabled", True)
     engine.settings._cache.clear()
 
-    outcome = await engine.pulse_now(Scope.channel(alpha.id, 0))
+    outcome = await engine.pulses.pulse_now(Scope.channel(alpha.id, 0))
     assert outcome.action == "skip" and "not a channel of this server" in outcome.detail and outcome.calls == 0
     assert dpytest.verify().message().nothing()
     with pytest.raises(ToolError, match="not in this conversation's server"):
         await engine.tools.post(Scope.channel(alpha.id, beta_general.id), "hello beta")
     assert dpytest.verify().message().nothing()
     with pytest.raises(OtherServer):  # nor does a conversation of alpha's ever take beta's channel id
-        await engine.hear(Scope.channel(alpha.id, beta_general.id), "hi", author_name="al", author_id=12)
+        await engine.conversations.hear(Scope.channel(alpha.id, beta_general.id), "hi", author_name="al", author_id=12)

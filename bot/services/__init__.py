@@ -1,1 +1,1 @@
-"""The engine's services, one idea each; bot/engine.py composes them into the facade front ends call."""
+"""The engine's services, one idea each; bot/engine.py builds them once, and front ends call them directly."""

@@ -85,9 +85,10 @@ class DiscordThreadBranches:
             raise ToolError(f"there is no branch {branch_id!r} here")
         return branch
 
-    async def update(self, scope: Scope, branch_id: str, *, brief_state: str | None,
-                     status: BranchStatus | None) -> Branch:
-        """Change a branch of this server (never another's)."""
+    async def update(self, scope: Scope, branch_id: str, *, brief_state: str | None = None,
+                     status: BranchStatus | None = None) -> Branch:
+        """Change a branch of this server (never another's): suspend (the session ends with its chronicle),
+        resume (a new session from the last) or complete."""
         branch = await self.visible(scope, branch_id)
         if status in ("suspended", "completed") and branch.status != status:
             if branch.branch_type == "social" and status == "completed":

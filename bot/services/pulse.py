@@ -114,6 +114,20 @@ class Pulses:
             return PulseOutcome(place, "interrupted", said.detail, spent.branch_id, spent.calls, spent.tokens)
         return task.result()
 
+    async def pulse_now(self, scope: Scope) -> PulseOutcome:
+        """A pulse now, whatever the switch, timer and quiet say (the daily budget still holds)."""
+        return await self.pulse(scope, force=True)
+
+    async def pulse_if_due(self, scope: Scope) -> PulseOutcome | None:
+        """A pulse if autonomy is on and an interval has passed (the console's /idle)."""
+        return await self.pulse(scope) if await self._autonomy.due(scope) else None
+
+    async def configure(self, scope: Scope, key: str, value: object) -> object:
+        """Change a server's autonomy setting (`enabled`, `home_channel`, `interval_minutes`, ...) and its timer."""
+        typed = await self._autonomy.set(scope, key, value)
+        await self.arm(scope)
+        return typed
+
     async def interrupt(self, scope: Scope) -> bool:
         """A person spoke in this server: stop its running pulse now, and wait until the session is suspended."""
         task = self.running.get(place_of(scope))

@@ -45,6 +45,9 @@ class Settings:
                                         apply_overrides(self.config, overrides) if overrides else self.config)
         return found[1]
 
+    async def reply_policy(self, guild_id: int | None, channel_id: int | None) -> str:
+        return (await self.effective(guild_id, channel_id)).discord.reply_policy
+
     async def shown(self, guild_id: int | None, channel_id: int) -> SettingsView:
         """What /config show lists: the effective settings and each level's overrides (a channel's that do
         not apply listed as such)."""

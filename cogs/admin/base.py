@@ -28,7 +28,7 @@ class AdminBase(commands.Cog):
         if place is None:  # commands are guild-only; a channel outside the cache still has a scope
             place = Place(Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0), None,
                           interaction.guild_id, interaction.channel_id or 0)
-        return place.scope, place.session_id or (await self.engine.thread_for(place.scope)).id
+        return place.scope, place.session_id or (await self.engine.stelis.root(place.scope)).id
 
     answer = staticmethod(answer)
 

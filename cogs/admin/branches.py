@@ -34,20 +34,20 @@ class BranchCommands(AdminBase):
         if kind is not None and kind not in BRANCH_KINDS:
             await self.answer(interaction, f"There is no kind {kind!r}: branches are {', '.join(BRANCH_KINDS)}.")
             return
-        found = await self.engine.branches_of(scope, cast(BranchStatus | None, status), cast(BranchKind | None, kind))
+        found = await self.engine.branches.of(scope, cast(BranchStatus | None, status), cast(BranchKind | None, kind))
         await self.answer(interaction, "\n".join(branch_list_lines(found)))
 
     @branches_list.autocomplete("kind")
     async def _kinds(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         """Only the kinds this channel has branches of."""
         scope, _ = await self.where(interaction)
-        present = {b.branch_type for b in await self.engine.branches_of(scope)}
+        present = {b.branch_type for b in await self.engine.branches.of(scope)}
         return [app_commands.Choice(name=k, value=k) for k in BRANCH_KINDS if k in present and k.startswith(current)]
 
     @branches.command(name="show", description="A branch and its sessions")
     async def branches_show(self, interaction: discord.Interaction, branch: str) -> None:
         scope, _ = await self.where(interaction)
-        detail = await self.engine.branch_detail(scope, branch)
+        detail = await self.engine.branches.detail(scope, branch)
         if detail is None:
             await self.answer(interaction, f"There is no branch {branch!r} in this channel; see /branches list.")
             return
@@ -56,7 +56,7 @@ class BranchCommands(AdminBase):
     @branches_show.autocomplete("branch")
     async def _branches(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         scope, _ = await self.where(interaction)
-        found = await self.engine.branches_of(scope)
+        found = await self.engine.branches.of(scope)
         return [app_commands.Choice(name=f"{b.label} [{b.status}]"[:100], value=b.id)
                 for b in found if current.lower() in b.label.lower()][:MAX_CHOICES]
 
@@ -64,7 +64,7 @@ class BranchCommands(AdminBase):
         await interaction.response.defer(ephemeral=True, thinking=True)  # a suspend writes a chronicle
         scope, _ = await self.where(interaction)
         try:
-            found = await self.engine.set_branch_status(scope, branch, status)
+            found = await self.engine.branches.update(scope, branch, status=status)
         except Failure as exc:
             await self.answer(interaction, exc.notice)
             return
@@ -94,7 +94,7 @@ class BranchCommands(AdminBase):
                               brief: app_commands.Range[str, 1, 200] | None = None) -> None:
         scope, _ = await self.where(interaction)
         try:
-            made = await self.engine.create_branch(scope, label, brief)
+            made = await self.engine.branches.create(scope, "free", label, brief)
         except Failure as exc:
             await self.answer(interaction, exc.notice)
             return

@@ -23,7 +23,7 @@ class LookupCommands(AdminBase):
     async def context(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         _, thread_id = await self.where(interaction)
-        assembly = await self.engine.context(thread_id, calls=False)
+        assembly = await self.engine.conversations.context(thread_id, calls=False)
         total = self.engine.config.llm.context_tokens
         await self.answer(interaction, "\n".join([
             context_heading(thread_id, assembly.parts, total, assembly.window_budget), "```",
@@ -39,4 +39,4 @@ class LookupCommands(AdminBase):
             await self.answer(interaction, "Give some words to look for, for example: calculator deadline")
             return
         scope, _ = await self.where(interaction)
-        await self.answer(interaction, "\n".join(recall_lines(query, await self.engine.recall(scope, query))))
+        await self.answer(interaction, "\n".join(recall_lines(query, await self.engine.archive.recall(scope, query))))

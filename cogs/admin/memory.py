@@ -57,7 +57,7 @@ class MemoryCommands(AdminBase):
         scope = await self.readable(interaction, channel)
         if scope is None:
             return
-        view = await self.engine.peek_memory(scope)
+        view = await self.engine.admin.peek(scope)
         await self.answer(interaction, "\n".join(memory_lines(view, self.engine.clock(), full=full))
                           if view is not None else "No memory written yet.")
 
@@ -66,7 +66,7 @@ class MemoryCommands(AdminBase):
         scope = await self.readable(interaction, channel)
         if scope is None:
             return
-        records = await self.engine.memory_history(scope)
+        records = await self.engine.admin.history(scope)
         await self.answer(interaction, "\n".join(history_line(r) for r in records) or "No memory written yet.")
 
     @memory_admin.command(name="pin", description="A fact every summary of this channel must keep")
@@ -83,7 +83,7 @@ class MemoryCommands(AdminBase):
     @memory_unpin.autocomplete("fact")
     async def _pinned(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         scope, _ = await self.where(interaction)
-        pins = (await self.engine.memory_view(scope)).pins
+        pins = (await self.engine.admin.view(scope)).pins
         return [app_commands.Choice(name=p[:100], value=p) for p in pins if current.lower() in p.lower()][:MAX_CHOICES]
 
     @memory_admin.command(name="edit", description="Replace the current short-term memory (kept as a new version)")
@@ -93,7 +93,7 @@ class MemoryCommands(AdminBase):
         scope = await self._target(interaction, channel)
         if scope is None:
             return
-        view = await self.engine.peek_memory(scope)
+        view = await self.engine.admin.peek(scope)
         current = view.short_term[-1].content if view is not None and view.short_term else ""
 
         async def submit(it: discord.Interaction, new: str) -> None:
@@ -110,7 +110,7 @@ class MemoryCommands(AdminBase):
     @memory_rollback.autocomplete("version")
     async def _versions(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[int]]:
         scope, _ = await self.where(interaction)
-        records = await self.engine.memory_history(scope, limit=MAX_CHOICES)
+        records = await self.engine.admin.history(scope, limit=MAX_CHOICES)
         return [app_commands.Choice(name=f"v{r.version}: {r.content[:80]}", value=r.version)
                 for r in reversed(records) if str(r.version).startswith(current)][:MAX_CHOICES]
 
@@ -125,9 +125,9 @@ class MemoryCommands(AdminBase):
         await interaction.response.defer(ephemeral=True, thinking=True)
         user = interaction.user.id
         if interaction.guild_id is not None:
-            done = await self.engine.forget_person(user, guild_id=interaction.guild_id)
+            done = await self.engine.forgetting.forget_person(user, guild_id=interaction.guild_id)
         else:
-            done = await self.engine.forget_person(user, dm=Scope.dm(user, interaction.channel_id or 0))
+            done = await self.engine.forgetting.forget_person(user, dm=Scope.dm(user, interaction.channel_id or 0))
         await self.answer(interaction, forget_report(done, "of yours"))
 
     @memory_admin.command(name="forget", description="Erase a member's messages in this server and what was "
@@ -135,18 +135,18 @@ class MemoryCommands(AdminBase):
     @app_commands.guild_only()
     async def memory_forget(self, interaction: discord.Interaction, user: discord.User) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        done = await self.engine.forget_person(user.id, guild_id=interaction.guild_id)
+        done = await self.engine.forgetting.forget_person(user.id, guild_id=interaction.guild_id)
         await self.answer(interaction, forget_report(done, f"of {user.display_name}"))
 
     @memory.command(name="optout", description="Stop remembering anything you say, everywhere")
     async def memory_optout(self, interaction: discord.Interaction) -> None:
-        await self.engine.opt_out(interaction.user.id)
+        await self.engine.forgetting.opt_out(interaction.user.id)
         await self.answer(interaction, "From now on I don't keep or read anything you say. What I remember "
                                        "already stays until you run /memory forget-me; /memory optin undoes this.")
 
     @memory.command(name="optin", description="Let the persona remember what you say again")
     async def memory_optin(self, interaction: discord.Interaction) -> None:
-        await self.engine.opt_out(interaction.user.id, out=False)
+        await self.engine.forgetting.opt_out(interaction.user.id, out=False)
         await self.answer(interaction, "I remember what you say again, from now on.")
 
     @memory_admin.command(name="pause", description="Stop automatic memory updates in this channel")
@@ -175,16 +175,16 @@ class MemoryCommands(AdminBase):
         where = f"in #{channel.name}" if channel is not None else "in this channel"
         try:
             if action in ("pin", "unpin"):
-                changed = await engine.memory_pin(scope, arg, pinned=action == "pin")
+                changed = await engine.admin.pin(scope, arg, pinned=action == "pin")
                 text = pin_text(arg, action == "pin", changed)
             elif action == "edit":
-                text = written_text(await engine.memory_edit(scope, arg))
+                text = written_text(await engine.admin.edit(scope, arg))
             elif action == "rollback":
-                text = rollback_text(arg, await engine.memory_rollback(scope, arg))
+                text = rollback_text(arg, await engine.admin.rollback(scope, arg))
             elif action == "regenerate":
-                text = "\n".join(outcome_lines(await engine.memory_regenerate(scope)))
+                text = "\n".join(outcome_lines(await engine.admin.regenerate(scope)))
             else:
-                changed = await engine.memory_pause(scope, action == "pause")
+                changed = await engine.admin.pause(scope, action == "pause")
                 text = pause_text(action == "pause", where, changed)
         except MemoryAdminError as exc:
             text = str(exc)

@@ -40,10 +40,10 @@ class SettingsCommands(AdminBase):
             if not await self.allowed(interaction):
                 return
             if name == "default":
-                await self.engine.reset_setting("guild", guild, "persona.models.standard")
+                await self.engine.settings.reset("guild", guild, "persona.models.standard")
             else:
-                await self.engine.set_setting("guild", guild, "persona.models.standard", name)
-        effective = await self.engine.settings_for(guild, self._channel_id(interaction))
+                await self.engine.settings.set("guild", guild, "persona.models.standard", name)
+        effective = await self.engine.settings.effective(guild, self._channel_id(interaction))
         chosen = effective.persona.models.standard
         default = self.engine.config.persona.models.standard
         offline = " (no model key is set, so the offline model answers for now)" \
@@ -56,7 +56,7 @@ class SettingsCommands(AdminBase):
 
     @config.command(name="show", description="Settings in effect in this channel, and the overrides")
     async def config_show(self, interaction: discord.Interaction) -> None:
-        shown = await self.engine.settings_shown(interaction.guild_id or 0, self._channel_id(interaction))
+        shown = await self.engine.settings.shown(interaction.guild_id or 0, self._channel_id(interaction))
         await self.answer(interaction, "\n".join(config_lines(shown, "channel")))
 
     @config.command(name="set", description="Override a setting for this server or this channel")
@@ -65,7 +65,7 @@ class SettingsCommands(AdminBase):
     @manager_only("Changing the settings")
     async def config_set(self, interaction: discord.Interaction, scope: str, key: str, value: str) -> None:
         try:
-            parsed = await self.engine.set_setting(cast(Where, scope), self._scope_id(interaction, scope), key, value,
+            parsed = await self.engine.settings.set(cast(Where, scope), self._scope_id(interaction, scope), key, value,
                                                    interaction.guild_id)
         except ConfigError as exc:
             await self.answer(interaction, not_set_text(exc.problems))
@@ -82,14 +82,14 @@ class SettingsCommands(AdminBase):
                                  app_commands.Choice(name="channel", value="channel")])
     @manager_only("Changing the settings")
     async def config_reset(self, interaction: discord.Interaction, scope: str, key: str) -> None:
-        removed = await self.engine.reset_setting(cast(Where, scope), self._scope_id(interaction, scope), key)
+        removed = await self.engine.settings.reset(cast(Where, scope), self._scope_id(interaction, scope), key)
         await self.answer(interaction, reset_text(key, removed))
 
     config_reset.autocomplete("key")(_keys)
 
     @persona.command(name="show", description="The persona in this channel")
     async def persona_show(self, interaction: discord.Interaction) -> None:
-        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+        effective = await self.engine.settings.effective(interaction.guild_id or 0, self._channel_id(interaction))
         await self.answer(interaction, f"{effective.persona.name}\n{effective.persona.card}")
 
     @persona.command(name="set", description="Change the persona card for this server")
@@ -97,11 +97,11 @@ class SettingsCommands(AdminBase):
     @manager_only("Changing the persona card")
     async def persona_set(self, interaction: discord.Interaction, card: app_commands.Range[str, 1, 4000] | None = None,
                           file: discord.Attachment | None = None) -> None:
-        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+        effective = await self.engine.settings.effective(interaction.guild_id or 0, self._channel_id(interaction))
 
         async def submit(it: discord.Interaction, new: str) -> None:
             try:
-                await self.engine.set_setting("guild", it.guild_id or 0, "persona.card", new)
+                await self.engine.settings.set("guild", it.guild_id or 0, "persona.card", new)
             except ConfigError as exc:
                 await self.answer(it, not_set_text(exc.problems))
                 return
@@ -116,7 +116,8 @@ class SettingsCommands(AdminBase):
     @manager_only("Changing the persona card")
     async def persona_import(self, interaction: discord.Interaction, card: discord.Attachment) -> None:
         try:
-            character = await self.engine.import_character("guild", interaction.guild_id or 0, await card.read(),
+            character = await self.engine.settings.import_character("guild", interaction.guild_id or 0,
+                                                                    await card.read(),
                                                            card.filename)
         except CardError as exc:
             await self.answer(interaction, f"Not changed: {exc.notice}.")
@@ -129,7 +130,7 @@ class SettingsCommands(AdminBase):
 
     @persona.command(name="export", description="This channel's persona as a character card (V2 JSON)")
     async def persona_export(self, interaction: discord.Interaction) -> None:
-        effective = await self.engine.settings_for(interaction.guild_id or 0, self._channel_id(interaction))
+        effective = await self.engine.settings.effective(interaction.guild_id or 0, self._channel_id(interaction))
         data = card_file(effective.persona.name, effective.persona.card).encode()
         await interaction.response.send_message(
             f"{effective.persona.name}'s card, for SillyTavern or another Stelis:", ephemeral=True,
