@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from bot.config import Config
-from bot.engine import Engine
+from bot.engine import Arrival, Engine
 from bot.providers.offline import OfflineLLM
 from memory.errors import Failure
 from memory.records import Scope
@@ -82,16 +82,17 @@ async def _exchange(voices: tuple[Voice, Voice], out: TextIO, turns: int, openin
 async def _turn(listener: Voice, said: str) -> str | None:
     """The listener hears `said` in its session with the speaker and answers it as a persona's message in Discord
     is answered: while the exchange has turns left (then it ends). Its answer, or None."""
-    session = await listener.engine.socials.session(PLACE, listener.partner_id, listener.partner)
-    await listener.engine.conversations.hear(PLACE, said, author_name=listener.partner, author_id=listener.partner_id,
-                               thread_id=session.id)
+    heard = await listener.engine.arrivals.receive(PLACE, Arrival(said, listener.partner, listener.partner_id,
+                                                                  persona=True))
+    if heard is None:
+        return None
     replies: list[str] = []
 
     async def answer() -> None:
-        replies.append((await listener.engine.conversations.reply(session.id)).content)
+        replies.append((await listener.engine.conversations.reply(heard.thread_id)).content)
 
-    return replies[0] if await listener.engine.socials.answer_turn(PLACE, listener.partner_id, session.id,
-                                                                   answer) else None
+    answered = await listener.engine.socials.answer_turn(PLACE, listener.partner_id, heard.thread_id, answer)
+    return replies[0] if answered else None
 
 
 async def _remembered(voice: Voice, out: TextIO) -> None:

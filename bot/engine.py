@@ -24,6 +24,7 @@ from bot.playbooks.state import PlaybookError
 from bot.providers import make_llm
 from bot.pulse_scheduler import PulseScheduler
 from bot.services.archive import Archive
+from bot.services.arrivals import Arrival, Arrivals
 from bot.services.autonomy import Autonomy
 from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations, ReplyFailed, ReplyUnsaved
@@ -46,12 +47,9 @@ from memory.budget import Budget
 from memory.context import Assembler, ModelTraits, Persona
 from memory.database_url import is_shared
 from memory.llm import LLM
-from memory.records import (
-    Scope,
-)
 from memory.store import Store, StoreError
 
-__all__ = ["AutonomyStatus", "Engine", "MemoryAdminError", "MemoryView", "PlaybookError", "PulseOutcome",
+__all__ = ["Arrival", "AutonomyStatus", "Engine", "MemoryAdminError", "MemoryView", "PlaybookError", "PulseOutcome",
            "ReplyFailed", "ReplyUnsaved", "RunView", "ThreadDetail", "TreeRow", "Where"]
 
 log = logging.getLogger(__name__)
@@ -111,6 +109,7 @@ class Engine:
         tools = self.tools
         self.pulses = Pulses(store, self.autonomy, self.stelis, self.tasks, self.branches, self.playbooks,
                              lambda: tools.front_end, persona, self.clock)
+        self.arrivals = Arrivals(self.conversations, self.socials, self.pulses)
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
         self._heart: asyncio.Task[None] | None = None
@@ -271,9 +270,3 @@ class Engine:
     @property
     def model_name(self) -> str:
         return self.llm.name
-
-    async def person_spoke(self, scope: Scope) -> bool:
-        """A person spoke: the server's running pulse stops (True) and this conversation's exchanges with other
-        personas end, each session suspended with a chronicle before the reply is written."""
-        await self.socials.end_all(scope)
-        return await self.pulses.interrupt(scope)

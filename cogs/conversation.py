@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from typing import Any
 
 import discord
 from discord.ext import commands
@@ -12,7 +13,7 @@ from discord.ext import commands
 from bot import logs
 from bot.config import ConfigError
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
-from bot.engine import ReplyFailed, ReplyUnsaved
+from bot.engine import Arrival, ReplyFailed, ReplyUnsaved
 from bot.splitting import split_message
 from bot.tools import ToolError
 from cogs.access import Cooldowns, permitted
@@ -163,10 +164,9 @@ class Conversation(commands.Cog):
             waiting.append(message)
             try:  # in order: a later message is never stored before an earlier one that failed
                 while waiting:
-                    stored = await self.engine.conversations.hear(
-                        place.scope, _content(waiting[0]), author_name=waiting[0].author.display_name,
-                        author_id=waiting[0].author.id, external_id=waiting[0].id,
-                        thread_id=await self._thread_for(waiting[0], place), images=_images(waiting[0]))
+                    stored = await self.engine.arrivals.receive(place.scope, _arrival(waiting[0]),
+                                                                session_id=place.session_id,
+                                                                live=answer and waiting[0] is message)
                     waiting.pop(0)
             except StoreError as exc:
                 log.error("%d message(s) in channel %d not stored yet: %s; retried with the next message, and "
@@ -193,8 +193,6 @@ class Conversation(commands.Cog):
                                     "your messages. /memory optin undoes it.", mention_author=False,
                                     allowed_mentions=SAFE_MENTIONS)
             return
-        if not message.author.bot and place.guild_id is not None:
-            await self.engine.person_spoke(place.scope)  # pulses and persona exchanges yield, suspended first
         if message.author.bot and stored.thread_id != place.session_id:
             if policy != "listen":
                 await self._exchange(message, place, stored.thread_id)
@@ -202,13 +200,6 @@ class Conversation(commands.Cog):
         if policy != "listen" and await self._should_answer(message, policy, place.session_id) \
                 and await self._may_answer(message, place):
             await self._answer(message, stored.thread_id)
-
-    async def _thread_for(self, message: discord.Message, place: Place) -> int | None:
-        """Where a message is kept: a persona bot's in a channel, in the session of its exchange (seed 001)."""
-        if message.author.bot and place.session_id is None and place.guild_id is not None:
-            partner = message.author
-            return (await self.engine.socials.session(place.scope, partner.id, partner.display_name)).id
-        return place.session_id
 
     async def _exchange(self, message: discord.Message, place: Place, session_id: int) -> None:
         """Another persona's turn: answered within the bot cap and the exchange's turn budget; the last turn
@@ -346,10 +337,13 @@ def _content(message: discord.Message) -> str:
     return "\n".join(p for p in parts if p) or "(empty message)"
 
 
-def _images(message: discord.Message) -> list[dict[str, object]]:
-    """References to a message's images (kept with it; the model is shown them while the links are fresh)."""
-    return [{"url": a.url, "name": a.filename, "media_type": a.content_type, "size": a.size}
-            for a in message.attachments if _is_image(a)]
+def _arrival(message: discord.Message) -> Arrival:
+    """What is kept of a message: its text, and references to its images (the model is shown them while the
+    links are fresh); a persona bot's goes to the session of its exchange."""
+    images: list[dict[str, Any]] = [{"url": a.url, "name": a.filename, "media_type": a.content_type, "size": a.size}
+                                    for a in message.attachments if _is_image(a)]
+    return Arrival(_content(message), message.author.display_name, message.author.id, message.id, images,
+                   persona=message.author.bot)
 
 
 def _replies_to(message: discord.Message, me: discord.ClientUser | None) -> bool:

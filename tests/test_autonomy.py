@@ -150,8 +150,8 @@ async def test_a_person_speaking_interrupts_the_pulse_and_the_reply_sees_the_chr
     pulse = asyncio.create_task(engine.pulses.pulse_now(HOME))
     await worked.wait()
     await asyncio.sleep(0.05)
-    assert await engine.person_spoke(ELSEWHERE) is False  # another server's voice is not this one's
-    assert await engine.person_spoke(HOME)
+    assert await engine.arrivals.person_spoke(ELSEWHERE) is False  # another server's voice is not this one's
+    assert await engine.arrivals.person_spoke(HOME)
     outcome = await pulse
     assert outcome.action == "interrupted" and outcome.branch_id == "task-1"
     branch = await engine.store.branch("task-1")

@@ -488,7 +488,7 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
     from bot.clock import Clock
     from bot.config import AnthropicConfig, ModelTiers
     from bot.providers.anthropic_llm import AnthropicLLM
-    from cogs.conversation import _content, _images
+    from cogs.conversation import _arrival, _content
 
     clock = Clock()
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
@@ -535,7 +535,9 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
     message = MagicMock(spec=discord.Message, content="tonight's sky", attachments=[photo, huge, notes])
     assert _content(message) == ("tonight's sky\n[image: sky.jpg]\n[attachment: raw.tiff https://cdn.example/raw.tiff]"
                                  "\n[attachment: notes.txt https://cdn.example/notes.txt]")
-    assert [i["url"] for i in _images(message)] == ["https://cdn.example/sky.jpg"]
+    message.author.bot = False
+    arrival = _arrival(message)
+    assert [i["url"] for i in arrival.images] == ["https://cdn.example/sky.jpg"] and not arrival.persona
 
 
 async def test_a_model_without_images_gets_none(make_config):
