@@ -99,7 +99,7 @@ def _is_engine(node: ast.expr) -> bool:
 
 
 def test_sql_and_connections_live_only_in_a_store_backend():
-    backends = (ROOT / "memory" / "sqlite", ROOT / "memory" / "postgres")
+    backends = (ROOT / "memory" / "sqlite", ROOT / "memory" / "postgres", ROOT / "memory" / "sql")
     offenders = []
     for path in sources(*PACKAGES, "tests"):
         if any(b in path.parents for b in backends) or path.name.startswith(("test_sqlite_", "test_postgres_")) \
@@ -116,6 +116,19 @@ def test_sql_and_connections_live_only_in_a_store_backend():
                 offenders.append(f"{rel(path)} imports {name}")
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
+                offenders.append(f"{rel(path)}:{node.lineno} {node.value[:50]!r}")
+    assert offenders == []
+
+
+def test_the_sql_both_backends_share_knows_no_dialect():
+    """memory/sql is written once for both: no driver, no backend, no `$n` placeholder, cast or dialect function."""
+    offenders = []
+    for path in (ROOT / "memory" / "sql").glob("*.py"):
+        offenders += [f"{rel(path)} imports {name}" for name in imported(path) if
+                      name.split(".")[0] in DATABASE_MODULES or name.startswith(("memory.sqlite", "memory.postgres"))]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(
+                    r"\$\d|::|\bANY\(|\bILIKE\b|json_extract|\binstr\(|\bMATCH\b|PRAGMA", node.value):
                 offenders.append(f"{rel(path)}:{node.lineno} {node.value[:50]!r}")
     assert offenders == []
 

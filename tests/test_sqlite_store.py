@@ -133,14 +133,14 @@ async def test_the_reconnect_look_up_reads_an_index_not_the_thread(store):
     root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
     await store.append_many(root.id, [NewMessage("user", f"m{i}", external_id=1000 + i) for i in range(50)])
     assert await store.last_external_id(root.id) == 1049
-    plan = " ".join(str(tuple(r)) for r in await store._all(
+    plan = " ".join(str(tuple(r)) for r in await store._rows(
         "EXPLAIN QUERY PLAN SELECT MAX(external_id) FROM messages WHERE thread_id = ? AND external_id IS NOT NULL",
         (root.id,)))
     assert "idx_messages_thread_external" in plan
 
 
 async def _indexed(store: Store, text: str) -> set[int]:
-    rows = await store._all("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{text}"',))
+    rows = await store._rows("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{text}"',))
     return {r[0] for r in rows}
 
 
@@ -168,7 +168,7 @@ async def test_messages_are_indexed_for_recall_in_one_batch_and_edits_and_erasur
 
 
 async def _segments(store: Store) -> int:
-    return (await store._one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
+    return (await store._row("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
 
 
 async def test_tidying_merges_the_segments_each_batch_left_and_keeps_every_match(store):
@@ -243,7 +243,7 @@ async def test_the_background_indexer_keeps_recalls_index_in_few_segments(make_c
     scope = Scope.channel(1, 10)
 
     async def segments() -> int:
-        return (await engine.store._one("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
+        return (await engine.store._row("SELECT COUNT(DISTINCT segid) FROM messages_fts_idx", ()))[0]
 
     for i in range(30):  # a quiet channel: each message indexed on its own, a new segment each time
         await engine.conversations.hear(scope, f"the quokka count is {i}", author_name="mahe")

@@ -6,6 +6,7 @@ and a lease, versions are numbered inside their write transaction, and nothing r
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -21,28 +22,24 @@ from memory import rows as row_to
 from memory.database_url import safe_url
 from memory.quotes import ERASED, Erased
 from memory.records import (
-    AutonomyEntry,
-    AutonomyKind,
-    Branch,
-    BranchKind,
-    BranchStatus,
     MemoryChannel,
     MemoryRecord,
     Message,
     MessageMatch,
     NewMessage,
     NoteMatch,
-    PlaybookRun,
-    PlaybookStep,
-    RunStatus,
     Scope,
-    Task,
-    TaskStatus,
     Thread,
 )
 from memory.settings import Triggers
+from memory.sql.branches import BranchesSql
+from memory.sql.claims import ClaimsSql
+from memory.sql.copying import CopyingSql
+from memory.sql.records import RecordsSql
+from memory.sql.settings import SettingsSql
+from memory.sql.threads import ThreadsSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, CommonStore, checked, erased_value
+from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -96,6 +93,13 @@ _NOT_PLACEHOLDER = "(m.metadata::jsonb -> 'placeholder') IS NULL"
 # What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
+
+
+@functools.lru_cache(maxsize=1024)
+def numbered(sql: str) -> str:
+    """memory/sql's `?` placeholders as asyncpg's `$1`, `$2`, ... (its SQL holds no `?` of its own)."""
+    first, *rest = sql.split("?")
+    return first + "".join(f"${n}{part}" for n, part in enumerate(rest, 1))
 
 
 def named(sql: str, **params: Any) -> tuple[Any, ...]:
@@ -168,8 +172,8 @@ def _matches(table: str, key: str, column: str, first: int, count: int) -> str:
     return f"SELECT {key}, array_agg(k) AS ks FROM ({each}) AS each_term GROUP BY {key}"
 
 
-class PostgresStore(CommonStore):
-    """All PostgreSQL lives here; callers get records, never rows."""
+class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, CopyingSql):
+    """PostgreSQL's own SQL (leases, trigram recall, shared changes); the rest is memory/sql's, numbered here."""
 
     def __init__(self, pool: asyncpg.Pool, clock: Clock = time.time):
         super().__init__(clock)
@@ -242,11 +246,6 @@ class PostgresStore(CommonStore):
 
     # threads
 
-    async def find_root(self, persona: str, scope: Scope) -> Thread | None:
-        row = await self._one("SELECT * FROM threads WHERE persona = $1 AND scope_key = $2 AND kind = 'root'",
-                              persona, scope.key)
-        return row_to.thread(row) if row else None
-
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         found = await self.find_root(persona, scope)
         if found is None:
@@ -263,17 +262,6 @@ class PostgresStore(CommonStore):
             found = await self.find_root(persona, scope)
         assert found is not None  # inserted, or found inserted by another writer
         return found
-
-    async def find_thread(self, thread_id: int) -> Thread | None:
-        row = await self._one("SELECT * FROM threads WHERE id = $1", thread_id)
-        return row_to.thread(row) if row else None
-
-    async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
-        row = await self._one("SELECT *, (SELECT COUNT(*) FROM messages WHERE thread_id = threads.id"
-                              " AND deleted_at IS NULL) AS message_count FROM threads WHERE id = $1", thread_id)
-        if row is None:
-            return None
-        return row_to.thread(row, leave_out="message_count"), row["message_count"]
 
     async def insert_thread(self, thread: Thread) -> Thread:
         data = asdict(thread)
@@ -319,24 +307,12 @@ class PostgresStore(CommonStore):
                 self.rewrites += 1
         return row_to.thread(row)
 
-    async def children(self, thread_id: int) -> list[Thread]:
-        return [row_to.thread(r) for r in
-                await self._all("SELECT * FROM threads WHERE parent_thread_id = $1 ORDER BY id", thread_id)]
-
     async def active_internal_threads(self, stale_before: float | None = None) -> list[Thread]:
         rows = await self._all(
             "SELECT t.* FROM threads t LEFT JOIN owners o ON o.owner = t.owner WHERE t.status = 'active'"
             " AND t.kind != 'root' AND t.discord_thread_id IS NULL AND t.branch_id IS NULL"
             " AND ($1::float8 IS NULL OR o.heartbeat_at IS NULL OR o.heartbeat_at < $1)"
             " ORDER BY t.depth DESC, t.id DESC", stale_before)
-        return [row_to.thread(r) for r in rows]
-
-    async def beat(self, owner: str) -> None:
-        await self._execute("INSERT INTO owners (owner, heartbeat_at) VALUES ($1, $2) ON CONFLICT (owner)"
-                                 " DO UPDATE SET heartbeat_at = excluded.heartbeat_at", owner, self.clock())
-
-    async def active_threads_of_run(self, run_id: str) -> list[Thread]:
-        rows = await self._all("SELECT * FROM threads WHERE status = 'active' AND run_id = $1 ORDER BY depth", run_id)
         return [row_to.thread(r) for r in rows]
 
     async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
@@ -420,37 +396,6 @@ class PostgresStore(CommonStore):
     def unindexed_texts(self) -> list[str] | None:
         return []
 
-    async def tail(self, thread_id: int, limit: int) -> list[Message]:
-        rows = await self._all("SELECT * FROM messages WHERE thread_id = $1 AND deleted_at IS NULL"
-                               " ORDER BY seq DESC LIMIT $2", thread_id, limit)
-        return [row_to.message(r) for r in reversed(rows)]
-
-    async def _page(self, thread_id: int, lower: int, upper: int, limit: int,
-                    newest_first: bool) -> list[Message]:
-        rows = await self._all(
-            "SELECT * FROM messages WHERE thread_id = $1 AND seq > $2 AND seq < $3 AND deleted_at IS NULL"
-            f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT $4", thread_id, lower, upper, limit)
-        return [row_to.message(row) for row in rows]
-
-    async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:
-        rows = await self._all(
-            "SELECT * FROM messages WHERE thread_id = $1 AND role IN ('user', 'assistant') AND deleted_at IS NULL"
-            " ORDER BY seq DESC LIMIT $2", thread_id, limit)
-        return [row_to.message(r) for r in reversed(rows)]
-
-    async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
-        return int(await self._value(
-            "SELECT COUNT(*) FROM messages WHERE thread_id = $1 AND seq > $2 AND deleted_at IS NULL",
-            thread_id, after_seq))
-
-    async def message_by_seq(self, seq: int) -> Message | None:
-        row = await self._one("SELECT * FROM messages WHERE seq = $1", seq)
-        return row_to.message(row) if row else None
-
-    async def message_by_external_id(self, external_id: int) -> Message | None:
-        row = await self._one("SELECT * FROM messages WHERE external_id = $1", external_id)
-        return row_to.message(row) if row else None
-
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         async with self._transaction() as con:
             row = await con.fetchrow("UPDATE messages SET content = $1, token_count = $2, edited_at = $3"
@@ -459,12 +404,6 @@ class PostgresStore(CommonStore):
             await con.execute(_SHARED_CHANGE)
         self.rewrites += 1
         return row_to.message(row) if row else None
-
-    async def conversation_threads(self, persona: str, *, guild_id: int | None = None,
-                                   scope_key: str | None = None) -> list[int]:
-        rows = await self._all("SELECT id FROM threads WHERE persona = $1 AND (guild_id = $2 OR scope_key = $3)",
-                               persona, guild_id, scope_key)
-        return [r["id"] for r in rows]
 
     async def purge(self, *, author_id: int | None = None, thread_ids: list[int] | None = None,
                     external_id: int | None = None) -> dict[int, set[int]]:
@@ -528,85 +467,7 @@ class PostgresStore(CommonStore):
             self.memory_changes += 1
             self.branch_changes += 1
 
-    async def set_optout(self, persona: str, user_id: int, out: bool) -> None:
-        if out:
-            await self._execute("INSERT INTO optouts (persona, user_id, created_at) VALUES ($1, $2, $3)"
-                                     " ON CONFLICT DO NOTHING", persona, user_id, self.clock())
-        else:
-            await self._execute("DELETE FROM optouts WHERE persona = $1 AND user_id = $2", persona, user_id)
-
-    async def opted_out(self, persona: str) -> set[int]:
-        return {r["user_id"] for r in await self._all("SELECT user_id FROM optouts WHERE persona = $1", persona)}
-
-    async def set_metadata(self, seq: int, metadata: dict[str, Any]) -> None:
-        await self._execute("UPDATE messages SET metadata = $1 WHERE seq = $2",
-                                 json.dumps(metadata, ensure_ascii=False), seq)
-
     # branches (seed 001)
-
-    async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
-                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
-                            task_id: str | None = None) -> Branch:
-        now = self.clock()
-        await self._execute(
-            "INSERT INTO branches (id, persona, branch_type, label, scope_key, guild_id, channel_id,"
-            " discord_thread_id, task_id, created_at, last_activity_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-            " $10, $10) ON CONFLICT (id) DO NOTHING",
-            branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id, task_id, now)
-        self.branch_changes += 1
-        found = await self.branch(branch_id)
-        assert found is not None
-        return found
-
-    async def branch(self, branch_id: str) -> Branch | None:
-        row = await self._one("SELECT * FROM branches WHERE id = $1", branch_id)
-        return row_to.branch(row) if row else None
-
-    async def branches(self, persona: str, scope_key: str, status: BranchStatus | None = None,
-                       branch_type: BranchKind | None = None) -> list[Branch]:
-        rows = await self._all(
-            "SELECT * FROM branches WHERE persona = $1 AND scope_key = $2 AND ($3::text IS NULL OR status = $3)"
-            " AND ($4::text IS NULL OR branch_type = $4) ORDER BY created_at DESC",
-            persona, scope_key, status, branch_type)
-        return [row_to.branch(r) for r in rows]
-
-    async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
-                            current_thread_id: int | None = None, label: str | None = None,
-                            brief_state: str | None = None) -> None:
-        await self._execute(
-            "UPDATE branches SET status = COALESCE($1, status), current_thread_id = COALESCE($2, current_thread_id),"
-            " label = COALESCE($3, label), brief_state = COALESCE($4, brief_state), last_activity_at = $5,"
-            " suspended_at = CASE WHEN $1::text = 'suspended' THEN $5 ELSE suspended_at END,"
-            " completed_at = CASE WHEN $1::text = 'completed' THEN $5 ELSE completed_at END WHERE id = $6",
-            status, current_thread_id, label, brief_state, self.clock(), branch_id)
-        self.branch_changes += 1
-
-    async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
-                              limit: int, *, with_completed: bool = False) -> list[Branch]:
-        rows = await self._all(
-            "SELECT * FROM branches WHERE persona = $1 AND ($2 OR status != 'completed') AND scope_key = ANY($3)"
-            " ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT $4",
-            persona, with_completed, list(scope_keys), limit)
-        return [row_to.branch(r) for r in rows]
-
-    async def branch_threads(self, branch_id: str) -> list[Thread]:
-        return [row_to.thread(r) for r in
-                await self._all("SELECT * FROM threads WHERE branch_id = $1 ORDER BY id", branch_id)]
-
-    async def root_threads(self, persona: str) -> list[Thread]:
-        rows = await self._all("SELECT * FROM threads WHERE persona = $1 AND kind = 'root' AND channel_id IS NOT NULL"
-                               " ORDER BY id", persona)
-        return [row_to.thread(r) for r in rows]
-
-    async def has_spoken(self, thread_id: int) -> bool:
-        return bool(await self._value(
-            "SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1 AND role = 'assistant'"
-            " AND deleted_at IS NULL)", thread_id))
-
-    async def last_external_id(self, thread_id: int) -> int | None:
-        found = await self._value("SELECT MAX(external_id) FROM messages WHERE thread_id = $1"
-                                          " AND external_id IS NOT NULL", thread_id)
-        return None if found is None else int(found)
 
     # memory records
 
@@ -635,10 +496,6 @@ class PostgresStore(CommonStore):
             self.memory_changes += 1
         return record
 
-    async def memory_channel(self, thread_id: int) -> MemoryChannel | None:
-        row = await self._one("SELECT * FROM memory_channels WHERE thread_id = $1", thread_id)
-        return row_to.channel(row) if row else None
-
     async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
         await self._execute(
             "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id)"
@@ -658,11 +515,6 @@ class PostgresStore(CommonStore):
             " WHERE c.pending_count = 0 AND c.paused = 0 GROUP BY c.thread_id) AS missed"
             " WHERE memory_channels.thread_id = missed.thread_id", now))
 
-    async def due_channels(self, now: float, limit: int = 1_000) -> list[MemoryChannel]:
-        rows = await self._all("SELECT * FROM memory_channels WHERE due_at IS NOT NULL AND paused = 0"
-                               " AND due_at <= $1 ORDER BY due_at LIMIT $2", now, limit)
-        return [row_to.channel(r) for r in rows]
-
     async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
                         thread_id: int | None = None) -> list[MemoryChannel]:
         """Take due conversations (or the one given, due or not) for `owner`; rows another worker holds are
@@ -675,15 +527,6 @@ class PostgresStore(CommonStore):
             " AND due_at <= $3 ELSE thread_id = $4 END ORDER BY due_at NULLS LAST LIMIT $5"
             " FOR UPDATE SKIP LOCKED) RETURNING *", owner, now + lease_seconds, now, thread_id, limit)
         return sorted((row_to.channel(r) for r in rows), key=lambda c: (c.due_at is None, c.due_at or 0.0))
-
-    async def release_channel(self, thread_id: int, owner: str) -> None:
-        await self._execute("UPDATE memory_channels SET lease_owner = NULL, lease_until = NULL"
-                                 " WHERE thread_id = $1 AND lease_owner = $2", thread_id, owner)
-
-    async def upcoming_deadlines(self, limit: int = 10_000) -> list[tuple[int, float]]:
-        rows = await self._all("SELECT thread_id, due_at FROM memory_channels WHERE due_at IS NOT NULL"
-                               " AND paused = 0 ORDER BY due_at LIMIT $1", limit)
-        return [(r[0], r[1]) for r in rows]
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
                               now: float, triggers: Triggers, metadata: dict[str, Any]) -> MemoryRecord:
@@ -764,116 +607,11 @@ class PostgresStore(CommonStore):
             " ORDER BY last_message_at DESC NULLS LAST LIMIT $4", persona, guild_id, besides, limit)
         return [row_to.channel(r) for r in rows]
 
-    async def pins(self, persona: str, scope: str, scope_id: int) -> list[str]:
-        rows = await self._all("SELECT fact FROM memory_pins WHERE persona = $1 AND scope = $2 AND scope_id = $3"
-                               " ORDER BY id", persona, scope, scope_id)
-        return [r[0] for r in rows]
-
-    async def pin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
-        changed = _count(await self._execute(
-            "INSERT INTO memory_pins (persona, scope, scope_id, fact, created_at) VALUES ($1, $2, $3, $4, $5)"
-            " ON CONFLICT DO NOTHING", persona, scope, scope_id, fact.strip(), self.clock())) == 1
-        self.memory_changes += changed
-        return changed
-
-    async def unpin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
-        changed = _count(await self._execute(
-            "DELETE FROM memory_pins WHERE persona = $1 AND scope = $2 AND scope_id = $3 AND fact = $4",
-            persona, scope, scope_id, fact.strip())) == 1
-        self.memory_changes += changed
-        return changed
-
     # playbook runs
-
-    async def start_playbook_run(self, playbook: str, persona: str, scope_key: str, run_id: str,
-                                 args: dict[str, Any]) -> int:
-        return int(await self._value(
-            "INSERT INTO playbook_runs (playbook, persona, scope_key, run_id, args, started_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-            playbook, persona, scope_key, run_id, json.dumps(args, ensure_ascii=False, default=str), self.clock()))
-
-    async def log_playbook_step(self, run: int, step: PlaybookStep) -> None:
-        await self._execute(
-            "INSERT INTO playbook_steps (run, node, node_type, profile, tier, input_tokens, output_tokens,"
-            " cache_read, cache_write, duration_ms, summary, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
-            " $11, $12)", run, step.node, step.node_type, step.profile, step.tier, step.input_tokens,
-            step.output_tokens, step.cache_read, step.cache_write, step.duration_ms, step.summary,
-            step.at or self.clock())
-
-    async def end_playbook_run(self, run: int, status: RunStatus, result: dict[str, Any] | None,
-                               error: str | None) -> None:
-        await self._execute(
-            "UPDATE playbook_runs SET status = $1, result = $2, error = $3, ended_at = $4 WHERE id = $5",
-            status, None if result is None else json.dumps(result, ensure_ascii=False, default=str), error,
-            self.clock(), run)
-
-    async def playbook_runs(self, persona: str, scope_key: str, limit: int) -> list[PlaybookRun]:
-        rows = await self._all("SELECT * FROM playbook_runs WHERE persona = $1 AND scope_key = $2"
-                               " ORDER BY id DESC LIMIT $3", persona, scope_key, limit)
-        return [row_to.playbook_run(r) for r in rows]
-
-    async def playbook_steps(self, run: int) -> list[PlaybookStep]:
-        rows = await self._all("SELECT node, node_type, duration_ms, summary, profile, tier, input_tokens,"
-                               " output_tokens, cache_read, cache_write, at FROM playbook_steps WHERE run = $1"
-                               " ORDER BY id", run)
-        return [PlaybookStep(*row) for row in rows]
 
     # tasks (seed 001)
 
-    async def create_task(self, persona: str, scope_key: str, guild_id: int | None, title: str, goal: str,
-                          steps: list[str]) -> Task:
-        now = self.clock()
-        row = await self._one(
-            "INSERT INTO tasks (persona, scope_key, guild_id, title, goal, steps, created_at, updated_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING *", persona, scope_key, guild_id, title, goal,
-            json.dumps([{"text": s, "done": False} for s in steps], ensure_ascii=False), now)
-        assert row is not None
-        return row_to.task(row)
-
-    async def tasks_in(self, persona: str, scope_keys: tuple[str, ...], limit: int) -> list[Task]:
-        rows = await self._all(
-            "SELECT * FROM tasks WHERE persona = $1 AND scope_key = ANY($2)"
-            " ORDER BY status != 'open', id DESC LIMIT $3", persona, list(scope_keys), limit)
-        return [row_to.task(r) for r in rows]
-
-    async def task(self, task_id: int) -> Task | None:
-        row = await self._one("SELECT * FROM tasks WHERE id = $1", task_id)
-        return row_to.task(row) if row else None
-
-    async def update_task(self, task_id: int, *, branch_id: str | None = None,
-                          steps: list[dict[str, Any]] | None = None, status: TaskStatus | None = None) -> Task:
-        row = await self._one(
-            "UPDATE tasks SET branch_id = COALESCE($1, branch_id), steps = COALESCE($2, steps),"
-            " status = COALESCE($3, status), updated_at = $4 WHERE id = $5 RETURNING *",
-            branch_id, None if steps is None else json.dumps(steps, ensure_ascii=False), status, self.clock(),
-            task_id)
-        if row is None:
-            raise KeyError(f"no task {task_id}")
-        return row_to.task(row)
-
     # the autonomous pulse's decision log
-
-    async def log_autonomy(self, persona: str, place: str, kind: AutonomyKind, detail: str, *,
-                           branch_id: str | None = None, calls: int = 0, tokens: int = 0) -> AutonomyEntry:
-        row = await self._one(
-            "INSERT INTO autonomy_log (persona, place, at, kind, branch_id, detail, calls, tokens)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *",
-            persona, place, self.clock(), kind, branch_id, detail, calls, tokens)
-        assert row is not None
-        return AutonomyEntry(**row_to.columns(row))
-
-    async def autonomy_log(self, persona: str, place: str, limit: int, *,
-                           kind: AutonomyKind | None = None) -> list[AutonomyEntry]:
-        rows = await self._all("SELECT * FROM autonomy_log WHERE persona = $1 AND place = $2"
-                               " AND ($3::text IS NULL OR kind = $3) ORDER BY id DESC LIMIT $4",
-                               persona, place, kind, limit)
-        return [AutonomyEntry(**row_to.columns(r)) for r in rows]
-
-    async def autonomy_spent(self, persona: str, place: str, since: float) -> tuple[int, int]:
-        row = await self._one("SELECT COALESCE(SUM(calls), 0) AS calls, COALESCE(SUM(tokens), 0) AS tokens"
-                              " FROM autonomy_log WHERE persona = $1 AND place = $2 AND at >= $3",
-                              persona, place, since)
-        return (int(row["calls"]), int(row["tokens"])) if row else (0, 0)
 
     async def messages_since(self, persona: str, scope_keys: tuple[str, ...], since: float,
                              limit: int) -> list[Message]:
@@ -885,34 +623,13 @@ class PostgresStore(CommonStore):
             persona, list(scope_keys), since, limit)
         return [row_to.message(r) for r in rows]
 
-    async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:
-        row = await self._one("SELECT * FROM branches WHERE discord_thread_id = $1 ORDER BY created_at DESC LIMIT 1",
-                              discord_thread_id)
-        return row_to.branch(row) if row else None
-
     # claims
-
-    async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:
-        now = self.clock()
-        row = await self._one(
-            "INSERT INTO claims AS c (key, owner, until) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE"
-            " SET owner = excluded.owner, until = excluded.until WHERE c.until < $4 OR c.owner = $2"
-            " RETURNING owner", key, owner, now + lease_seconds, now)
-        return row is not None
-
-    async def release(self, key: str, owner: str) -> None:
-        await self._execute("DELETE FROM claims WHERE key = $1 AND owner = $2", key, owner)
 
     async def clear_claims(self) -> int:
         """Drop the claims whose lease ran out (a shared database: the others may be held by live processes)."""
         return _count(await self._execute("DELETE FROM claims WHERE until < $1", self.clock()))
 
     # recall: substring look-ups through pg_trgm, always filtered to what one conversation may see
-
-    async def newest_texts(self, limit: int) -> list[str]:
-        rows = await self._all("SELECT content FROM messages WHERE deleted_at IS NULL ORDER BY seq DESC LIMIT $1",
-                               limit)
-        return [r[0] for r in rows]
 
     async def match_counts(self, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
         counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE content ILIKE ${i + 2}"
@@ -981,33 +698,9 @@ class PostgresStore(CommonStore):
             persona, list(scope_keys), [s for s, _ in scopes], [i for _, i in scopes], limit, *_term_params(terms))
         return [NoteMatch(*row) for row in rows]
 
-    async def newest_record_id(self) -> int:
-        return int(await self._value("SELECT COALESCE(MAX(id), 0) FROM memory_records"))
-
     # settings
 
-    async def settings(self, scope: str, scope_id: int) -> dict[str, Any]:
-        rows = await self._all("SELECT key, value FROM settings WHERE scope = $1 AND scope_id = $2", scope, scope_id)
-        return {r["key"]: json.loads(r["value"]) for r in rows}
-
-    async def set_setting(self, scope: str, scope_id: int, key: str, value: Any) -> None:
-        await self._execute(
-            "INSERT INTO settings (scope, scope_id, key, value, updated_at) VALUES ($1, $2, $3, $4, $5)"
-            " ON CONFLICT (scope, scope_id, key) DO UPDATE SET value = excluded.value,"
-            " updated_at = excluded.updated_at", scope, scope_id, key, json.dumps(value), self.clock())
-
-    async def delete_setting(self, scope: str, scope_id: int, key: str) -> bool:
-        return _count(await self._execute("DELETE FROM settings WHERE scope = $1 AND scope_id = $2"
-                                               " AND key = $3", scope, scope_id, key)) == 1
-
     # copying a whole database
-
-    async def table_rows(self, table: str, after: tuple[Any, ...] | None, limit: int) -> list[dict[str, Any]]:
-        keys = ", ".join(copy_keys(table))
-        marks = ", ".join(f"${i + 2}" for i in range(len(after or ())))
-        since = "" if after is None else f" WHERE ({keys}) > ({marks})"
-        rows = await self._all(f"SELECT * FROM {table}{since} ORDER BY {keys} LIMIT $1", limit, *(after or ()))
-        return [row_to.columns(r) for r in rows]
 
     async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
         """Through COPY into a scratch table, then one INSERT that skips what is there."""
@@ -1027,11 +720,16 @@ class PostgresStore(CommonStore):
         self.rewrites += 1
         return added
 
-    async def count_rows(self, table: str) -> int:
-        copy_keys(table)
-        return int(await self._value(f"SELECT COUNT(*) FROM {table}"))
-
     # plumbing
+
+    async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[asyncpg.Record]:
+        return await self._all(numbered(sql), *params)
+
+    async def _written(self, sql: str, params: Sequence[Any] = ()) -> list[asyncpg.Record]:
+        return await self._all(numbered(sql), *params)
+
+    async def _changed(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return _count(await self._execute(numbered(sql), *params))
 
     async def _one(self, sql: str, *params: Any) -> asyncpg.Record | None:
         with _refusals():

@@ -40,7 +40,7 @@ async def bare_ingest(path: Path, texts: list[str], channels: int) -> float:
 async def bare_window_select(store: Store, thread_id: int, start_seq: int) -> float:
     """Milliseconds to read a window's rows from `start_seq` on, and nothing else."""
     started = time.perf_counter()
-    await _sqlite(store)._all("SELECT * FROM messages WHERE thread_id = ? AND seq >= ? AND deleted_at IS NULL"
+    await _sqlite(store)._rows("SELECT * FROM messages WHERE thread_id = ? AND seq >= ? AND deleted_at IS NULL"
                               " ORDER BY seq", (thread_id, start_seq))
     return (time.perf_counter() - started) * 1000
 

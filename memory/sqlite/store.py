@@ -18,28 +18,24 @@ import aiosqlite
 from memory import rows as row_to
 from memory.quotes import ERASED, Erased
 from memory.records import (
-    AutonomyEntry,
-    AutonomyKind,
-    Branch,
-    BranchKind,
-    BranchStatus,
     MemoryChannel,
     MemoryRecord,
     Message,
     MessageMatch,
     NewMessage,
     NoteMatch,
-    PlaybookRun,
-    PlaybookStep,
-    RunStatus,
     Scope,
-    Task,
-    TaskStatus,
     Thread,
 )
 from memory.settings import Triggers
+from memory.sql.branches import BranchesSql
+from memory.sql.claims import ClaimsSql
+from memory.sql.copying import CopyingSql
+from memory.sql.records import RecordsSql
+from memory.sql.settings import SettingsSql
+from memory.sql.threads import ThreadsSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, CommonStore, checked, erased_value
+from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -84,8 +80,8 @@ _ADD_RECORD = (
 )
 
 
-class SqliteStore(CommonStore):
-    """All SQL lives here and in its sibling modules; callers get records, never rows."""
+class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, CopyingSql):
+    """SQLite's own SQL (transactions of several statements, FTS5 recall, counting); the rest is memory/sql's."""
 
     def __init__(self, db: aiosqlite.Connection, clock: Clock = time.time):
         super().__init__(clock)
@@ -169,18 +165,12 @@ class SqliteStore(CommonStore):
 
     # threads
 
-    async def find_root(self, persona: str, scope: Scope) -> Thread | None:
-        """The root thread of a scope, if it exists: reading never creates one."""
-        row = await self._one("SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'",
-                                   (persona, scope.key))
-        return row_to.thread(row) if row else None
-
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         """The root thread of a scope for a persona, created on first use."""
         lookup = "SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'"
-        row = await self._one(lookup, (persona, scope.key))
+        row = await self._row(lookup, (persona, scope.key))
         if row is None:
-            if scope.guild_id is not None and await self._one(
+            if scope.guild_id is not None and await self._row(
                     "SELECT 1 FROM threads WHERE persona = ? AND kind = 'root' AND channel_id = ? AND guild_id != ?",
                     (persona, scope.channel_id, scope.guild_id)):
                 raise OtherServer(scope.channel_id)
@@ -192,21 +182,9 @@ class SqliteStore(CommonStore):
                     (persona, window_ratio, scope.key, scope.guild_id, scope.channel_id,
                      scope.discord_thread_id, self.clock()),
                 )
-            row = await self._one(lookup, (persona, scope.key))
+            row = await self._row(lookup, (persona, scope.key))
         assert row is not None  # inserted, or found inserted by another writer
         return row_to.thread(row)
-
-    async def find_thread(self, thread_id: int) -> Thread | None:
-        row = await self._one("SELECT * FROM threads WHERE id = ?", (thread_id,))
-        return row_to.thread(row) if row else None
-
-    async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
-        """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
-        row = await self._one("SELECT *, (SELECT COUNT(*) FROM messages WHERE thread_id = threads.id"
-                                   " AND deleted_at IS NULL) AS message_count FROM threads WHERE id = ?", (thread_id,))
-        if row is None:
-            return None
-        return row_to.thread(row, leave_out="message_count"), row["message_count"]
 
     async def insert_thread(self, thread: Thread) -> Thread:
         """A thread with its id as given (snapshot import into an empty database)."""
@@ -245,7 +223,7 @@ class SqliteStore(CommonStore):
             )
             await db.execute("UPDATE threads SET anchor_seq = ? WHERE id = ?", (cur.lastrowid, child_id))
         self._stored(anchor.content)
-        anchor_row = await self._one("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
+        anchor_row = await self._row("SELECT * FROM messages WHERE seq = ?", (cur.lastrowid,))
         assert anchor_row is not None
         return await self.thread(child_id), row_to.message(anchor_row)
 
@@ -269,31 +247,15 @@ class SqliteStore(CommonStore):
                 self.rewrites += 1
         return await self.thread(ended.id)
 
-    async def children(self, thread_id: int) -> list[Thread]:
-        rows = await self._all("SELECT * FROM threads WHERE parent_thread_id = ? ORDER BY id", (thread_id,))
-        return [row_to.thread(r) for r in rows]
-
     async def active_internal_threads(self, stale_before: float | None = None) -> list[Thread]:
         """Active non-root threads that are not a branch's session, whose process has not beaten since
         `stale_before` (when given): candidates for the start-up sweep."""
-        rows = await self._all(
+        rows = await self._rows(
             "SELECT t.* FROM threads t LEFT JOIN owners o ON o.owner = t.owner WHERE t.status = 'active'"
             " AND t.kind != 'root' AND t.discord_thread_id IS NULL AND t.branch_id IS NULL"
             " AND (? IS NULL OR o.heartbeat_at IS NULL OR o.heartbeat_at < ?) ORDER BY t.depth DESC, t.id DESC",
             (stale_before, stale_before),
         )
-        return [row_to.thread(r) for r in rows]
-
-    async def beat(self, owner: str) -> None:
-        """`owner` is alive now (its open threads are not swept while it beats)."""
-        async with self._transaction() as db:
-            await db.execute("INSERT INTO owners (owner, heartbeat_at) VALUES (?, ?) ON CONFLICT (owner)"
-                             " DO UPDATE SET heartbeat_at = excluded.heartbeat_at", (owner, self.clock()))
-
-    async def active_threads_of_run(self, run_id: str) -> list[Thread]:
-        """A run's open Stelis threads, outermost first: the stack to resume it with."""
-        rows = await self._all("SELECT * FROM threads WHERE status = 'active' AND run_id = ? ORDER BY depth",
-                                    (run_id,))
         return [row_to.thread(r) for r in rows]
 
     async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
@@ -327,7 +289,7 @@ class SqliteStore(CommonStore):
                     "threshold": triggers.threshold, "idle": triggers.idle_seconds})
                 due = next(iter(noted))[0]
         if row is None:  # a known external id: the message stored before
-            row = await self._one("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
+            row = await self._row("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
             assert row is not None  # the conflict that skipped the insert is that row
             return row_to.message(row), False, None
         self._stored(new.content)
@@ -399,44 +361,6 @@ class SqliteStore(CommonStore):
             if len(self._pending) > PENDING_KEPT:
                 self._pending = None
 
-    async def tail(self, thread_id: int, limit: int) -> list[Message]:
-        """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""
-        rows = await self._all(
-            "SELECT * FROM messages WHERE thread_id = ? AND deleted_at IS NULL"
-            " ORDER BY seq DESC LIMIT ?",
-            (thread_id, limit),
-        )
-        return [row_to.message(r) for r in reversed(rows)]
-
-    async def _page(self, thread_id: int, lower: int, upper: int, limit: int,
-                    newest_first: bool) -> list[Message]:
-        rows = await self._all(
-            "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
-            f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT ?", (thread_id, lower, upper, limit))
-        return [row_to.message(row) for row in rows]
-
-    async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:
-        """The newest user and assistant messages, oldest first."""
-        rows = await self._all(
-            "SELECT * FROM messages WHERE thread_id = ? AND role IN ('user', 'assistant') AND deleted_at IS NULL"
-            " ORDER BY seq DESC LIMIT ?", (thread_id, limit),
-        )
-        return [row_to.message(r) for r in reversed(rows)]
-
-    async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
-        return int(await self._value(
-            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND deleted_at IS NULL",
-            (thread_id, after_seq),
-        ))
-
-    async def message_by_seq(self, seq: int) -> Message | None:
-        row = await self._one("SELECT * FROM messages WHERE seq = ?", (seq,))
-        return row_to.message(row) if row else None
-
-    async def message_by_external_id(self, external_id: int) -> Message | None:
-        row = await self._one("SELECT * FROM messages WHERE external_id = ?", (external_id,))
-        return row_to.message(row) if row else None
-
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         async with self._transaction() as db:
             rows = await db.execute_fetchall(
@@ -447,15 +371,6 @@ class SqliteStore(CommonStore):
         self.rewrites += 1
         self._pending = None  # its text may be among those kept for counting: index before the next search
         return row_to.message(next(iter(rows))) if rows else None
-
-    async def conversation_threads(self, persona: str, *, guild_id: int | None = None,
-                                   scope_key: str | None = None) -> list[int]:
-        """Ids of every thread of a server's conversations, or of one conversation (a DM)."""
-        rows = await self._all(
-            "SELECT id FROM threads WHERE persona = ? AND ((? IS NOT NULL AND guild_id = ?) OR scope_key = ?)",
-            (persona, guild_id, guild_id, scope_key),
-        )
-        return [r["id"] for r in rows]
 
     async def purge(self, *, author_id: int | None = None, thread_ids: list[int] | None = None,
                     external_id: int | None = None) -> dict[int, set[int]]:
@@ -509,11 +424,11 @@ class SqliteStore(CommonStore):
                               ("threads", "chronicle_summary"), ("threads", "window_summary"),
                               ("threads", "window_bridge"),
                               *((table, column) for table, _, column, _, _ in QUOTING)):
-            row = await self._one(f"SELECT COUNT(*) FROM {table} WHERE instr({column}, ?) > 0", (text,))
+            row = await self._row(f"SELECT COUNT(*) FROM {table} WHERE instr({column}, ?) > 0", (text,))
             if row is not None and row[0]:
                 found.append(f"{table}.{column}")
         for table in _FTS_TABLES:
-            row = await self._one(f"SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?", (phrase(text),))
+            row = await self._row(f"SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?", (phrase(text),))
             if row is not None and row[0]:
                 found.append(table)
         return found
@@ -525,108 +440,13 @@ class SqliteStore(CommonStore):
                 await db.execute(f"DELETE FROM memory_records WHERE id IN ({', '.join('?' * len(ids))})", ids)
             self.memory_changes += 1
 
-    async def set_optout(self, persona: str, user_id: int, out: bool) -> None:
-        async with self._transaction() as db:
-            if out:
-                await db.execute("INSERT INTO optouts (persona, user_id, created_at) VALUES (?, ?, ?)"
-                                 " ON CONFLICT DO NOTHING", (persona, user_id, self.clock()))
-            else:
-                await db.execute("DELETE FROM optouts WHERE persona = ? AND user_id = ?", (persona, user_id))
-
-    async def opted_out(self, persona: str) -> set[int]:
-        rows = await self._all("SELECT user_id FROM optouts WHERE persona = ?", (persona,))
-        return {r["user_id"] for r in rows}
-
-    async def set_metadata(self, seq: int, metadata: dict[str, Any]) -> None:
-        """Replace a message's metadata (its text never changes)."""
-        async with self._transaction() as db:
-            await db.execute("UPDATE messages SET metadata = ? WHERE seq = ?",
-                             (json.dumps(metadata, ensure_ascii=False), seq))
-
     # branches (seed 001)
-
-    async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
-                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
-                            task_id: str | None = None) -> Branch:
-        async with self._transaction() as db:
-            await db.execute(
-                "INSERT INTO branches (id, persona, branch_type, label, scope_key, guild_id, channel_id,"
-                " discord_thread_id, task_id, created_at, last_activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (id) DO NOTHING",
-                (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id, task_id,
-                 self.clock(), self.clock()),
-            )
-        self.branch_changes += 1
-        found = await self.branch(branch_id)
-        assert found is not None
-        return found
-
-    async def branch(self, branch_id: str) -> Branch | None:
-        row = await self._one("SELECT * FROM branches WHERE id = ?", (branch_id,))
-        return row_to.branch(row) if row else None
-
-    async def branches(self, persona: str, scope_key: str, status: BranchStatus | None = None,
-                       branch_type: BranchKind | None = None) -> list[Branch]:
-        rows = await self._all(
-            "SELECT * FROM branches WHERE persona = ? AND scope_key = ? AND (? IS NULL OR status = ?)"
-            " AND (? IS NULL OR branch_type = ?) ORDER BY created_at DESC",
-            (persona, scope_key, status, status, branch_type, branch_type),
-        )
-        return [row_to.branch(r) for r in rows]
-
-    async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
-                            current_thread_id: int | None = None, label: str | None = None,
-                            brief_state: str | None = None) -> None:
-        """Change what is given; any change is activity (the working memory orders branches by it)."""
-        now = self.clock()
-        async with self._transaction() as db:
-            await db.execute(
-                "UPDATE branches SET status = COALESCE(?, status), current_thread_id = COALESCE(?, current_thread_id),"
-                " label = COALESCE(?, label), brief_state = COALESCE(?, brief_state), last_activity_at = ?,"
-                " suspended_at = CASE WHEN ? = 'suspended' THEN ? ELSE suspended_at END,"
-                " completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END WHERE id = ?",
-                (status, current_thread_id, label, brief_state, now, status, now, status, now, branch_id),
-            )
-        self.branch_changes += 1
-
-    async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
-                              limit: int, *, with_completed: bool = False) -> list[Branch]:
-        marks = ", ".join("?" * len(scope_keys))
-        rows = await self._all(
-            f"SELECT * FROM branches WHERE persona = ? AND (? OR status != 'completed') AND scope_key IN ({marks})"
-            " ORDER BY COALESCE(last_activity_at, created_at) DESC LIMIT ?",
-            (persona, int(with_completed), *scope_keys, limit))
-        return [row_to.branch(r) for r in rows]
-
-    async def branch_threads(self, branch_id: str) -> list[Thread]:
-        rows = await self._all("SELECT * FROM threads WHERE branch_id = ? ORDER BY id", (branch_id,))
-        return [row_to.thread(r) for r in rows]
-
-    async def root_threads(self, persona: str) -> list[Thread]:
-        rows = await self._all(
-            "SELECT * FROM threads WHERE persona = ? AND kind = 'root' AND channel_id IS NOT NULL ORDER BY id",
-            (persona,),
-        )
-        return [row_to.thread(r) for r in rows]
-
-    async def has_spoken(self, thread_id: int) -> bool:
-        row = await self._one(
-            "SELECT 1 FROM messages WHERE thread_id = ? AND role = 'assistant' AND deleted_at IS NULL LIMIT 1",
-            (thread_id,),
-        )
-        return row is not None
-
-    async def last_external_id(self, thread_id: int) -> int | None:
-        """The newest Discord message id remembered in a thread: where a backfill after a reconnect starts."""
-        found = await self._value("SELECT MAX(external_id) FROM messages WHERE thread_id = ?"
-                                  " AND external_id IS NOT NULL", (thread_id,))  # the partial index answers
-        return None if found is None else int(found)
 
     # memory records
 
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
                              limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
-        rows = await self._all(
+        rows = await self._rows(
             "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
             " AND (? IS NULL OR id <= ?) AND (? OR hidden_by IS NULL) ORDER BY version DESC LIMIT ?",
             (persona, scope, scope_id, type_, as_of, as_of, hidden, limit),
@@ -651,10 +471,6 @@ class SqliteStore(CommonStore):
         return record
 
     # memory bookkeeping per conversation (seed 004): what is pending, when it is due, what is shared
-
-    async def memory_channel(self, thread_id: int) -> MemoryChannel | None:
-        row = await self._one("SELECT * FROM memory_channels WHERE thread_id = ?", (thread_id,))
-        return row_to.channel(row) if row else None
 
     async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
         """The bookkeeping of a conversation, created on first use."""
@@ -684,14 +500,6 @@ class SqliteStore(CommonStore):
             )
             return cur.rowcount
 
-    async def due_channels(self, now: float, limit: int = 1_000) -> list[MemoryChannel]:
-        """Conversations whose deadline has passed, earliest first (an index range scan)."""
-        rows = await self._all(
-            "SELECT * FROM memory_channels WHERE due_at IS NOT NULL AND paused = 0 AND due_at <= ?"
-            " ORDER BY due_at LIMIT ?", (now, limit),
-        )
-        return [row_to.channel(r) for r in rows]
-
     async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
                         thread_id: int | None = None) -> list[MemoryChannel]:
         """Take due conversations (or the one given, due or not) for `owner` until the lease runs out;
@@ -706,19 +514,6 @@ class SqliteStore(CommonStore):
                 " RETURNING *",
                 {"owner": owner, "until": now + lease_seconds, "now": now, "thread": thread_id, "limit": limit})
         return sorted((row_to.channel(r) for r in rows), key=lambda c: (c.due_at is None, c.due_at or 0.0))
-
-    async def release_channel(self, thread_id: int, owner: str) -> None:
-        async with self._transaction() as db:
-            await db.execute("UPDATE memory_channels SET lease_owner = NULL, lease_until = NULL"
-                             " WHERE thread_id = ? AND lease_owner = ?", (thread_id, owner))
-
-    async def upcoming_deadlines(self, limit: int = 10_000) -> list[tuple[int, float]]:
-        """(thread id, deadline) of every conversation with work pending, to re-arm timers after a restart."""
-        rows = await self._all(
-            "SELECT thread_id, due_at FROM memory_channels WHERE due_at IS NOT NULL AND paused = 0"
-            " ORDER BY due_at LIMIT ?", (limit,),
-        )
-        return [(r[0], r[1]) for r in rows]
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
                               now: float, triggers: Triggers, metadata: dict[str, Any]) -> MemoryRecord:
@@ -805,7 +600,7 @@ class SqliteStore(CommonStore):
         The sharing rule (MemoryChannel.shared) is applied in the query and only three columns come back:
         recall asks on every turn, and a server may have thousands of channels.
         """
-        rows = await self._all(
+        rows = await self._rows(
             "SELECT channel_id, discord_thread_id, name FROM memory_channels WHERE persona = ? AND guild_id = ?"
             " AND (discord_thread_id IS NOT NULL OR COALESCE(shareable, public) = 1)", (persona, guild_id))
         return [(row[0] or 0, row[1], row[2]) for row in rows]
@@ -817,144 +612,23 @@ class SqliteStore(CommonStore):
         The sharing rule (MemoryChannel.shared) is applied in the query, so a build reads `limit` rows
         however many channels the server has.
         """
-        rows = await self._all(
+        rows = await self._rows(
             "SELECT * FROM memory_channels WHERE persona = ? AND guild_id = ? AND discord_thread_id IS NULL"
             " AND COALESCE(shareable, public) = 1 AND channel_id IS NOT ? ORDER BY last_message_at DESC LIMIT ?",
             (persona, guild_id, besides, -1 if limit is None else limit),
         )
         return [row_to.channel(r) for r in rows]
 
-    async def pins(self, persona: str, scope: str, scope_id: int) -> list[str]:
-        rows = await self._all(
-            "SELECT fact FROM memory_pins WHERE persona = ? AND scope = ? AND scope_id = ? ORDER BY id",
-            (persona, scope, scope_id),
-        )
-        return [r[0] for r in rows]
-
-    async def pin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
-        async with self._transaction() as db:
-            cur = await db.execute(
-                "INSERT INTO memory_pins (persona, scope, scope_id, fact, created_at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT DO NOTHING", (persona, scope, scope_id, fact.strip(), self.clock()),
-            )
-        changed = cur.rowcount == 1
-        self.memory_changes += changed  # a kept prompt's layers are read again only when a pin really changed
-        return changed
-
-    async def unpin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
-        async with self._transaction() as db:
-            cur = await db.execute(
-                "DELETE FROM memory_pins WHERE persona = ? AND scope = ? AND scope_id = ? AND fact = ?",
-                (persona, scope, scope_id, fact.strip()),
-            )
-        changed = cur.rowcount == 1
-        self.memory_changes += changed
-        return changed
-
     # playbook runs (issue: playbooks): what /playbooks runs shows
-
-    async def start_playbook_run(self, playbook: str, persona: str, scope_key: str, run_id: str,
-                                 args: dict[str, Any]) -> int:
-        async with self._transaction() as db:
-            rows = await db.execute_fetchall(
-                "INSERT INTO playbook_runs (playbook, persona, scope_key, run_id, args, started_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (playbook, persona, scope_key, run_id, json.dumps(args, ensure_ascii=False, default=str),
-                 self.clock()))
-        return int(next(iter(rows))[0])
-
-    async def log_playbook_step(self, run: int, step: PlaybookStep) -> None:
-        async with self._transaction() as db:
-            await db.execute(
-                "INSERT INTO playbook_steps (run, node, node_type, profile, tier, input_tokens, output_tokens,"
-                " cache_read, cache_write, duration_ms, summary, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run, step.node, step.node_type, step.profile, step.tier, step.input_tokens, step.output_tokens,
-                 step.cache_read, step.cache_write, step.duration_ms, step.summary, step.at or self.clock()))
-
-    async def end_playbook_run(self, run: int, status: RunStatus, result: dict[str, Any] | None,
-                               error: str | None) -> None:
-        async with self._transaction() as db:
-            await db.execute(
-                "UPDATE playbook_runs SET status = ?, result = ?, error = ?, ended_at = ? WHERE id = ?",
-                (status, None if result is None else json.dumps(result, ensure_ascii=False, default=str), error,
-                 self.clock(), run))
-
-    async def playbook_runs(self, persona: str, scope_key: str, limit: int) -> list[PlaybookRun]:
-        """A conversation's newest runs, newest first."""
-        rows = await self._all("SELECT * FROM playbook_runs WHERE persona = ? AND scope_key = ?"
-                               " ORDER BY id DESC LIMIT ?", (persona, scope_key, limit))
-        return [row_to.playbook_run(r) for r in rows]
-
-    async def playbook_steps(self, run: int) -> list[PlaybookStep]:
-        rows = await self._all("SELECT node, node_type, duration_ms, summary, profile, tier, input_tokens,"
-                               " output_tokens, cache_read, cache_write, at FROM playbook_steps WHERE run = ?"
-                               " ORDER BY id", (run,))
-        return [PlaybookStep(*row) for row in rows]
 
     # tasks (seed 001)
 
-    async def create_task(self, persona: str, scope_key: str, guild_id: int | None, title: str, goal: str,
-                          steps: list[str]) -> Task:
-        now = self.clock()
-        async with self._transaction() as db:
-            rows = await db.execute_fetchall(
-                "INSERT INTO tasks (persona, scope_key, guild_id, title, goal, steps, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
-                (persona, scope_key, guild_id, title, goal,
-                 json.dumps([{"text": s, "done": False} for s in steps], ensure_ascii=False), now, now))
-        return row_to.task(next(iter(rows)))
-
-    async def tasks_in(self, persona: str, scope_keys: tuple[str, ...], limit: int) -> list[Task]:
-        marks = ", ".join("?" * len(scope_keys))
-        rows = await self._all(
-            f"SELECT * FROM tasks WHERE persona = ? AND scope_key IN ({marks})"
-            " ORDER BY status != 'open', id DESC LIMIT ?", (persona, *scope_keys, limit))
-        return [row_to.task(r) for r in rows]
-
-    async def task(self, task_id: int) -> Task | None:
-        row = await self._one("SELECT * FROM tasks WHERE id = ?", (task_id,))
-        return row_to.task(row) if row else None
-
-    async def update_task(self, task_id: int, *, branch_id: str | None = None,
-                          steps: list[dict[str, Any]] | None = None, status: TaskStatus | None = None) -> Task:
-        async with self._transaction() as db:
-            rows = await db.execute_fetchall(
-                "UPDATE tasks SET branch_id = COALESCE(?, branch_id), steps = COALESCE(?, steps),"
-                " status = COALESCE(?, status), updated_at = ? WHERE id = ? RETURNING *",
-                (branch_id, None if steps is None else json.dumps(steps, ensure_ascii=False), status, self.clock(),
-                 task_id))
-        return row_to.task(next(iter(rows)))
-
     # the autonomous pulse's decision log
-
-    async def log_autonomy(self, persona: str, place: str, kind: AutonomyKind, detail: str, *,
-                           branch_id: str | None = None, calls: int = 0, tokens: int = 0) -> AutonomyEntry:
-        async with self._transaction() as db:
-            rows = await db.execute_fetchall(
-                "INSERT INTO autonomy_log (persona, place, at, kind, branch_id, detail, calls, tokens)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
-                (persona, place, self.clock(), kind, branch_id, detail, calls, tokens))
-        return AutonomyEntry(**dict(next(iter(rows))))
-
-    async def autonomy_log(self, persona: str, place: str, limit: int, *,
-                           kind: AutonomyKind | None = None) -> list[AutonomyEntry]:
-        """A server's decisions, newest first (of one kind, when given)."""
-        rows = await self._all(
-            "SELECT * FROM autonomy_log WHERE persona = ? AND place = ? AND (? IS NULL OR kind = ?)"
-            " ORDER BY id DESC LIMIT ?", (persona, place, kind, kind, limit))
-        return [AutonomyEntry(**dict(r)) for r in rows]
-
-    async def autonomy_spent(self, persona: str, place: str, since: float) -> tuple[int, int]:
-        """Model calls and tokens the server's pulses spent since a moment."""
-        row = await self._one(
-            "SELECT COALESCE(SUM(calls), 0) AS calls, COALESCE(SUM(tokens), 0) AS tokens FROM autonomy_log"
-            " WHERE persona = ? AND place = ? AND at >= ?", (persona, place, since))
-        return (row["calls"], row["tokens"]) if row else (0, 0)
 
     async def messages_since(self, persona: str, scope_keys: tuple[str, ...], since: float,
                              limit: int) -> list[Message]:
         marks = ", ".join("?" * len(scope_keys))
-        rows = await self._all(
+        rows = await self._rows(
             "SELECT * FROM (SELECT m.* FROM messages m JOIN threads t ON t.id = m.thread_id"
             f" WHERE t.persona = ? AND t.scope_key IN ({marks})"
             " AND m.created_at > ? AND m.deleted_at IS NULL AND m.role IN ('user', 'assistant')"
@@ -962,26 +636,7 @@ class SqliteStore(CommonStore):
             (persona, *scope_keys, since, limit))
         return [row_to.message(r) for r in rows]
 
-    async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:
-        row = await self._one("SELECT * FROM branches WHERE discord_thread_id = ? ORDER BY created_at DESC LIMIT 1",
-                              (discord_thread_id,))
-        return row_to.branch(row) if row else None
-
     # claims: work one worker does at a time, held for a lease (another backend takes row locks)
-
-    async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:
-        """Take `key` for `owner` until the lease runs out; False if someone else holds it."""
-        now = self.clock()
-        async with self._transaction() as db:
-            rows = await db.execute_fetchall(
-                "INSERT INTO claims (key, owner, until) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE"
-                " SET owner = excluded.owner, until = excluded.until WHERE claims.until < ? OR claims.owner = ?"
-                " RETURNING owner", (key, owner, now + lease_seconds, now, owner))
-        return bool(rows)
-
-    async def release(self, key: str, owner: str) -> None:
-        async with self._transaction() as db:
-            await db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner))
 
     async def clear_claims(self) -> int:
         """Drop every claim (at a start that holds the database alone: their holders are gone); how many."""
@@ -993,26 +648,20 @@ class SqliteStore(CommonStore):
 
     # recall: full-text look-ups, always filtered to what one conversation may see
 
-    async def newest_texts(self, limit: int) -> list[str]:
-        """The texts of the newest live messages, newest first."""
-        rows = await self._all("SELECT content FROM messages WHERE deleted_at IS NULL ORDER BY seq DESC LIMIT ?",
-                                    (limit,))
-        return [r[0] for r in rows]
-
     async def match_counts(self, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
         """About how many messages exist (the newest sequence), and how many indexed messages each term
         matches, counting no further than `cap`; one round trip."""
         counts = "".join(", (SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?))"
                          for _ in terms)
         params = [p for term in terms for p in (phrase(term), cap)]
-        row = await self._one(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}", tuple(params))
+        row = await self._row(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}", tuple(params))
         assert row is not None  # a SELECT of scalars returns one row
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
         """Messages matching any of the terms in these conversations, best first."""
-        rows = await self._all(
+        rows = await self._rows(
             "SELECT " + _MATCH_COLUMNS +
             " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
             f" WHERE messages_fts MATCH ? AND {_seen_by(scope_keys)}"
@@ -1022,7 +671,7 @@ class SqliteStore(CommonStore):
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
-        rows = await self._all(
+        rows = await self._rows(
             _MATCHED_MESSAGES +
             " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
             f" AND {_seen_by(scope_keys)} ORDER BY m.created_at DESC LIMIT ?",
@@ -1033,7 +682,7 @@ class SqliteStore(CommonStore):
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""
-        rows = await self._all(
+        rows = await self._rows(
             _MATCHED_MESSAGES +
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - ? AND instr(lower(m.content), ?) > 0"
             f" AND {_seen_by(scope_keys)} ORDER BY m.seq DESC LIMIT ?",
@@ -1051,7 +700,7 @@ class SqliteStore(CommonStore):
         marks = ", ".join("?" * len(scope_keys))
         pairs = ", ".join("(?, ?)" for _ in scopes) or "(NULL, NULL)"
         query = _any_of(terms)
-        rows = await self._all(
+        rows = await self._rows(
             "SELECT * FROM (SELECT 'chronicle' AS source, t.id, t.chronicle_summary AS text,"
             " COALESCE(t.completed_at, t.created_at) AS at, t.label, t.scope_key, NULL AS type, NULL AS scope,"
             " NULL AS version FROM chronicles_fts JOIN threads t ON t.id = chronicles_fts.rowid"
@@ -1065,40 +714,9 @@ class SqliteStore(CommonStore):
         )
         return [NoteMatch(*row) for row in rows]
 
-    async def newest_record_id(self) -> int:
-        return int(await self._value("SELECT COALESCE(MAX(id), 0) FROM memory_records", ()))
-
     # settings
 
-    async def settings(self, scope: str, scope_id: int) -> dict[str, Any]:
-        rows = await self._all(
-            "SELECT key, value FROM settings WHERE scope = ? AND scope_id = ?", (scope, scope_id)
-        )
-        return {r["key"]: json.loads(r["value"]) for r in rows}
-
-    async def set_setting(self, scope: str, scope_id: int, key: str, value: Any) -> None:
-        async with self._transaction() as db:
-            await db.execute(
-                "INSERT INTO settings (scope, scope_id, key, value, updated_at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (scope, scope_id, key) DO UPDATE SET value = excluded.value,"
-                " updated_at = excluded.updated_at",
-                (scope, scope_id, key, json.dumps(value), self.clock()),
-            )
-
-    async def delete_setting(self, scope: str, scope_id: int, key: str) -> bool:
-        async with self._transaction() as db:
-            cur = await db.execute(
-                "DELETE FROM settings WHERE scope = ? AND scope_id = ? AND key = ?", (scope, scope_id, key)
-            )
-        return cur.rowcount == 1
-
     # copying a whole database
-
-    async def table_rows(self, table: str, after: tuple[Any, ...] | None, limit: int) -> list[dict[str, Any]]:
-        keys = ", ".join(copy_keys(table))
-        since = "" if after is None else f" WHERE ({keys}) > ({', '.join('?' * len(after))})"
-        rows = await self._all(f"SELECT * FROM {table}{since} ORDER BY {keys} LIMIT ?", (*(after or ()), limit))
-        return [row_to.columns(r) for r in rows]
 
     async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
         if not rows:
@@ -1114,25 +732,18 @@ class SqliteStore(CommonStore):
         self.rewrites += 1
         return cur.rowcount
 
-    async def count_rows(self, table: str) -> int:
-        copy_keys(table)
-        return int(await self._value(f"SELECT COUNT(*) FROM {table}", ()))
+    # the primitives memory/sql's aggregates run on
 
-    # plumbing
+    async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return list(await self._db.execute_fetchall(sql, tuple(params)))  # one hop to the database thread
 
-    async def _one(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
-        """The first row: for queries of one row (more are read and dropped, so keep them small)."""
-        rows = await self._db.execute_fetchall(sql, params)  # one hop to the database thread, not three
-        return next(iter(rows), None)
+    async def _written(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self._transaction() as db:
+            return list(await db.execute_fetchall(sql, tuple(params)))
 
-    async def _value(self, sql: str, params: tuple[Any, ...]) -> Any:
-        """The first column of a query that always returns one row (an aggregate)."""
-        row = await self._one(sql, params)
-        assert row is not None, sql
-        return row[0]
-
-    async def _all(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
-        return list(await self._db.execute_fetchall(sql, params))
+    async def _changed(self, sql: str, params: Sequence[Any] = ()) -> int:
+        async with self._transaction() as db:
+            return (await db.execute(sql, tuple(params))).rowcount
 
 
 async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, triggers: Triggers) -> None:

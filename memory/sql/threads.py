@@ -1,0 +1,115 @@
+"""Threads and their messages, as both backends read them (writes that span statements stay in each backend)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memory import rows as row_to
+from memory.records import Message, Scope, Thread
+from memory.sql.base import SqlStore
+
+
+class ThreadsSql(SqlStore):
+    # threads
+
+    async def find_root(self, persona: str, scope: Scope) -> Thread | None:
+        """The root thread of a scope, if it exists: reading never creates one."""
+        row = await self._row("SELECT * FROM threads WHERE persona = ? AND scope_key = ? AND kind = 'root'",
+                              (persona, scope.key))
+        return row_to.thread(row) if row else None
+
+    async def find_thread(self, thread_id: int) -> Thread | None:
+        row = await self._row("SELECT * FROM threads WHERE id = ?", (thread_id,))
+        return row_to.thread(row) if row else None
+
+    async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
+        """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
+        row = await self._row("SELECT *, (SELECT COUNT(*) FROM messages WHERE thread_id = threads.id"
+                              " AND deleted_at IS NULL) AS message_count FROM threads WHERE id = ?", (thread_id,))
+        if row is None:
+            return None
+        return row_to.thread(row, leave_out="message_count"), int(row["message_count"])
+
+    async def children(self, thread_id: int) -> list[Thread]:
+        rows = await self._rows("SELECT * FROM threads WHERE parent_thread_id = ? ORDER BY id", (thread_id,))
+        return [row_to.thread(r) for r in rows]
+
+    async def active_threads_of_run(self, run_id: str) -> list[Thread]:
+        """A run's open Stelis threads, outermost first: the stack to resume it with."""
+        rows = await self._rows("SELECT * FROM threads WHERE status = 'active' AND run_id = ? ORDER BY depth",
+                                (run_id,))
+        return [row_to.thread(r) for r in rows]
+
+    async def root_threads(self, persona: str) -> list[Thread]:
+        rows = await self._rows("SELECT * FROM threads WHERE persona = ? AND kind = 'root' AND channel_id IS NOT NULL"
+                                " ORDER BY id", (persona,))
+        return [row_to.thread(r) for r in rows]
+
+    async def conversation_threads(self, persona: str, *, guild_id: int | None = None,
+                                   scope_key: str | None = None) -> list[int]:
+        """Ids of every thread of a server's conversations, or of one conversation (a DM)."""
+        rows = await self._rows("SELECT id FROM threads WHERE persona = ? AND (guild_id = ? OR scope_key = ?)",
+                                (persona, guild_id, scope_key))
+        return [int(r[0]) for r in rows]
+
+    async def beat(self, owner: str) -> None:
+        """`owner` is alive now (its open threads are not swept while it beats)."""
+        await self._changed("INSERT INTO owners (owner, heartbeat_at) VALUES (?, ?) ON CONFLICT (owner)"
+                            " DO UPDATE SET heartbeat_at = excluded.heartbeat_at", (owner, self.clock()))
+
+    # messages
+
+    async def tail(self, thread_id: int, limit: int) -> list[Message]:
+        """The newest `limit` live messages of a thread, oldest first (index range scan + LIMIT)."""
+        rows = await self._rows("SELECT * FROM messages WHERE thread_id = ? AND deleted_at IS NULL"
+                                " ORDER BY seq DESC LIMIT ?", (thread_id, limit))
+        return [row_to.message(r) for r in reversed(rows)]
+
+    async def _page(self, thread_id: int, lower: int, upper: int, limit: int,
+                    newest_first: bool) -> list[Message]:
+        rows = await self._rows(
+            "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
+            f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT ?", (thread_id, lower, upper, limit))
+        return [row_to.message(row) for row in rows]
+
+    async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:
+        """The newest user and assistant messages, oldest first."""
+        rows = await self._rows(
+            "SELECT * FROM messages WHERE thread_id = ? AND role IN ('user', 'assistant') AND deleted_at IS NULL"
+            " ORDER BY seq DESC LIMIT ?", (thread_id, limit))
+        return [row_to.message(r) for r in reversed(rows)]
+
+    async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
+        return int(await self._scalar(
+            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND deleted_at IS NULL",
+            (thread_id, after_seq)))
+
+    async def message_by_seq(self, seq: int) -> Message | None:
+        row = await self._row("SELECT * FROM messages WHERE seq = ?", (seq,))
+        return row_to.message(row) if row else None
+
+    async def message_by_external_id(self, external_id: int) -> Message | None:
+        row = await self._row("SELECT * FROM messages WHERE external_id = ?", (external_id,))
+        return row_to.message(row) if row else None
+
+    async def has_spoken(self, thread_id: int) -> bool:
+        return await self._row("SELECT 1 FROM messages WHERE thread_id = ? AND role = 'assistant'"
+                               " AND deleted_at IS NULL LIMIT 1", (thread_id,)) is not None
+
+    async def last_external_id(self, thread_id: int) -> int | None:
+        """The newest Discord message id remembered in a thread: where a backfill after a reconnect starts."""
+        found = await self._scalar("SELECT MAX(external_id) FROM messages WHERE thread_id = ?"
+                                   " AND external_id IS NOT NULL", (thread_id,))  # the partial index answers
+        return None if found is None else int(found)
+
+    async def set_metadata(self, seq: int, metadata: dict[str, Any]) -> None:
+        """Replace a message's metadata (its text never changes)."""
+        await self._changed("UPDATE messages SET metadata = ? WHERE seq = ?",
+                            (json.dumps(metadata, ensure_ascii=False), seq))
+
+    async def newest_texts(self, limit: int) -> list[str]:
+        """The texts of the newest live messages, newest first."""
+        rows = await self._rows("SELECT content FROM messages WHERE deleted_at IS NULL ORDER BY seq DESC LIMIT ?",
+                                (limit,))
+        return [r[0] for r in rows]
