@@ -91,20 +91,8 @@ def numbered_migrations(folder: Path) -> list[Path]:
         raise StoreError(f"migrations in {folder} are not numbered 1..n: {numbers}")
     return files
 
-
-class Store(Protocol):
-    """Threads, messages, memory versions and their bookkeeping, branches, settings, claims and recall's index.
-
-    Counters that caches key on are bumped by every write that invalidates them.
-    """
-
-    clock: Clock
-    owner: str | None  # the process writing (recorded on the Stelis threads it opens); set by whoever opens it
-    sharing_version: int  # a conversation's visibility or sharing changed
-    rewrites: int  # a stored message changed (an edit, an erasure, an anchor's final form)
-    memory_changes: int  # a memory version was removed or a pin changed
-    conversations: int  # a conversation may have joined its server (recall's visibility)
-    branch_changes: int  # a branch was created or changed (the working memory)
+class Database(Protocol):
+    """The database itself: opening, migrating, what other processes changed, and copying it whole."""
 
     async def close(self) -> None:
         ...
@@ -119,6 +107,26 @@ class Store(Protocol):
     async def migrate(self) -> int:
         """Apply pending migrations in order, each in its own transaction; return how many ran."""
         ...
+
+    async def catch_up(self) -> None:
+        """Move the counters caches key on past what other processes sharing the database erased or edited."""
+        ...
+
+    async def table_rows(self, table: str, after: tuple[Any, ...] | None, limit: int) -> list[dict[str, Any]]:
+        """A page of a table's rows as column -> value, in key order, after the key `after` (None: from the
+        start)."""
+        ...
+
+    async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
+        """Insert rows as they are (ids included), skipping those already present; how many were new."""
+        ...
+
+    async def count_rows(self, table: str) -> int:
+        ...
+
+
+class ThreadsAndMessages(Protocol):
+    """Conversations, their Stelis threads and the messages in them, erasures included."""
 
     async def find_root(self, persona: str, scope: Scope) -> Thread | None:
         """The root thread of a scope, if it exists: reading never creates one."""
@@ -168,10 +176,6 @@ class Store(Protocol):
         candidates for the start-up sweep."""
         ...
 
-    async def beat(self, owner: str) -> None:
-        """`owner` is alive now: the threads it opened are not swept while it beats."""
-        ...
-
     async def active_threads_of_run(self, run_id: str) -> list[Thread]:
         """A run's open Stelis threads, outermost first: the stack to resume it with."""
         ...
@@ -193,27 +197,6 @@ class Store(Protocol):
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
                           created: list[float] | None = None, tokens: list[int] | None = None) -> int:
         """Store many messages in one transaction (imports, benchmarks); an export's seqs and counts are kept."""
-        ...
-
-    async def index_messages(self) -> int:
-        """Index for recall the messages stored since the last call, in one batch; how many there were."""
-        ...
-
-    async def tidy_index(self, pages: int = ...) -> bool:
-        """One bounded step of merging recall's index segments; True when it did work (more may remain)."""
-        ...
-
-    async def merge_index(self) -> None:
-        """Merge recall's index step by step until it is done or new messages wait to be indexed."""
-        ...
-
-    @property
-    def unindexed(self) -> int:
-        """Messages stored since the index was brought up to date (a large number when unknown)."""
-        ...
-
-    def unindexed_texts(self) -> list[str] | None:
-        """Their texts, for counting words the index does not hold yet; None when unknown."""
         ...
 
     async def tail(self, thread_id: int, limit: int) -> list[Message]:
@@ -259,10 +242,6 @@ class Store(Protocol):
         entry go; the row stays as a gap so sequence numbers are never reused. Returns thread -> seqs."""
         ...
 
-    async def catch_up(self) -> None:
-        """Move the counters caches key on past what other processes sharing the database erased or edited."""
-        ...
-
     async def scrub(self) -> None:
         """After a forget-me: nothing of the erased rows stays in the database's own files (freed pages, old
         index segments, the write-ahead log), only in what the live rows hold."""
@@ -270,16 +249,6 @@ class Store(Protocol):
 
     async def traces(self, text: str) -> list[str]:
         """Every place the database still holds a text (table.column, or an index): a forget-me audit."""
-        ...
-
-    async def delete_records(self, ids: list[int]) -> None:
-        """Remove memory versions for good (their text and index entries)."""
-        ...
-
-    async def set_optout(self, persona: str, user_id: int, out: bool) -> None:
-        ...
-
-    async def opted_out(self, persona: str) -> set[int]:
         ...
 
     async def set_metadata(self, seq: int, metadata: dict[str, Any]) -> None:
@@ -290,33 +259,6 @@ class Store(Protocol):
         """Erase one message (see purge); False when there was nothing left to erase."""
         ...
 
-    async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
-                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
-                            task_id: str | None = None) -> Branch:
-        ...
-
-    async def branch(self, branch_id: str) -> Branch | None:
-        ...
-
-    async def branches(self, persona: str, scope_key: str, status: BranchStatus | None = None,
-                       branch_type: BranchKind | None = None) -> list[Branch]:
-        ...
-
-    async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
-                            current_thread_id: int | None = None, label: str | None = None,
-                            brief_state: str | None = None) -> None:
-        """Change what is given; any change is activity (the working memory orders branches by it)."""
-        ...
-
-    async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
-                              limit: int, *, with_completed: bool = False) -> list[Branch]:
-        """The persona's open branches of these conversations (what one may see: recall's visibility), latest
-        activity first: what its working memory shows."""
-        ...
-
-    async def branch_threads(self, branch_id: str) -> list[Thread]:
-        ...
-
     async def root_threads(self, persona: str) -> list[Thread]:
         ...
 
@@ -325,6 +267,20 @@ class Store(Protocol):
 
     async def last_external_id(self, thread_id: int) -> int | None:
         """The newest Discord message id remembered in a thread: where a backfill after a reconnect starts."""
+        ...
+
+    async def messages_since(self, persona: str, scope_keys: tuple[str, ...], since: float,
+                             limit: int) -> list[Message]:
+        """What was said in these conversations (what one may see: recall's visibility) after a moment,
+        oldest first, at most the newest `limit`."""
+        ...
+
+
+class MemoryRecords(Protocol):
+    """Memory versions, each conversation's bookkeeping of what they cover and when the next is due, and pins."""
+
+    async def delete_records(self, ids: list[int]) -> None:
+        """Remove memory versions for good (their text and index entries)."""
         ...
 
     async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
@@ -359,16 +315,6 @@ class Store(Protocol):
 
     async def due_channels(self, now: float, limit: int = ...) -> list[MemoryChannel]:
         """Conversations whose deadline has passed, earliest first (an index range scan)."""
-        ...
-
-    async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
-                        thread_id: int | None = None) -> list[MemoryChannel]:
-        """Take due conversations (or the one given, due or not) for `owner` until the lease runs out, earliest
-        first; those another worker holds are skipped, never waited for or taken twice (a conversation asked
-        for by name may be taken again by its holder: its in-process lock keeps the order)."""
-        ...
-
-    async def release_channel(self, thread_id: int, owner: str) -> None:
         ...
 
     async def upcoming_deadlines(self, limit: int = ...) -> list[tuple[int, float]]:
@@ -421,7 +367,36 @@ class Store(Protocol):
     async def unpin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
         ...
 
-    # playbook runs
+
+class BranchesAndTasks(Protocol):
+    """The persona's own activity (seed 001): branches, tasks, playbook runs and the pulse's decision log."""
+
+    async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
+                            guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
+                            task_id: str | None = None) -> Branch:
+        ...
+
+    async def branch(self, branch_id: str) -> Branch | None:
+        ...
+
+    async def branches(self, persona: str, scope_key: str, status: BranchStatus | None = None,
+                       branch_type: BranchKind | None = None) -> list[Branch]:
+        ...
+
+    async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
+                            current_thread_id: int | None = None, label: str | None = None,
+                            brief_state: str | None = None) -> None:
+        """Change what is given; any change is activity (the working memory orders branches by it)."""
+        ...
+
+    async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
+                              limit: int, *, with_completed: bool = False) -> list[Branch]:
+        """The persona's open branches of these conversations (what one may see: recall's visibility), latest
+        activity first: what its working memory shows."""
+        ...
+
+    async def branch_threads(self, branch_id: str) -> list[Thread]:
+        ...
 
     async def start_playbook_run(self, playbook: str, persona: str, scope_key: str, run_id: str,
                                  args: dict[str, Any]) -> int:
@@ -441,8 +416,6 @@ class Store(Protocol):
     async def playbook_steps(self, run: int) -> list[PlaybookStep]:
         ...
 
-    # tasks
-
     async def create_task(self, persona: str, scope_key: str, guild_id: int | None, title: str, goal: str,
                           steps: list[str]) -> Task:
         ...
@@ -458,8 +431,6 @@ class Store(Protocol):
                           steps: list[dict[str, Any]] | None = None, status: TaskStatus | None = None) -> Task:
         ...
 
-    # the autonomous pulse's decision log
-
     async def log_autonomy(self, persona: str, place: str, kind: AutonomyKind, detail: str, *,
                            branch_id: str | None = None, calls: int = 0, tokens: int = 0) -> AutonomyEntry:
         ...
@@ -473,13 +444,25 @@ class Store(Protocol):
         """Model calls and tokens the server's pulses spent since a moment."""
         ...
 
-    async def messages_since(self, persona: str, scope_keys: tuple[str, ...], since: float,
-                             limit: int) -> list[Message]:
-        """What was said in these conversations (what one may see: recall's visibility) after a moment,
-        oldest first, at most the newest `limit`."""
+    async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:
         ...
 
-    async def branch_of_discord_thread(self, discord_thread_id: int) -> Branch | None:
+
+class ClaimsAndLeases(Protocol):
+    """Work one process does at a time: claims held for a lease, memory updates taken by lease, heartbeats."""
+
+    async def beat(self, owner: str) -> None:
+        """`owner` is alive now: the threads it opened are not swept while it beats."""
+        ...
+
+    async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
+                        thread_id: int | None = None) -> list[MemoryChannel]:
+        """Take due conversations (or the one given, due or not) for `owner` until the lease runs out, earliest
+        first; those another worker holds are skipped, never waited for or taken twice (a conversation asked
+        for by name may be taken again by its holder: its in-process lock keeps the order)."""
+        ...
+
+    async def release_channel(self, thread_id: int, owner: str) -> None:
         ...
 
     async def claim(self, key: str, owner: str, lease_seconds: float) -> bool:
@@ -491,6 +474,31 @@ class Store(Protocol):
 
     async def clear_claims(self) -> int:
         """Drop every claim (at a start that holds the database alone: their holders are gone); how many."""
+        ...
+
+
+class RecallIndex(Protocol):
+    """Recall's full-text index and its look-ups, always within what one conversation may see."""
+
+    async def index_messages(self) -> int:
+        """Index for recall the messages stored since the last call, in one batch; how many there were."""
+        ...
+
+    async def tidy_index(self, pages: int = ...) -> bool:
+        """One bounded step of merging recall's index segments; True when it did work (more may remain)."""
+        ...
+
+    async def merge_index(self) -> None:
+        """Merge recall's index step by step until it is done or new messages wait to be indexed."""
+        ...
+
+    @property
+    def unindexed(self) -> int:
+        """Messages stored since the index was brought up to date (a large number when unknown)."""
+        ...
+
+    def unindexed_texts(self) -> list[str] | None:
+        """Their texts, for counting words the index does not hold yet; None when unknown."""
         ...
 
     async def newest_texts(self, limit: int) -> list[str]:
@@ -526,21 +534,17 @@ class Store(Protocol):
     async def newest_record_id(self) -> int:
         ...
 
+
+class SettingsAndOptOuts(Protocol):
+    """Per-server and per-channel setting overrides, and who opted out of being remembered."""
+
+    async def set_optout(self, persona: str, user_id: int, out: bool) -> None:
+        ...
+
+    async def opted_out(self, persona: str) -> set[int]:
+        ...
+
     async def settings(self, scope: str, scope_id: int) -> dict[str, Any]:
-        ...
-
-    # copying a whole database (python -m bot migrate): tables of COPIED_TABLES, row by row, ids kept
-
-    async def table_rows(self, table: str, after: tuple[Any, ...] | None, limit: int) -> list[dict[str, Any]]:
-        """A page of a table's rows as column -> value, in key order, after the key `after` (None: from the
-        start)."""
-        ...
-
-    async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
-        """Insert rows as they are (ids included), skipping those already present; how many were new."""
-        ...
-
-    async def count_rows(self, table: str) -> int:
         ...
 
     async def set_setting(self, scope: str, scope_id: int, key: str, value: Any) -> None:
@@ -548,3 +552,19 @@ class Store(Protocol):
 
     async def delete_setting(self, scope: str, scope_id: int, key: str) -> bool:
         ...
+
+
+class Store(Database, ThreadsAndMessages, MemoryRecords, BranchesAndTasks, ClaimsAndLeases, RecallIndex,
+            SettingsAndOptOuts, Protocol):
+    """Every aggregate a backend stores, behind one door (a service may ask for only the aggregates it uses).
+
+    Counters that caches key on are bumped by every write that invalidates them.
+    """
+
+    clock: Clock
+    owner: str | None  # the process writing (recorded on the Stelis threads it opens); set by whoever opens it
+    sharing_version: int  # a conversation's visibility or sharing changed
+    rewrites: int  # a stored message changed (an edit, an erasure, an anchor's final form)
+    memory_changes: int  # a memory version was removed or a pin changed
+    conversations: int  # a conversation may have joined its server (recall's visibility)
+    branch_changes: int  # a branch was created or changed (the working memory)

@@ -39,7 +39,7 @@ from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -471,14 +471,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     # memory records
 
-    async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
-                             limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
-        rows = await self._all(
-            "SELECT * FROM memory_records WHERE persona = $1 AND scope = $2 AND scope_id = $3 AND type = $4"
-            " AND ($5::bigint IS NULL OR id <= $5) AND ($7 OR hidden_by IS NULL) ORDER BY version DESC LIMIT $6",
-            persona, scope, scope_id, type_, as_of, limit, hidden)
-        return [row_to.record(r) for r in reversed(rows)]
-
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
                          metadata: dict[str, Any] | None = None, version: int | None = None,
@@ -495,16 +487,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         if hides:
             self.memory_changes += 1
         return record
-
-    async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
-        await self._execute(
-            "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id)"
-            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO NOTHING",
-            thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id)
-        self.saw_conversation(thread.id)
-        found = await self.memory_channel(thread.id)
-        assert found is not None
-        return found
 
     async def recount_pending(self, now: float) -> int:
         return _count(await self._execute(
@@ -586,26 +568,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             delay = backoff(base_delay, int(failures or 1))
             await con.execute("UPDATE memory_channels SET due_at = $1 WHERE thread_id = $2", now + delay, thread_id)
         return delay
-
-    async def set_channel_flags(self, thread_id: int, **flags: int | str | None) -> None:
-        assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(checked(flags, CHANNEL_FLAGS, "flags"), start=2))
-        await self._execute(f"UPDATE memory_channels SET {assignments} WHERE thread_id = $1", thread_id,
-                                 *flags.values())
-        self.sharing_version += 1
-
-    async def visible_conversations(self, persona: str, guild_id: int) -> list[tuple[int, int | None, str | None]]:
-        rows = await self._all(
-            "SELECT channel_id, discord_thread_id, name FROM memory_channels WHERE persona = $1 AND guild_id = $2"
-            " AND (discord_thread_id IS NOT NULL OR COALESCE(shareable, public) = 1)", persona, guild_id)
-        return [(row[0] or 0, row[1], row[2]) for row in rows]
-
-    async def shared_channels(self, persona: str, guild_id: int, limit: int | None = None,
-                              besides: int | None = None) -> list[MemoryChannel]:
-        rows = await self._all(
-            "SELECT * FROM memory_channels WHERE persona = $1 AND guild_id = $2 AND discord_thread_id IS NULL"
-            " AND COALESCE(shareable, public) = 1 AND channel_id IS DISTINCT FROM $3"
-            " ORDER BY last_message_at DESC NULLS LAST LIMIT $4", persona, guild_id, besides, limit)
-        return [row_to.channel(r) for r in rows]
 
     # playbook runs
 

@@ -3,11 +3,67 @@
 from __future__ import annotations
 
 from memory import rows as row_to
-from memory.records import MemoryChannel
+from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.sql.base import SqlStore
+from memory.store_common import CHANNEL_FLAGS, checked
 
 
 class RecordsSql(SqlStore):
+    async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
+                             limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
+        """The newest `limit` versions, oldest first (as the database stood at record `as_of`; those an edit or a
+        rollback hid only when `hidden`)."""
+        where = ("" if as_of is None else " AND id <= ?") + ("" if hidden else " AND hidden_by IS NULL")
+        rows = await self._rows(
+            "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
+            f"{where} ORDER BY version DESC LIMIT ?",
+            (persona, scope, scope_id, type_, *(() if as_of is None else (as_of,)), limit))
+        return [row_to.record(r) for r in reversed(rows)]
+
+    async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
+        """The bookkeeping of a conversation, created on first use."""
+        await self._changed(
+            "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
+            (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id))
+        self.saw_conversation(thread.id)
+        found = await self.memory_channel(thread.id)
+        assert found is not None
+        return found
+
+    async def set_channel_flags(self, thread_id: int, **flags: int | str | None) -> None:
+        """Pause/resume, visibility, sharing and display name, as reported by a front end or an admin."""
+        assignments = ", ".join(f"{k} = ?" for k in checked(flags, CHANNEL_FLAGS, "flags"))
+        await self._changed(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?",
+                            (*flags.values(), thread_id))
+        self.sharing_version += 1
+
+    async def visible_conversations(self, persona: str, guild_id: int) -> list[tuple[int, int | None, str | None]]:
+        """(channel id, Discord thread id, name) of the guild's shared channels and of all its public threads.
+
+        The sharing rule (MemoryChannel.shared) is applied in the query and only three columns come back:
+        recall asks on every turn, and a server may have thousands of channels.
+        """
+        rows = await self._rows(
+            "SELECT channel_id, discord_thread_id, name FROM memory_channels WHERE persona = ? AND guild_id = ?"
+            " AND (discord_thread_id IS NOT NULL OR COALESCE(shareable, public) = 1)", (persona, guild_id))
+        return [(row[0] or 0, row[1], row[2]) for row in rows]
+
+    async def shared_channels(self, persona: str, guild_id: int, limit: int | None = None,
+                              besides: int | None = None) -> list[MemoryChannel]:
+        """The guild's channels whose memory may travel (other than `besides`), most recently active first.
+
+        The sharing rule (MemoryChannel.shared) is applied in the query, so a build reads `limit` rows
+        however many channels the server has.
+        """
+        other = " AND channel_id IS NOT NULL" if besides is None else " AND (channel_id IS NULL OR channel_id != ?)"
+        most = "" if limit is None else " LIMIT ?"
+        rows = await self._rows(
+            "SELECT * FROM memory_channels WHERE persona = ? AND guild_id = ? AND discord_thread_id IS NULL"
+            f" AND COALESCE(shareable, public) = 1{other} ORDER BY last_message_at DESC NULLS LAST{most}",
+            (persona, guild_id, *(() if besides is None else (besides,)), *(() if limit is None else (limit,))))
+        return [row_to.channel(r) for r in rows]
+
     async def memory_channel(self, thread_id: int) -> MemoryChannel | None:
         row = await self._row("SELECT * FROM memory_channels WHERE thread_id = ?", (thread_id,))
         return row_to.channel(row) if row else None

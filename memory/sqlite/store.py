@@ -35,7 +35,7 @@ from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import CHANNEL_FLAGS, QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -444,15 +444,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
 
     # memory records
 
-    async def recent_records(self, persona: str, scope: str, scope_id: int, type_: str,
-                             limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
-        rows = await self._rows(
-            "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
-            " AND (? IS NULL OR id <= ?) AND (? OR hidden_by IS NULL) ORDER BY version DESC LIMIT ?",
-            (persona, scope, scope_id, type_, as_of, as_of, hidden, limit),
-        )
-        return [row_to.record(r) for r in reversed(rows)]
-
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,
                          first_seq: int | None = None, last_seq: int | None = None,
                          metadata: dict[str, Any] | None = None, version: int | None = None,
@@ -471,19 +462,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
         return record
 
     # memory bookkeeping per conversation (seed 004): what is pending, when it is due, what is shared
-
-    async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
-        """The bookkeeping of a conversation, created on first use."""
-        async with self._transaction() as db:
-            await db.execute(
-                "INSERT INTO memory_channels (thread_id, persona, guild_id, channel_id, discord_thread_id)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
-                (thread.id, thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id),
-            )
-        self.saw_conversation(thread.id)
-        found = await self.memory_channel(thread.id)
-        assert found is not None
-        return found
 
     async def recount_pending(self, now: float) -> int:
         """Conversations with messages past their last version but nothing pending (a crash of an older
@@ -585,39 +563,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
             delay = backoff(base_delay, failures)
             await db.execute("UPDATE memory_channels SET due_at = ? WHERE thread_id = ?", (now + delay, thread_id))
         return delay
-
-    async def set_channel_flags(self, thread_id: int, **flags: int | str | None) -> None:
-        """Pause/resume, visibility, sharing and display name, as reported by a front end or an admin."""
-        assignments = ", ".join(f"{k} = ?" for k in checked(flags, CHANNEL_FLAGS, "flags"))
-        async with self._transaction() as db:
-            await db.execute(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?",
-                             (*flags.values(), thread_id))
-        self.sharing_version += 1
-
-    async def visible_conversations(self, persona: str, guild_id: int) -> list[tuple[int, int | None, str | None]]:
-        """(channel id, Discord thread id, name) of the guild's shared channels and of all its public threads.
-
-        The sharing rule (MemoryChannel.shared) is applied in the query and only three columns come back:
-        recall asks on every turn, and a server may have thousands of channels.
-        """
-        rows = await self._rows(
-            "SELECT channel_id, discord_thread_id, name FROM memory_channels WHERE persona = ? AND guild_id = ?"
-            " AND (discord_thread_id IS NOT NULL OR COALESCE(shareable, public) = 1)", (persona, guild_id))
-        return [(row[0] or 0, row[1], row[2]) for row in rows]
-
-    async def shared_channels(self, persona: str, guild_id: int, limit: int | None = None,
-                              besides: int | None = None) -> list[MemoryChannel]:
-        """The guild's channels whose memory may travel (other than `besides`), most recently active first.
-
-        The sharing rule (MemoryChannel.shared) is applied in the query, so a build reads `limit` rows
-        however many channels the server has.
-        """
-        rows = await self._rows(
-            "SELECT * FROM memory_channels WHERE persona = ? AND guild_id = ? AND discord_thread_id IS NULL"
-            " AND COALESCE(shareable, public) = 1 AND channel_id IS NOT ? ORDER BY last_message_at DESC LIMIT ?",
-            (persona, guild_id, besides, -1 if limit is None else limit),
-        )
-        return [row_to.channel(r) for r in rows]
 
     # playbook runs (issue: playbooks): what /playbooks runs shows
 
