@@ -297,7 +297,7 @@ class Assembler:
         self._last_request: dict[int, float] = {}  # thread -> when its cache was last warmed (this process)
         self._prepared: dict[int, Prepared] = {}  # thread -> its next cut, summarised in the background
         self._folding: dict[int, asyncio.Future[bool]] = {}  # thread -> its next cut being summarised now
-        # thread -> ((start, gap, store rewrites), the stored messages, their items, the rendering that sized them)
+        # thread -> ((start, gap, its revision), the stored messages, their items, the rendering that sized them)
         self._windows: OrderedDict[int, tuple[tuple[Any, ...], list[Message], list[Item], Rendering]] = OrderedDict()
         # likewise, each message's text; and the memory layers
         self._renderings: OrderedDict[int, tuple[tuple[Any, ...], Rendering]] = OrderedDict()
@@ -449,7 +449,7 @@ class Assembler:
         capacity = budget.windows(layers.tokens)
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
-        seen = self._rendering(thread, {t.id for t in chain}, int(own_budget * MESSAGE_SHARE))
+        seen = self._rendering(thread, chain, int(own_budget * MESSAGE_SHARE))
         window, items, whole = await self._read(thread, own_budget, seen, extra, naive)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
@@ -465,7 +465,7 @@ class Assembler:
         """What a prepared cut depends on: the window's start, the summary's end, its gap, where the cache
         holds a prefix, every stored text."""
         return (thread.window_start_seq, thread.window_summary_to, thread.window_gap_to, thread.window_trims,
-                thread.window_cached_after, self.store.rewrites)
+                thread.window_cached_after, thread.revision)
 
     def _prepared_for(self, thread: Thread) -> Prepared | None:
         """The cut prepared for this thread, if nothing it was planned on has changed since."""
@@ -653,7 +653,7 @@ class Assembler:
         trimmed = None if naive else thread
         start = None if naive else thread.window_start_seq
         gap = None if naive else thread.window_gap_to
-        key = (start, gap, self.store.rewrites)
+        key = (start, gap, thread.revision)
         cached = self._windows.get(thread.id)
         if cached is not None and cached[0] == key and cached[3] is seen and not naive:  # the rendering sizes items
             new = [m async for m in self.store.span(thread.id, cached[1][-1].seq + 1, None)]
@@ -689,12 +689,13 @@ class Assembler:
         messages.reverse()
         return messages, True
 
-    def _rendering(self, thread: Thread, viewer: set[int], max_message_tokens: int) -> Rendering:
+    def _rendering(self, thread: Thread, chain: list[Thread], max_message_tokens: int) -> Rendering:
         """The thread's rendering, kept between turns while nothing it depends on changed.
 
         A cut starts it afresh, so it holds no more than the window (and the parent's region) it renders.
         """
-        key = (thread.window_start_seq, frozenset(viewer), max_message_tokens, self.store.rewrites,
+        viewer = {t.id for t in chain}  # the parents' regions are rendered too: their revisions count
+        key = (thread.window_start_seq, frozenset(viewer), max_message_tokens, tuple(t.revision for t in chain),
                self.store.memory_changes, self.store.sharing_version)  # the last two: what a kept tail recalled
         found = self._renderings.get(thread.id)
         if found is None or found[0] != key or len(found[1]) > RENDERED_KEPT:

@@ -79,6 +79,7 @@ class Thread:
     window_trims: int = 0  # trims since the window last restarted
     window_cached_after: int | None = None  # the newest message of the last request that rewrote the prefix
     owner: str | None = None  # the process that opened it (a sweep aborts it only once that process is gone)
+    revision: int = 0  # bumped with any change to a message stored in it: caches of its window key on it
 
     @property
     def is_root(self) -> bool:

@@ -118,7 +118,8 @@ class Database(Protocol):
         ...
 
     async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
-        """Insert rows as they are (ids included), skipping those already present; how many were new."""
+        """Insert rows as they are (ids and revisions included), skipping those already present; how many were new.
+        A copy goes into a database no process has read yet: no cache to tell."""
         ...
 
     async def count_rows(self, table: str) -> int:
@@ -564,7 +565,6 @@ class Store(Database, ThreadsAndMessages, MemoryRecords, BranchesAndTasks, Claim
     clock: Clock
     owner: str | None  # the process writing (recorded on the Stelis threads it opens); set by whoever opens it
     sharing_version: int  # a conversation's visibility or sharing changed
-    rewrites: int  # a stored message changed (an edit, an erasure, an anchor's final form)
     memory_changes: int  # a memory version was removed or a pin changed
     conversations: int  # a conversation may have joined its server (recall's visibility)
     branch_changes: int  # a branch was created or changed (the working memory)

@@ -48,7 +48,6 @@ class CommonStore(ABC):
         self.clock = clock
         self.owner: str | None = None  # the process writing: recorded on the Stelis threads it opens
         self.sharing_version = 0  # bumped when a conversation's visibility or sharing changes (caches key on it)
-        self.rewrites = 0  # bumped when a stored message changes (an edit, an erasure, an anchor's final form)
         self.memory_changes = 0  # bumped when a memory version is removed or a pin changes (caches key on it)
         self.branch_changes = 0  # bumped when a branch is created or changes (the working memory keys on it)
         self.conversations = 0  # bumped when a conversation may have joined its server (recall's visibility)

@@ -11,7 +11,7 @@ from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
 from memory.context import MESSAGE_SHARE, Rendering, Shape, _starts_turn
 from memory.llm import Tool
-from memory.records import Message, Scope
+from memory.records import Message, NewMessage, Scope
 from memory.settings import StelisSettings
 from memory.threads import Run
 from memory.tokens import cached_tokens
@@ -91,6 +91,34 @@ async def test_a_child_thread_stays_cache_stable_while_its_parent_talks(store):
     assert "[Stelis thread Coding (stelis:" in text and "started]" in text  # its own anchor: brief
     assert "Meanwhile in the main conversation: 2 new message(s)" in text  # parent news: tail only
     assert "meanwhile, in the channel" not in "".join(prefix)
+
+
+async def test_an_edit_reads_again_the_window_of_its_thread_and_of_threads_showing_it_and_no_other(store):
+    """Window caches key on the revisions of the threads they show (read with the thread rows): an edit in one
+    conversation leaves another's cached window alone, and reaches a Stelis thread showing its parent's region."""
+    here, there = await root(store), await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    for i in range(3):
+        await store.append(here.id, NewMessage("user", f"the pier plan, part {i}", author_name="mahe",
+                                               external_id=100 + i))
+        await say(store, there.id, f"the heron count, day {i}")
+    child = await threads.start(store, Run(here.id), "Planning", StelisSettings())
+    await say(store, child.id, "work out the pier plan")
+    asm = assembler(store, context_tokens=20_000)
+    for thread in (here, there, child):
+        await asm.assemble(thread.id)
+    reads: list[int] = []
+    newest_first = store.newest_first
+
+    def counted(thread_id, **kwargs):
+        reads.append(thread_id)
+        return newest_first(thread_id, **kwargs)
+
+    store.newest_first = counted
+    await store.edit_message(101, "the pier plan, part 1: moved to the lighthouse")
+    shown_there = await asm.assemble(there.id)
+    assert reads == [] and "heron count, day 2" in all_text(shown_there)  # another conversation: kept as read
+    assert "moved to the lighthouse" in all_text(await asm.assemble(here.id)) and reads == [here.id]
+    assert "moved to the lighthouse" in all_text(await asm.assemble(child.id))  # the parent's region, read again
 
 
 async def test_the_parent_keeps_an_active_childs_changing_part_in_the_tail(store):

@@ -325,3 +325,34 @@ async def test_what_was_said_in_a_span_of_time_is_found_within_the_visible_conve
     assert await store.messages_between("Q", (seen.scope_key,), start, end, 10) == []
     assert erased.seq not in {m.seq for m in await store.messages_between("P", (seen.scope_key,), 0, 2e9, 50)}
     await store.close()
+
+
+async def test_a_threads_revision_moves_with_a_change_to_its_stored_messages_and_no_other(store):
+    """Edits, erasures, an anchor's final form and an import below the newest message move the revision of the
+    thread they changed, in the same write, and it is read with the thread row; another thread's stays."""
+    here = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    there = await store.root_thread("P", Scope.channel(1, 3), 0.8)
+    await store.append(here.id, NewMessage("user", "the kestrel nests at the pier", author_id=7, external_id=71))
+    await store.append(there.id, NewMessage("user", "the heron nests upriver", author_id=8, external_id=81))
+    await store.append(here.id, NewMessage("user", "a new message changes nothing stored", external_id=72))
+    assert ((await store.thread(here.id)).revision, (await store.thread(there.id)).revision) == (0, 0)
+
+    await store.edit_message(71, "the kestrel nests at the lighthouse")
+    assert ((await store.thread(here.id)).revision, (await store.thread(there.id)).revision) == (1, 0)
+    await store.edit_message(999, "no such message")
+    assert (await store.thread(here.id)).revision == 1
+
+    await store.purge(author_id=8, thread_ids=[there.id])
+    assert ((await store.thread(here.id)).revision, (await store.thread(there.id)).revision) == (1, 1)
+
+    child, anchor = await store.create_thread(here, kind="stelis", label="a side task", window_ratio=0.5,
+                                              chronicle_prompt=None, run_id="r1", anchor=NewMessage("system", "⟦…⟧"))
+    assert (await store.thread(here.id)).revision == 1  # a new anchor is a new message, not a change
+    from dataclasses import replace
+    await store.close_thread(replace(child, status="completed", chronicle_summary="done", completed_at=1.0),
+                             {"stelis_thread_id": child.id, "final": True}, 5)
+    assert (await store.thread(here.id)).revision == 2  # its anchor, in the parent, took its final form
+    assert (await store.thread(child.id)).revision == 0
+
+    await store.append_many(there.id, [NewMessage("user", "imported from before")], seqs=[anchor.seq + 100])
+    assert (await store.thread(there.id)).revision == 2

@@ -303,8 +303,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             if anchor_metadata is not None and ended.anchor_seq is not None:
                 await con.execute("UPDATE messages SET metadata = $1, token_count = $2 WHERE seq = $3",
                                   json.dumps(anchor_metadata, ensure_ascii=False), anchor_tokens, ended.anchor_seq)
-                await con.execute(_SHARED_CHANGE)
-                self.rewrites += 1
+                if ended.parent_thread_id is not None:  # the anchor is a message of the parent
+                    await _revise(con, [ended.parent_thread_id])
         return row_to.thread(row)
 
     async def active_internal_threads(self, stale_before: float | None = None) -> list[Thread]:
@@ -366,10 +366,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                                                                                                strict=True)],
                                                 columns=["seq", *columns])
                 await _follow_identity(con, "messages", "seq")
+                await _revise(con, [thread_id])  # a window already read may miss them
             else:
                 await con.copy_records_to_table("messages", records=records, columns=columns)
-        if seqs:
-            self.rewrites += 1
         return len(records)
 
     # PostgreSQL indexes rows as they land: nothing waits to be indexed. New entries do wait in each trigram
@@ -401,8 +400,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             row = await con.fetchrow("UPDATE messages SET content = $1, token_count = $2, edited_at = $3"
                                      " WHERE external_id = $4 AND deleted_at IS NULL RETURNING *",
                                      content, count_tokens(content), self.clock(), external_id)
-            await con.execute(_SHARED_CHANGE)
-        self.rewrites += 1
+            if row is not None:
+                await _revise(con, [row["thread_id"]])
         return row_to.message(row) if row else None
 
     async def purge(self, *, author_id: int | None = None, thread_ids: list[int] | None = None,
@@ -425,8 +424,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             if rows:
                 rows += await _erase_quotes(con, Erased.of(r[2] for r in said), min(s for _, s in rows),
                                             min(r[3] for r in said), self.clock())
-            await con.execute(_SHARED_CHANGE)
-        self.rewrites += 1
+                await _revise(con, sorted({t for t, _ in rows}))
+            await con.execute(_SHARED_CHANGE)  # what memory and branches quoted (other processes read them again)
         self.memory_changes += 1  # a pin that quoted it is gone
         self.branch_changes += 1  # and a branch's words
         return row_to.seqs_by_thread(rows)
@@ -459,11 +458,10 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self.memory_changes += 1
 
     async def catch_up(self) -> None:
-        """Another process erased or edited something this one may hold in a cache: read it all again."""
+        """Another process changed memory versions, pins or branches this one may hold in a cache: read them again."""
         seen = await self._value("SELECT last_value * is_called::int FROM shared_changes")
         if seen != self._shared_seen:
             self._shared_seen = seen
-            self.rewrites += 1
             self.memory_changes += 1
             self.branch_changes += 1
 
@@ -679,7 +677,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                                              " ON CONFLICT DO NOTHING"))
             if table in IDENTITIES:
                 await _follow_identity(con, table, IDENTITIES[table])
-        self.rewrites += 1
         return added
 
     # plumbing
@@ -717,6 +714,11 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         with _refusals():
             return await self._pool.execute(sql, *params)
 
+
+
+async def _revise(con: Connection, thread_ids: list[int]) -> None:
+    """A message stored in these threads changed: their revision moves, in the transaction that changed it."""
+    await con.execute("UPDATE threads SET revision = revision + 1 WHERE id = ANY($1::bigint[])", thread_ids)
 
 
 async def _erase_quotes(con: Connection, erased: Erased, after_seq: int, after: float,

@@ -244,7 +244,8 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
                     "UPDATE messages SET metadata = ?, token_count = ? WHERE seq = ?",
                     (json.dumps(anchor_metadata, ensure_ascii=False), anchor_tokens, ended.anchor_seq),
                 )
-                self.rewrites += 1
+                if ended.parent_thread_id is not None:  # the anchor is a message of the parent
+                    await _revise(db, [ended.parent_thread_id])
         return await self.thread(ended.id)
 
     async def active_internal_threads(self, stale_before: float | None = None) -> list[Thread]:
@@ -313,9 +314,9 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
                 " external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
             )
             await _index_imported(db, seqs or [])
+            if seqs:  # below the newest, maybe: a window already read may miss them
+                await _revise(db, [thread_id])
         self._pending = []
-        if seqs:  # ... and any window already read may miss them
-            self.rewrites += 1
         return len(rows)
 
     async def index_messages(self) -> int:
@@ -368,7 +369,8 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
                 " AND deleted_at IS NULL RETURNING *",
                 (content, count_tokens(content), self.clock(), external_id),
             )
-        self.rewrites += 1
+            if rows:
+                await _revise(db, [next(iter(rows))["thread_id"]])
         self._pending = None  # its text may be among those kept for counting: index before the next search
         return row_to.message(next(iter(rows))) if rows else None
 
@@ -396,7 +398,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
             if rows:
                 rows += await _erase_quotes(db, Erased.of(r[0] for r in said), min(s for _, s in rows),
                                             min(r[1] for r in said), self.clock())
-        self.rewrites += 1
+                await _revise(db, sorted({t for t, _ in rows}))
         self.memory_changes += 1  # a pin that quoted it is gone
         self.branch_changes += 1  # and a branch's words
         self._pending = None  # an erased text must not even be counted: index before the next search
@@ -659,8 +661,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
         )
         return [NoteMatch(*row) for row in rows]
 
-    # settings
-
     # copying a whole database
 
     async def load_rows(self, table: str, rows: list[dict[str, Any]]) -> int:
@@ -674,7 +674,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, C
                 " ON CONFLICT DO NOTHING", [tuple(r[c] for c in columns) for r in rows])
             if table == "messages":
                 await _index_imported(db, [r["seq"] for r in rows])
-        self.rewrites += 1
         return cur.rowcount
 
     # the primitives memory/sql's aggregates run on
@@ -708,6 +707,12 @@ def _seen_by(scope_keys: tuple[str, ...]) -> str:
 # What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
+
+
+async def _revise(db: aiosqlite.Connection, thread_ids: list[int]) -> None:
+    """A message stored in these threads changed: their revision moves, in the transaction that changed it."""
+    await db.execute(f"UPDATE threads SET revision = revision + 1 WHERE id IN ({', '.join('?' * len(thread_ids))})",
+                     thread_ids)
 
 
 async def _erase_quotes(db: aiosqlite.Connection, erased: Erased, after_seq: int, after: float,
