@@ -23,7 +23,7 @@ from memory.store import StoreError
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.conversation", "cogs.threads", "cogs.admin", "cogs.visibility", "cogs.playbooks",
+EXTENSIONS = ("cogs.messages", "cogs.threads", "cogs.admin", "cogs.visibility", "cogs.playbooks",
               "cogs.tasks", "cogs.autonomy", "cogs.help", "cogs.access")
 # Never ping @everyone, @here or roles; users only when the reply names them.
 # Nobody is pinged unless a reply names who may be: the model could write any user id.

@@ -28,17 +28,16 @@ from bot.services.arrivals import Arrival, Arrivals
 from bot.services.autonomy import Autonomy
 from bot.services.branches import DiscordThreadBranches
 from bot.services.conversation import Conversations, ReplyFailed, ReplyUnsaved
+from bot.services.effective_settings import SHARED_MAX_AGE, EffectiveSettings
 from bot.services.forgetting import Forgetting
 from bot.services.memory_admin import MemoryAdmin, MemoryAdminError
 from bot.services.playbooks import Playbooks, RunView
 from bot.services.pulse import AutonomyStatus, PulseOutcome, Pulses
-from bot.services.settings import SHARED_MAX_AGE, Settings
 from bot.services.snapshots import Snapshots
 from bot.services.social import Socials
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
-from bot.services.toolbox import ToolBox
-from bot.services.tooling import EngineTools
+from bot.services.tool_calls import EngineTools, ToolBox
 from bot.services.views import MemoryView, ThreadDetail, TreeRow
 from bot.tools import CONVERSATION_TOOLS, REGISTRY, FrontEnd, definitions
 from memory import threads
@@ -74,7 +73,7 @@ class Engine:
         self.llm = llm = MeteredLLM(self.fitted)
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
         persona = config.persona.name
-        self.settings = Settings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)
+        self.settings = EffectiveSettings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)
         self.stelis = StelisThreads(store, llm, self.settings, persona, config.llm.context_tokens)
         self.assembler = Assembler(
             store, llm, Persona(persona, config.persona.card),

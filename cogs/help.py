@@ -8,8 +8,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from cogs.conversation import Conversation
 from cogs.interactions import answer
+from cogs.messages import Messages
 
 INTRO = ("I remember what is said in the channels I can read, and answer when mentioned (or as each channel is "
          "set). Commands marked (Manage Server) change things; the rest only read. Everything here is private to "
@@ -40,8 +40,8 @@ class Help(commands.Cog):
 
     @app_commands.command(name="help", description="Every command and what it does")
     async def help(self, interaction: discord.Interaction) -> None:
-        conversation = self.bot.get_cog("Conversation")
-        missing = conversation.missing.lines(interaction.channel) if isinstance(conversation, Conversation) else []
+        messages = self.bot.get_cog("Messages")
+        missing = messages.missing.lines(interaction.channel) if isinstance(messages, Messages) else []
         lacking = ["", "Discord does not let me do everything here; a server admin can grant:", *missing] \
             if missing else []
         await answer(interaction, "\n".join([INTRO, *lacking, "", *command_lines(self.bot.tree)]))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 
 from memory.records import Scope
+
+if TYPE_CHECKING:
+    from bot.engine import Engine
 
 
 @dataclass(frozen=True)
@@ -42,13 +45,13 @@ def memory_scope(channel: MemoryPlace) -> Scope:
     return own_scope(channel)
 
 
-async def interaction_scope(engine: Any, interaction: discord.Interaction) -> Scope:
+async def interaction_scope(engine: Engine, interaction: discord.Interaction) -> Scope:
     """The conversation a slash command is about (a channel outside the cache still has a scope)."""
     place = await locate(engine, interaction.channel)
     return place.scope if place else Scope.channel(interaction.guild_id or 0, interaction.channel_id or 0)
 
 
-async def locate(engine: Any, channel: Any) -> Place | None:
+async def locate(engine: Engine, channel: Any) -> Place | None:
     """The place of a channel, opening (or resuming) a Discord thread's session; None if unreadable."""
     if isinstance(channel, discord.DMChannel):
         recipient = channel.recipient.id if channel.recipient else 0

@@ -100,7 +100,7 @@ async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, m
 
 async def test_branch_tools_list_and_update_branches_of_this_server_only(make_config):
     from bot.providers.offline import OfflineLLM
-    from bot.services.toolbox import scope_of
+    from bot.services.tool_calls import scope_of
     from memory.llm import ToolCall
     from memory.records import Scope
 
@@ -132,7 +132,7 @@ async def test_task_tools_create_work_and_close_a_task_with_its_branch_and_sessi
     import json
 
     from bot.providers.offline import OfflineLLM
-    from bot.services.toolbox import scope_of
+    from bot.services.tool_calls import scope_of
     from memory.llm import ToolCall
     from memory.records import NewMessage, Scope
 
@@ -173,7 +173,7 @@ async def test_suspending_a_branch_ends_its_session_and_resuming_opens_one_ancho
     import json
 
     from bot.providers.offline import OfflineLLM
-    from bot.services.toolbox import scope_of
+    from bot.services.tool_calls import scope_of
     from memory.llm import ToolCall
     from memory.records import NewMessage, Scope
 

@@ -208,14 +208,14 @@ async def test_backfill_after_a_reconnect(world):
     bot, engine, _ = world
     post("before the outage")
     await settle()
-    await bot.remove_cog("Conversation")  # away: nothing is heard
+    await bot.remove_cog("Messages")  # away: nothing is heard
     post("said while away 1")
     post("said while away 2")
     await settle()
     assert "said while away 1" not in await remembered(engine)
-    from cogs.conversation import Conversation
+    from cogs.messages import Messages
 
-    cog = Conversation(bot)
+    cog = Messages(bot)
     await bot.add_cog(cog)
     assert await cog.backfill() == 2
     assert (await remembered(engine))[-2:] == ["said while away 1", "said while away 2"]
@@ -396,12 +396,12 @@ async def test_backfill_after_a_reconnect_covers_threads_too(world):
     await settle()
     post("in the thread before the outage", in_channel=thread)
     await settle()
-    await bot.remove_cog("Conversation")  # away: nothing is heard
+    await bot.remove_cog("Messages")  # away: nothing is heard
     post("in the thread while away", in_channel=thread)
     await settle()
-    from cogs.conversation import Conversation
+    from cogs.messages import Messages
 
-    cog = Conversation(bot)
+    cog = Messages(bot)
     await bot.add_cog(cog)
     assert await cog.backfill() == 1
     session = (await engine.store.branch("discord-9300")).current_thread_id

@@ -361,7 +361,7 @@ async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(offline_b
     from tests.test_slash import run, said
 
     bot, engine = offline_bot
-    access, talk = bot.get_cog("Access"), bot.get_cog("Conversation")
+    access, talk = bot.get_cog("Access"), bot.get_cog("Messages")
     alice = member()
     reactions: list[str] = []
 
@@ -488,7 +488,7 @@ async def test_the_model_sees_the_images_of_the_message_it_answers_while_their_l
     from bot.clock import Clock
     from bot.config import AnthropicConfig, ModelTiers
     from bot.providers.anthropic_llm import AnthropicLLM
-    from cogs.conversation import _arrival, _content
+    from cogs.messages import _arrival, _content
 
     clock = Clock()
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())

@@ -88,7 +88,7 @@ async def test_a_missing_thread_permission_keeps_the_task_in_its_session_and_is_
     denied.add("create_public_threads")
     caplog.set_level(logging.WARNING)
     home = Scope.channel(channel().guild.id, channel().id)
-    talk = bot.get_cog("Conversation")
+    talk = bot.get_cog("Messages")
     assert await talk.open_work_thread(home, "Star map") is None  # the work goes on in its session, unseen
     assert any("Create Public Threads" in r.getMessage() for r in caplog.records)
     help_cog = bot.get_cog("Help")

@@ -151,7 +151,7 @@ async def test_bot_processes_sharing_a_database_take_turns_to_log_in(postgres_cl
 async def test_an_opt_out_or_setting_another_process_makes_holds_here_soon(postgres_cluster, make_config):
     from bot.engine import Engine
     from bot.providers.offline import OfflineLLM
-    from bot.services.settings import SHARED_MAX_AGE
+    from bot.services.effective_settings import SHARED_MAX_AGE
 
     name = await postgres_cluster.fresh_database()
     config = make_config(database={"url": postgres_cluster.url_for(name)}, snapshots={"interval_seconds": 0})

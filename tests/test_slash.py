@@ -323,7 +323,7 @@ async def test_a_playbook_speaks_and_posts_in_the_channel_through_the_cogs(books
 async def test_the_persona_opens_a_thread_and_posts_through_its_tools(books, monkeypatch):
     from types import SimpleNamespace
 
-    from bot.services.toolbox import scope_of
+    from bot.services.tool_calls import scope_of
     from memory.llm import ToolCall
 
     _, engine = books

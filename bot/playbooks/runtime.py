@@ -30,7 +30,7 @@ from bot.playbooks.model import (
 )
 from bot.playbooks.profiles import request_for, with_schema
 from bot.playbooks.state import PlaybookError, fill, route
-from bot.services.toolbox import ToolBox
+from bot.services.tool_calls import ToolBox
 from bot.tools import ToolError, definitions
 from bot.tools.registry import argument_problems
 from memory import threads

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bot.config import AutonomyConfig, Where
-from bot.services.settings import Settings
+from bot.services.effective_settings import EffectiveSettings
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
 from memory import dates
@@ -31,7 +31,7 @@ def settings_level(scope: Scope) -> tuple[Where, int]:
 
 
 class Autonomy:
-    def __init__(self, store: Store, settings: Settings, stelis: StelisThreads, tasks: Tasks, persona: str,
+    def __init__(self, store: Store, settings: EffectiveSettings, stelis: StelisThreads, tasks: Tasks, persona: str,
                  clock: Callable[[], float]):
         self._store = store
         self._settings = settings

@@ -11,11 +11,11 @@ from typing import Any
 
 from bot import logs, metrics
 from bot.memory_scheduler import MemoryScheduler
+from bot.services.effective_settings import EffectiveSettings
 from bot.services.forgetting import Forgetting
-from bot.services.settings import Settings
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
-from bot.services.toolbox import ToolBox, scope_of
+from bot.services.tool_calls import ToolBox, scope_of
 from memory.budget import ContextError
 from memory.context import REPLY, Assembler, Assembly, Shape
 from memory.errors import Failure
@@ -51,7 +51,7 @@ class ReplyUnsaved(Failure):
 
 
 class Conversations:
-    def __init__(self, store: Store, llm: LLM, assembler: Assembler, settings: Settings, stelis: StelisThreads,
+    def __init__(self, store: Store, llm: LLM, assembler: Assembler, settings: EffectiveSettings, stelis: StelisThreads,
                  forgetting: Forgetting, snapshots: Snapshots, toolbox: ToolBox, persona: str, *,
                  describes_images: bool = False):
         self._store = store

@@ -7,7 +7,7 @@ import logging
 import math
 import time
 
-from bot.services.settings import Settings
+from bot.services.effective_settings import EffectiveSettings
 from bot.services.snapshots import Snapshots
 from memory import forget
 from memory.llm import LLM
@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class Forgetting:
-    def __init__(self, store: Store, llm: LLM, settings: Settings, stelis: StelisSettings, snapshots: Snapshots,
+    def __init__(self, store: Store, llm: LLM, settings: EffectiveSettings, stelis: StelisSettings,
+                 snapshots: Snapshots,
                  persona: str):
         self._store = store
         self._llm = llm

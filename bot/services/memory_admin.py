@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.memory_scheduler import MemoryWorker
-from bot.services.settings import Settings
+from bot.services.effective_settings import EffectiveSettings
 from bot.services.stelis import StelisThreads
 from bot.services.views import MemoryView
 from memory.errors import Failure
@@ -17,7 +17,8 @@ class MemoryAdminError(Failure):
 
 
 class MemoryAdmin:
-    def __init__(self, store: Store, settings: Settings, stelis: StelisThreads, worker: MemoryWorker, persona: str):
+    def __init__(self, store: Store, settings: EffectiveSettings, stelis: StelisThreads, worker: MemoryWorker,
+                 persona: str):
         self._store = store
         self._settings = settings
         self._stelis = stelis

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bot.services.branches import DiscordThreadBranches, current_session
-from bot.services.settings import Settings
+from bot.services.effective_settings import EffectiveSettings
 from memory.records import Branch, Scope, Thread
 from memory.store import Store
 
@@ -24,7 +24,7 @@ def social_branch_id(scope: Scope, partner_id: int) -> str:
 
 
 class Socials:
-    def __init__(self, store: Store, branches: DiscordThreadBranches, settings: Settings, persona: str):
+    def __init__(self, store: Store, branches: DiscordThreadBranches, settings: EffectiveSettings, persona: str):
         self._persona = persona
         self._store = store
         self._branches = branches

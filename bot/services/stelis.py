@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.services.settings import Settings
+from bot.services.effective_settings import EffectiveSettings
 from bot.services.views import ThreadDetail, TreeRow
 from memory import recall, threads
 from memory.llm import LLM
@@ -14,7 +14,7 @@ from memory.window import protected_size, window_size
 
 
 class StelisThreads:
-    def __init__(self, store: Store, llm: LLM, settings: Settings, persona: str, context_tokens: int):
+    def __init__(self, store: Store, llm: LLM, settings: EffectiveSettings, persona: str, context_tokens: int):
         self._store = store
         self._llm = llm
         self._settings = settings

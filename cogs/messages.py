@@ -1,4 +1,4 @@
-"""Conversation cog: every readable message remembered, answered per the channel's reply policy."""
+"""Messages cog: every readable message remembered, answered per the channel's reply policy."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ MAX_BOT_TURNS = 3  # consecutive replies to other bots before the persona stops:
 BACKFILL_LIMIT = 200
 
 
-class Conversation(commands.Cog):
+class Messages(commands.Cog):
     def __init__(self, bot: commands.Bot):
         self.bot = bot
         self.engine = engine_of(bot)
@@ -352,4 +352,4 @@ def _replies_to(message: discord.Message, me: discord.ClientUser | None) -> bool
 
 
 async def setup(bot: commands.Bot) -> None:
-    await bot.add_cog(Conversation(bot))
+    await bot.add_cog(Messages(bot))

@@ -1,9 +1,11 @@
-"""What tools may use of the engine (bot/tools/registry.ToolServices), always for one conversation."""
+"""The model's tool calls, run for one conversation: ToolBox runs a call, EngineTools is what a tool may use
+of the engine (bot/tools/registry.ToolServices). The tools themselves are bot/tools/."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import cast
+import json
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, cast
 
 from bot.services.archive import Archive
 from bot.services.autonomy import Autonomy
@@ -11,13 +13,47 @@ from bot.services.branches import DiscordThreadBranches
 from bot.services.memory_admin import MemoryAdmin
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
-from bot.tools import FrontEnd, ToolError
+from bot.tools import FrontEnd, ToolError, ToolScope, ToolServices, ToolSpec
 from bot.tools.tasks import describe
 from memory import dates, recall
 from memory.anchors import exchange_lines, thread_ref
-from memory.records import BranchStatus, Scope
+from memory.errors import Failure
+from memory.llm import ToolCall
+from memory.records import BranchStatus, Scope, Thread
 
 RECALL_TOKENS = 800  # what one recall tool result may hold
+
+
+class ToolBox:
+    """Runs the model's tool calls for a conversation: each result as text, a failure told to the model."""
+
+    def __init__(self, registry: Mapping[str, ToolSpec], services: ToolServices):
+        self.registry = registry
+        self.services = services
+
+    async def run(self, call: ToolCall, scope: Scope, thread_id: int, allowed: Collection[str]) -> Any:
+        """A tool's value; a ToolError when the tool is not offered here or refuses."""
+        spec = self.registry.get(call.name) if call.name in allowed else None
+        if spec is None:
+            raise ToolError(f"no tool {call.name!r} is offered here")
+        return await spec.call(ToolScope(scope, thread_id, self.services), call.input)
+
+    def looks_up(self, name: str) -> bool:
+        spec = self.registry.get(name)
+        return spec is not None and spec.looks_up
+
+    async def answer(self, call: ToolCall, scope: Scope, thread_id: int, allowed: Collection[str]) -> str:
+        """The result the model reads back: the value as text, or what went wrong."""
+        try:
+            value = await self.run(call, scope, thread_id, allowed)
+        except Failure as exc:
+            return f"error: {exc.notice}"
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def scope_of(thread: Thread) -> Scope:
+    """The conversation a thread belongs to, as tools and recall name it."""
+    return Scope(thread.scope_key, thread.guild_id, thread.channel_id, thread.discord_thread_id)
 
 
 class EngineTools:

@@ -23,7 +23,7 @@ Strangers = Callable[[int, str, list[int]], Awaitable[list[int]]]
 SHARED_MAX_AGE = 10.0
 
 
-class Settings:
+class EffectiveSettings:
     def __init__(self, config: Config, store: Store, max_age: float | None = None):
         self.config = config
         self._store = store
