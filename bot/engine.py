@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 
 from bot.clock import Clock
 from bot.config import Config, Where
@@ -22,7 +21,6 @@ from bot.owner import HEARTBEAT_SECONDS, process_owner
 from bot.playbooks.runtime import Runner
 from bot.playbooks.state import PlaybookError
 from bot.providers import make_llm
-from bot.pulse_scheduler import PulseScheduler
 from bot.services.archive import Archive
 from bot.services.arrivals import Arrival, Arrivals
 from bot.services.autonomy import Autonomy
@@ -84,7 +82,7 @@ class Engine:
         )
         self.memory = MemoryWorker(store, llm, self.settings.memory, self.clock, config.memory.concurrency,
                                    config.memory.lease_seconds)
-        self.scheduler: MemoryScheduler | None = None
+        self.scheduler = MemoryScheduler(self.memory, config.memory.scan_interval_seconds)
         self.snapshots = Snapshots(store, self.assembler, config.data_dir / "snapshots")
         self.forgetting = Forgetting(store, llm, self.settings, config.stelis, self.snapshots, persona)
         self.archive = Archive(store, self.assembler, self.stelis, self.snapshots, persona)
@@ -97,7 +95,7 @@ class Engine:
         self.socials = Socials(store, self.branches, self.settings, persona)
         toolbox = ToolBox(REGISTRY, self.tools)
         self.conversations = Conversations(store, llm, self.assembler, self.settings, self.stelis, self.forgetting,
-                                           self.snapshots, toolbox, persona,
+                                           self.snapshots, toolbox, self.scheduler, persona,
                                            describes_images=self.assembler.images_enabled)
         runner = Runner(library={}, toolbox=toolbox, store=store, llm=llm, assembler=self.assembler,
                         stelis_at=self.stelis.settings_at, persona=persona,
@@ -178,7 +176,7 @@ class Engine:
 
     def _plan_for(self, ratio: float) -> None:
         """The server counts `ratio` tokens for each of ours: requests are planned with that much to spare."""
-        self.assembler.budget = replace(self.assembler.budget, safety=1 - 1 / ratio)
+        self.assembler.keep_spare(1 - 1 / ratio)
         log.info("the model's server counts %.2f tokens for each estimated one: requests are planned to fit", ratio)
 
     def database_usage(self) -> tuple[int, int]:
@@ -206,37 +204,28 @@ class Engine:
 
     async def start_memory(self) -> None:
         """Start the memory scheduler once (front ends call this; tests drive the worker directly)."""
-        if self.scheduler is not None:
-            return
-        self.scheduler = MemoryScheduler(self.memory, self.config.memory.scan_interval_seconds)
-        self.conversations.scheduler = self.scheduler
-        await self.scheduler.start()
+        if not self.scheduler.running:
+            await self.scheduler.start()
 
     async def start_pulses(self) -> None:
-        """Start the pulse timers once; servers are armed as their front end finds them (`arm_pulse`)."""
-        if self.pulses.timers is None:
-            self.pulses.timers = PulseScheduler(self.pulses.pulse)
-            self.pulses.timers.start()
+        """Start the pulse timers once; servers are armed as their front end finds them (`pulses.arm`)."""
+        self.pulses.timers.start()
 
     async def close(self) -> None:
         """Stop the scheduler, write the snapshots still due, then close the model client and the database."""
         if self._closed:
             return
-        self._closed = self.conversations.closed = True
+        self._closed = True
+        background = self.conversations.stop()
         try:
-            if self.pulses.timers is not None:
-                self.pulses.timers.stop()
+            self.pulses.timers.stop()
             await self.pulses.stop()  # a running pulse ends as if interrupted: its session suspended
-            if self.scheduler is not None:
-                await self.scheduler.stop(self.shutdown_grace)
+            await self.scheduler.stop(self.shutdown_grace)
             await self.memory.drain(self.shutdown_grace)
             if self.forgetting.rewrites:  # erasures in progress finish: they must not be left half done
                 await asyncio.wait(self.forgetting.rewrites, timeout=self.shutdown_grace)
             # Summaries prepared ahead are only a head start, and what is not indexed yet is at the next start.
-            background = [t for t in (self._chronicler, self.conversations.indexer,
-                                      *self.conversations.folding.values(), *self.conversations.describing,
-                                      *self.conversations.saving.values())
-                          if t is not None]
+            background += [self._chronicler] if self._chronicler is not None else []
             if lost := self.conversations.unsaved():  # said, never stored: the log is what is left of them
                 log.error("shutdown: %d reply(ies) the database refused were never stored", lost)
             for task in (self._snapshotter, self._heart, *background):

@@ -177,8 +177,15 @@ class MemoryScheduler:
         for thread_id, due_at in await self.worker.store.upcoming_deadlines():
             self.arm(thread_id, due_at)
 
+    @property
+    def running(self) -> bool:
+        return bool(self.scheduler.running)
+
     def arm(self, thread_id: int, due_at: float | None) -> None:
-        """(Re)set a channel's timer: each message moves it to the new deadline."""
+        """(Re)set a channel's timer: each message moves it to the new deadline (before start, nothing: the
+        deadline is stored, and start arms what is due)."""
+        if not self.running:
+            return
         job_id = f"memory-{thread_id}"
         if due_at is None:
             if self.scheduler.get_job(job_id):

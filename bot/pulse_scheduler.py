@@ -22,12 +22,19 @@ class PulseScheduler:
         self._pulse = pulse
         self.scheduler = AsyncIOScheduler(timezone=UTC)
 
+    @property
+    def running(self) -> bool:
+        return bool(self.scheduler.running)
+
     def start(self) -> None:
-        if not self.scheduler.running:
+        if not self.running:
             self.scheduler.start()
 
     def arm(self, place: str, scope: Scope, *, enabled: bool, minutes: int, jitter_minutes: int) -> None:
-        """(Re)set a server's timer; off removes it."""
+        """(Re)set a server's timer; off removes it (before start, nothing: front ends arm servers as they find
+        them, once the pulses run)."""
+        if not self.running:
+            return
         job_id = f"pulse-{place}"
         if not enabled:
             if self.scheduler.get_job(job_id):

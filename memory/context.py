@@ -581,6 +581,10 @@ class Assembler:
         parts["free"] = max(0, self.budget.context_tokens - sum(parts.values()))
         return Assembly(request, thread, parts, own_budget, cut, protected, drawn, recalled, kept)
 
+    def keep_spare(self, share: float) -> None:
+        """Plan every request with `share` of the budget to spare (the model's server counts more than we do)."""
+        self.budget = replace(self.budget, safety=share)
+
     @property
     def conversation_tools(self) -> tuple[Tool, ...]:
         """What every reply (and conversation-profile request) offers: none once the model's server refused them."""

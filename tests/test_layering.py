@@ -183,8 +183,8 @@ def _service_classes() -> set[str]:
 
 
 def test_services_are_built_in_the_composition_alone_and_given_what_they_need():
-    """Engine.__init__ builds every service by constructor injection: no other module builds one, and it sets
-    nothing on an object after building it (what is attached later is the front end's, at run time)."""
+    """Engine.__init__ builds every service by constructor injection: no other module builds one, and no method of
+    the engine sets anything on a service after it is built (but `attach`: the front end, known at run time)."""
     services = _service_classes()
     assert {"Conversations", "Autonomy", "Pulses", "Archive", "StelisThreads"} <= services
     for path in [*ROOT.glob("bot/**/*.py"), *ROOT.glob("cogs/*.py")]:
@@ -194,11 +194,11 @@ def test_services_are_built_in_the_composition_alone_and_given_what_they_need():
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in services}
         assert not built, f"{path.relative_to(ROOT)} builds {sorted(built)}: only bot/engine.py composes services"
     engine = ast.parse((ROOT / "bot" / "engine.py").read_text(encoding="utf-8"))
-    init = next(n for c in engine.body if isinstance(c, ast.ClassDef) and c.name == "Engine"
-                for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-    set_after = [ast.unparse(t) for n in ast.walk(init) if isinstance(n, ast.Assign) for t in n.targets
-                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)]
-    assert not set_after, f"set on a service after it was built: {set_after}"
+    methods = [n for c in engine.body if isinstance(c, ast.ClassDef) and c.name == "Engine"
+               for n in c.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name != "attach"]
+    set_after = [f"{m.name}: {ast.unparse(t)}" for m in methods for n in ast.walk(m) if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)]
+    assert len(methods) > 5 and not set_after, f"set on a service after it was built: {set_after}"
 
 
 def test_the_composition_check_sees_an_assignment_after_construction():

@@ -52,9 +52,10 @@ class ReplyUnsaved(Failure):
 
 class Conversations:
     def __init__(self, store: Store, llm: LLM, assembler: Assembler, settings: EffectiveSettings, stelis: StelisThreads,
-                 forgetting: Forgetting, snapshots: Snapshots, toolbox: ToolBox, persona: str, *,
-                 describes_images: bool = False):
+                 forgetting: Forgetting, snapshots: Snapshots, toolbox: ToolBox, scheduler: MemoryScheduler,
+                 persona: str, *, describes_images: bool = False):
         self._store = store
+        self._scheduler = scheduler  # a message moves its conversation's memory timer (once the scheduler runs)
         self._llm = llm
         self._assembler = assembler
         self._settings = settings
@@ -63,7 +64,6 @@ class Conversations:
         self._snapshots = snapshots
         self._persona = persona
         self.toolbox = toolbox  # the tools a reply may call
-        self.scheduler: MemoryScheduler | None = None  # timers to arm once the memory scheduler runs
         self._reply_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._roots: dict[str, Thread] = {}  # scope key -> root thread, for hear (ids and places only)
         self.folding: dict[int, asyncio.Task[None]] = {}  # thread -> its next cut being summarised ahead
@@ -104,8 +104,8 @@ class Conversations:
             task.add_done_callback(self.describing.discard)
         if not created:
             log.debug("duplicate message %s ignored", external_id)
-        elif triggers is not None and self.scheduler is not None:
-            self.scheduler.arm(thread.id, due)
+        elif triggers is not None:
+            self._scheduler.arm(thread.id, due)
         return message
 
     async def reply(self, thread_id: int, on_text: TextSink | None = None) -> Message:
@@ -181,6 +181,13 @@ class Conversations:
                 log.warning("reply of thread %d still not stored (%s); next try in %.0f s", thread_id,
                             exc.notice, delay)
         log.info("the replies of thread %d the database had refused are stored", thread_id)
+
+    def stop(self) -> list[asyncio.Task[None]]:
+        """Shutdown: no new background work from now on; what still runs (indexing, summaries prepared ahead,
+        image descriptions, refused replies tried again) is returned for the caller to end."""
+        self.closed = True
+        return [t for t in (self.indexer, *self.folding.values(), *self.describing, *self.saving.values())
+                if t is not None]
 
     def unsaved(self) -> int:
         """Replies shown but not stored yet (the database refused them): what a shutdown would lose."""

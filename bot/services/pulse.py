@@ -71,7 +71,7 @@ class Pulses:
         self._persona = persona
         self._clock = clock
         self.running: dict[str, asyncio.Task[PulseOutcome]] = {}
-        self.timers: PulseScheduler | None = None  # set when the front end starts the pulses
+        self.timers = PulseScheduler(self.pulse)  # started by the front end that runs the persona's own time
         self._working: dict[str, str] = {}  # place -> the branch a running pulse works in
 
     async def status(self, scope: Scope) -> AutonomyStatus:
@@ -84,13 +84,13 @@ class Pulses:
 
     async def arm(self, scope: Scope) -> None:
         """Set this server's pulse timer from its settings (off: none)."""
-        if self.timers is not None:
+        if self.timers.running:
             config = await self._autonomy.config(scope)
             self.timers.arm(place_of(scope), scope, enabled=config.enabled, minutes=config.interval_minutes,
                             jitter_minutes=config.jitter_minutes)
 
     def next_pulse(self, scope: Scope) -> float | None:
-        when = self.timers.next_pulse(place_of(scope)) if self.timers is not None else None
+        when = self.timers.next_pulse(place_of(scope))
         return when.timestamp() if when else None
 
     # the pulse
