@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import discord
 from discord.ext import commands
 
 from bot import logs
-from bot.config import ConfigError
+from bot.config import ConfigError, DiscordConfig
 from bot.discord_bot import SAFE_MENTIONS, mentions_for
 from bot.engine import Arrival, ReplyFailed, ReplyUnsaved
 from bot.splitting import split_message
@@ -29,6 +30,15 @@ log = logging.getLogger(__name__)
 DM_POLICIES = {"answer": "chat", "listen": "listen", "off": "off"}  # discord.dms as a reply policy
 MAX_BOT_TURNS = 3  # consecutive replies to other bots before the persona stops: no reply loops
 BACKFILL_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Here:
+    """Where a message was said: its place in memory, the reply policy there, the server's rules (None in a DM)."""
+
+    place: Place
+    policy: str
+    rules: DiscordConfig | None
 
 
 class Messages(commands.Cog):
@@ -157,9 +167,10 @@ class Messages(commands.Cog):
         async with self._ingest_locks[message.channel.id]:
             if await self._is_command(message):
                 return
-            place, policy = await self._place(message.channel)
-            if place is None or policy == "off":
+            here = await self._here(message.channel)
+            if here is None or here.policy == "off":
                 return
+            place = here.place
             waiting = self._unstored[message.channel.id]
             waiting.append(message)
             try:  # in order: a later message is never stored before an earlier one that failed
@@ -179,14 +190,15 @@ class Messages(commands.Cog):
         if not answer:
             return
         try:
-            await self._respond(message, place, policy, stored)
+            await self._respond(message, here, stored)
         except StoreError as exc:  # the message is stored; what answering needed was refused
             log.error("no answer to message %d: the database refused: %s", message.id, exc.notice)
             await message.channel.send(f"⚠️ I can't reach my memory right now ({exc.notice}). Your message is "
                                        "remembered; mention me again in a moment.", allowed_mentions=SAFE_MENTIONS)
 
-    async def _respond(self, message: discord.Message, place: Place, policy: str, stored: Message | None) -> None:
+    async def _respond(self, message: discord.Message, here: Here, stored: Message | None) -> None:
         """What a stored message asks of the persona: an answer, a turn of an exchange, or nothing."""
+        place, policy = here.place, here.policy
         if stored is None:  # opted out: nothing of it is kept, so nothing can be answered
             if self.bot.user in message.mentions:
                 await message.reply("You asked me not to remember you (/memory optout), so I don't keep or read "
@@ -198,7 +210,7 @@ class Messages(commands.Cog):
                 await self._exchange(message, place, stored.thread_id)
             return
         if policy != "listen" and await self._should_answer(message, policy, place.session_id) \
-                and await self._may_answer(message, place):
+                and await self._may_answer(message, here.rules):
             await self._answer(message, stored.thread_id)
 
     async def _exchange(self, message: discord.Message, place: Place, session_id: int) -> None:
@@ -252,14 +264,16 @@ class Messages(commands.Cog):
     async def _is_command(self, message: discord.Message) -> bool:
         return (await self.bot.get_context(message)).valid
 
-    async def _place(self, channel: discord.abc.Messageable) -> tuple[Place | None, str]:
-        """Where the channel sits in memory, and its reply policy (a DM's: discord.dms)."""
+    async def _here(self, channel: discord.abc.Messageable) -> Here | None:
+        """Where the channel sits in memory, its reply policy (a DM's: discord.dms) and its server's rules in
+        effect there; None if it is not readable."""
         place = await locate(self.engine, channel)
         if place is None:
-            return None, "off"
+            return None
         if place.guild_id is None:
-            return place, DM_POLICIES[self.engine.config.discord.dms]
-        return place, await self.engine.settings.reply_policy(place.guild_id, place.settings_channel)
+            return Here(place, DM_POLICIES[self.engine.config.discord.dms], None)
+        rules = (await self.engine.settings.effective(place.guild_id, place.settings_channel)).discord
+        return Here(place, rules.reply_policy, rules)
 
     async def _should_answer(self, message: discord.Message, policy: str, thread_id: int | None) -> bool:
         me = self.bot.user
@@ -274,11 +288,10 @@ class Messages(commands.Cog):
                     or await self.engine.branches.spoken_in(message.channel.id))  # any of its sessions
         return False
 
-    async def _may_answer(self, message: discord.Message, place: Place) -> bool:
+    async def _may_answer(self, message: discord.Message, config: DiscordConfig | None) -> bool:
         """The server's allow and deny lists, and the person's cooldown (a wait is marked, not answered)."""
-        if place.guild_id is None:
+        if config is None:  # a DM
             return True
-        config = (await self.engine.settings.effective(place.guild_id, place.settings_channel)).discord
         if not permitted(config, message.author):
             return False
         if self._cooldowns.waiting(message.channel.id, message.author.id, config.cooldown_seconds):
