@@ -395,9 +395,9 @@ async def test_who_is_answered_allow_deny_cooldown_and_direct_messages(offline_b
     assert await answered("no wait any more")
 
     dm = await alice.create_dm()
-    assert (await talk._place(dm))[1] == "chat"
+    assert (await talk._here(dm)).policy == "chat"
     engine.config.discord.dms = "off"
-    assert (await talk._place(dm))[1] == "off"
+    assert (await talk._here(dm)).policy == "off"
 
 
 async def test_a_server_chooses_the_model_its_replies_use(make_config, fake_anthropic):
