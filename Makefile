@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test lint bench e2e install dev clean
+.PHONY: run test lint bench e2e screenshots install dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ run: install
 
 test: dev
 	$(PY) -m pytest -q
+
+# The README's dashboard pictures, taken by the browser tests (Chromium: apt-get install chromium chromium-driver).
+screenshots: dev
+	STELIS_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_dashboard_browser.py
 
 lint: dev
 	$(VENV)/bin/ruff check .

@@ -232,6 +232,12 @@ async def _console(loaded: LoadedConfig) -> int:
              loaded.config.database_name)
     await engine.start_memory()
     console = Console(engine, sys.stdin, sys.stdout, _user_name(loaded))
+    if loaded.config.dashboard.enabled:
+        from bot.dashboard.gate import ConsoleGate
+        from bot.dashboard.server import Dashboard
+
+        console.dashboard = Dashboard(engine, loaded.config.dashboard, ConsoleGate(), console=console.scope)
+        await console.dashboard.start()
     if sys.stdin.isatty():  # a person at a terminal: line editing, history, completion; warnings as a status line
         from bot.line_editor import LineEditor
 
@@ -240,6 +246,8 @@ async def _console(loaded: LoadedConfig) -> int:
     try:
         return await console.run_loop()
     finally:
+        if console.dashboard is not None:
+            await console.dashboard.stop()
         await engine.close()
 
 

@@ -295,6 +295,22 @@ class MetricsConfig(_Model):
         "Address to listen on; 0.0.0.0 to let a Prometheus outside this machine (or container) scrape."))
 
 
+class DashboardConfig(_Model):
+    """The admin's web dashboard (memory over time, the next request, threads, the pulse, people), served by the
+    bot itself. Discord's /dashboard (Manage Server) gives a one-time sign-in link; the console prints its own."""
+
+    enabled: bool = Field(False, description="Serve the dashboard.")
+    host: str = Field("127.0.0.1", min_length=1, description=(
+        "Address to listen on; keep 127.0.0.1 and put a reverse proxy in front to reach it from elsewhere."))
+    port: int = Field(8770, ge=0, le=65_535, description="Port to listen on; 0: any free port (logged).")
+    public_url: str | None = Field(None, description=(
+        "The address people open (behind a reverse proxy: https://stelis.example.org); default http://host:port."))
+    sign_in_minutes: int = Field(10, ge=1, le=60, description="How long a sign-in link works (once).")
+    session_hours: int = Field(8, ge=1, le=168, description="How long a signed-in session lasts.")
+    secret: SecretStr | None = Field(None, description=(
+        "Key that signs links and sessions; unset: a new random key at each start (everyone signs in again)."))
+
+
 class DatabaseConfig(_Model):
     """Where memory lives: one SQLite file (the default, nothing to set up), or a shared PostgreSQL."""
 
@@ -337,6 +353,7 @@ class Config(_Model):
     playbooks: PlaybooksConfig = PlaybooksConfig()
     autonomy: AutonomyConfig = AutonomyConfig()
     metrics: MetricsConfig = MetricsConfig()
+    dashboard: DashboardConfig = DashboardConfig()
     snapshots: SnapshotConfig = SnapshotConfig()
     short_term_history: ShortTermSettings = ShortTermSettings()
     memory: MemoryWorkSettings = MemoryWorkSettings()

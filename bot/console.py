@@ -8,10 +8,11 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bot.character_card import card_file
 from bot.config import OVERRIDABLE, ConfigError, shown_value
+from bot.dashboard.access import CONSOLE
 from bot.engine import Engine, ReplyFailed, ReplyUnsaved
 from bot.line_editor import LineEditor
 from bot.logs import Held
@@ -51,6 +52,9 @@ from memory.short_term import Outcome
 from memory.store import StoreError
 from memory.threads import Run
 
+if TYPE_CHECKING:
+    from bot.dashboard.server import Dashboard
+
 HELP = """Commands:
   /thread new <label>   start a Stelis working thread under the current one
   /thread end           end the current thread (a chronicle is written) and return to its parent
@@ -79,6 +83,7 @@ HELP = """Commands:
   /branches create <label> [| <where it stands>]   a free branch the persona may take up in its own time
   /autonomy             the persona's own time: on|off, interval <min>, quiet <HH:MM-HH:MM|none>,
                         budget <calls> [tokens], log, pulse-now (the console is its own home channel)
+  /dashboard            a one-time link to this conversation's memory dashboard (dashboard.enabled)
   /idle <seconds>       let time pass (a demo clock): memory updates and pulses that fall due run
   /retry                ask for a reply again (after a failure)
   /help                 this list
@@ -93,7 +98,7 @@ def console_run_id(scope: Scope) -> str:
 
 MAX_IDLE_SECONDS = 366 * 86_400.0
 COMMANDS = ("/thread", "/tree", "/context", "/recall", "/memory", "/config", "/persona", "/playbooks", "/tasks",
-            "/branches", "/autonomy", "/idle", "/retry", "/help", "/quit")
+            "/branches", "/autonomy", "/dashboard", "/idle", "/retry", "/help", "/quit")
 
 
 def completions(playbooks: Iterable[str] = (), branches: Iterable[str] = (),
@@ -150,6 +155,7 @@ class Console:
     run: Run | None = None
     editor: LineEditor | None = None  # a terminal's line editor; None reads plain lines (piped input)
     held: Held | None = None  # warnings held for one status line, instead of printed over a reply
+    dashboard: Dashboard | None = None  # the web dashboard, when config turns it on
 
     @property
     def interactive(self) -> bool:
@@ -244,6 +250,8 @@ class Console:
                 await self._autonomy(rest)
             elif name == "/persona":
                 await self._persona(rest)
+            elif name == "/dashboard":
+                self._dashboard()
             else:
                 near = difflib.get_close_matches(name, [*COMMANDS, "/exit"], n=1)
                 self._say(f"Unknown command {name}." + (f" Did you mean {near[0]}?" if near else "")
@@ -253,6 +261,14 @@ class Console:
         except Failure as exc:
             self._say(f"(!) {exc.notice}")
         return True
+
+    def _dashboard(self) -> None:
+        if self.dashboard is None:
+            self._say("The dashboard is off: set dashboard.enabled: true in config.yaml and start again.")
+            return
+        minutes = self.dashboard.config.sign_in_minutes
+        self._say(f"Open this link (it works once, for {minutes} minutes): "
+                  f"{self.dashboard.sign_in_link(CONSOLE, 0)}")
 
     async def _thread(self, rest: str) -> None:
         run = await self.start()

@@ -24,7 +24,7 @@ from memory.store import StoreError
 log = logging.getLogger(__name__)
 
 EXTENSIONS = ("cogs.messages", "cogs.threads", "cogs.admin", "cogs.visibility", "cogs.playbooks",
-              "cogs.tasks", "cogs.autonomy", "cogs.help", "cogs.access")
+              "cogs.tasks", "cogs.autonomy", "cogs.help", "cogs.access", "cogs.dashboard")
 # Never ping @everyone, @here or roles; users only when the reply names them.
 # Nobody is pinged unless a reply names who may be: the model could write any user id.
 SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=False)

@@ -130,6 +130,12 @@ def postgres_cluster():
 def pytest_terminal_summary(terminalreporter) -> None:
     ran = ", ".join(["sqlite", *sorted(BACKENDS_RUN)])
     terminalreporter.write_line(f"storage backends tested: {ran}")
+    reports = terminalreporter.getreports("passed") + terminalreporter.getreports("skipped")
+    browser = [r for r in reports if "test_dashboard_browser" in r.nodeid and (r.when == "call" or r.skipped)]
+    if browser:
+        terminalreporter.write_line("dashboard browser tests: " + (
+            "skipped, Chromium is not installed (apt-get install chromium chromium-driver)"
+            if any(r.skipped for r in browser) else "ran in headless Chromium"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bot", "cogs", "memory", "bench")
 FORBIDDEN_IN_MEMORY = {"discord", "bot", "cogs", "anthropic", "openai"}
 FRONT_ENDS = [*(ROOT / "cogs").glob("*.py"), ROOT / "bot" / "console.py", ROOT / "bot" / "__main__.py",
-              ROOT / "bot" / "discord_bot.py"]
+              ROOT / "bot" / "discord_bot.py", *(ROOT / "bot" / "dashboard").glob("*.py")]
 # What a front end may not reach through the engine: the store, the assembler, the model (the services it may).
 ENGINE_INSIDES = {"store", "assembler", "llm", "fitted"}
 SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX)|PRAGMA)\b",

@@ -43,6 +43,10 @@ class Forgetting:
         if max_age is not None and time.monotonic() - self._loaded_at > max_age:
             await self.load()
 
+    def opted_out(self) -> frozenset[int]:
+        """Everyone who asked not to be remembered (a front end shows only those of its server)."""
+        return frozenset(self._opted_out)
+
     def remembers(self, user_id: int | None) -> bool:
         return user_id is None or user_id not in self._opted_out
 
