@@ -156,6 +156,22 @@ def is_local(url: str | None) -> bool:
     return address.is_loopback or address.is_private or address.is_link_local
 
 
+class ModelPrice(_Model):
+    """US dollars per million tokens of one kind."""
+
+    input: float = Field(0.0, ge=0)
+    output: float = Field(0.0, ge=0)
+    cache_read: float = Field(0.0, ge=0)
+    cache_write: float = Field(0.0, ge=0)
+
+
+DEFAULT_PRICES = {  # list prices per million tokens when this was written; an operator's own go in config
+    "claude-opus": ModelPrice(input=5, output=25, cache_read=0.5, cache_write=6.25),
+    "claude-sonnet": ModelPrice(input=3, output=15, cache_read=0.3, cache_write=3.75),
+    "claude-haiku": ModelPrice(input=1, output=5, cache_read=0.1, cache_write=1.25),
+}
+
+
 class LLMConfig(_Model):
     provider: Literal["auto", "anthropic", "openai", "offline"] = Field("auto", description=(
         "auto: Anthropic when ANTHROPIC_API_KEY is set, the offline model otherwise. anthropic | openai (any "
@@ -173,6 +189,10 @@ class LLMConfig(_Model):
         "shares the conversation's cache offers the same tools."))
     anthropic: AnthropicConfig = AnthropicConfig()
     openai: OpenAIConfig = OpenAIConfig()
+    prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES), description=(
+        "Estimated cost in /usage and the dashboard: US dollars per million tokens (input, output, cache_read, "
+        "cache_write) by model name or its beginning (the longest that fits wins); a model not listed shows no "
+        "cost. The defaults are list prices when this was written: check them against your bill."))
 
     @model_validator(mode="after")
     def _room_for_input(self) -> LLMConfig:

@@ -84,6 +84,8 @@ def _value(name: str, value: Any, indent: str) -> str:
         value = value.get_secret_value()
     if isinstance(value, Path):
         value = str(value)
+    if isinstance(value, dict):  # a mapping of models (llm.prices): plain values, as a person writes them
+        value = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in value.items()}
     if isinstance(value, str) and "\n" in value:
         body = textwrap.indent(value, indent + "  ")
         return f"{indent}{name}: |\n{body if body.endswith(chr(10)) else body + chr(10)}"

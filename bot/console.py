@@ -42,6 +42,7 @@ from bot.report import (
     task_detail_lines,
     task_lines,
     tree_lines,
+    usage_lines,
     written_text,
 )
 from bot.tools import ToolError
@@ -83,6 +84,7 @@ HELP = """Commands:
   /branches create <label> [| <where it stands>]   a free branch the persona may take up in its own time
   /autonomy             the persona's own time: on|off, interval <min>, quiet <HH:MM-HH:MM|none>,
                         budget <calls> [tokens], log, pulse-now (the console is its own home channel)
+  /usage                model calls, tokens and estimated cost here, today and this month
   /dashboard            a one-time link to this conversation's memory dashboard (dashboard.enabled)
   /idle <seconds>       let time pass (a demo clock): memory updates and pulses that fall due run
   /retry                ask for a reply again (after a failure)
@@ -98,7 +100,7 @@ def console_run_id(scope: Scope) -> str:
 
 MAX_IDLE_SECONDS = 366 * 86_400.0
 COMMANDS = ("/thread", "/tree", "/context", "/recall", "/memory", "/config", "/persona", "/playbooks", "/tasks",
-            "/branches", "/autonomy", "/dashboard", "/idle", "/retry", "/help", "/quit")
+            "/branches", "/autonomy", "/usage", "/dashboard", "/idle", "/retry", "/help", "/quit")
 
 
 def completions(playbooks: Iterable[str] = (), branches: Iterable[str] = (),
@@ -252,6 +254,10 @@ class Console:
                 await self._persona(rest)
             elif name == "/dashboard":
                 self._dashboard()
+            elif name == "/usage":
+                spending = self.engine.spending
+                spent = await spending.of(None, days=31)  # the console is in no server
+                self._lines(usage_lines(spent, spending.today(), spending.month_start()))
             else:
                 near = difflib.get_close_matches(name, [*COMMANDS, "/exit"], n=1)
                 self._say(f"Unknown command {name}." + (f" Did you mean {near[0]}?" if near else "")

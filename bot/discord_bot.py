@@ -13,7 +13,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import metrics
+from bot import logs, metrics
 from bot.command_sync import sync_if_changed
 from bot.config import Config, shard_ids
 from bot.engine import Engine
@@ -38,6 +38,12 @@ def mentions_for(user_ids: set[int]) -> discord.AllowedMentions:
 
 
 class StelisTree(app_commands.CommandTree):
+    async def _call(self, interaction: discord.Interaction) -> None:
+        # discord.py's one door to every command (private, stable across 2.x): what a command makes the model do
+        # is the server's, in /usage, the dashboard and the logs
+        with logs.tagged(guild=interaction.guild_id, channel=interaction.channel_id):
+            await super()._call(interaction)
+
     async def on_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         if isinstance(error, app_commands.CheckFailure):
             return  # a check that refuses (Manage Server) has answered the person itself

@@ -33,6 +33,7 @@ from bot.services.playbooks import Playbooks, RunView
 from bot.services.pulse import AutonomyStatus, PulseOutcome, Pulses
 from bot.services.snapshots import Snapshots
 from bot.services.social import Socials
+from bot.services.spending import Spending
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
 from bot.services.tool_calls import EngineTools, ToolBox
@@ -68,7 +69,8 @@ class Engine:
         # Every request fits the model's context (a server that counts more than our estimate: replies are
         # planned smaller, _plan_for); a pulse counts what it spends, whichever service calls.
         self.fitted = FittedLLM(llm, config.llm.context_tokens, on_planned=self._plan_for)
-        self.llm = llm = MeteredLLM(self.fitted)
+        self.spending = Spending(store, config.persona.name, config.llm.prices, store.clock)
+        self.llm = llm = MeteredLLM(self.fitted, on_spent=self.spending.record)
         self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
         persona = config.persona.name
         self.settings = EffectiveSettings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)

@@ -29,6 +29,11 @@ def tagged(**ids: object) -> Iterator[None]:
         _ids.reset(token)
 
 
+def tag(name: str) -> object:
+    """An id the code running now is tagged with (None when it is not)."""
+    return (_ids.get() or {}).get(name)
+
+
 class OneLineScrubbed(logging.Formatter):
     """Fold multi-line messages onto one line and replace secrets with ***."""
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot import metrics
+from bot import logs, metrics
 from bot.owner import process_owner
 from memory import short_term
 from memory.llm import LLM, LLMError
@@ -102,7 +102,8 @@ class MemoryWorker:
             if ch is None:
                 return None
             async with self._slots:
-                return await short_term.rebuild_long_term(self.store, self.llm, ch, await self.settings_for(ch))
+                with logs.tagged(guild=ch.guild_id, thread=thread_id):
+                    return await short_term.rebuild_long_term(self.store, self.llm, ch, await self.settings_for(ch))
 
     async def _claimed(self, thread_id: int, now: float, force: bool) -> Outcome:
         """Run the update of a channel this worker holds the lease of (if still due), then let it go.
@@ -117,7 +118,9 @@ class MemoryWorker:
                 if ch is None or (not force and (ch.paused or ch.due_at is None or ch.due_at > now)):
                     return Outcome(thread_id)
                 async with self._slots:
-                    return await short_term.update(self.store, self.llm, ch, await self.settings_for(ch), now, force)
+                    with logs.tagged(guild=ch.guild_id, thread=thread_id):  # whose model calls these are
+                        settings = await self.settings_for(ch)
+                        return await short_term.update(self.store, self.llm, ch, settings, now, force)
         except StaleUpdate as exc:
             metrics.LEASE_CONFLICTS.inc()
             log.info("memory update of thread %d dropped: %s", thread_id, exc)
@@ -143,8 +146,9 @@ class MemoryWorker:
                 return
             try:
                 async with self._slots:
-                    merged = await short_term.update_workspace(self.store, self.llm, persona, guild_id,
-                                                               await self.settings_for(None))
+                    with logs.tagged(guild=guild_id):
+                        merged = await short_term.update_workspace(self.store, self.llm, persona, guild_id,
+                                                                   await self.settings_for(None))
             except LLMError as exc:
                 log.warning("workspace memory of guild %d not updated: %s (the next scan tries again)", guild_id,
                             exc.notice)

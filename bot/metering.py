@@ -7,7 +7,7 @@ the tasks it starts, whichever service makes them, so a budget sees chronicles a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -87,9 +87,10 @@ def metered(calls: int | None = None, tokens: int | None = None) -> Iterator[Met
 class MeteredLLM:
     """The model, counting each call (a failed one too: it may have cost) into the block it runs in."""
 
-    def __init__(self, inner: LLM):
+    def __init__(self, inner: LLM, on_spent: Callable[[LLMRequest, LLMResult], Awaitable[None]] | None = None):
         self.inner = inner
         self.name = inner.name
+        self._on_spent = on_spent  # where each call's usage is kept (the Spending service)
 
     def __getattr__(self, name: str) -> Any:  # supports_tools and whatever else a provider declares
         return getattr(self.inner, name)
@@ -106,6 +107,8 @@ class MeteredLLM:
             metrics.MODEL_TOKENS.labels(kind).inc(tokens)
         if meter is not None:
             meter.tokens += u.input_tokens + u.output_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens
+        if self._on_spent is not None:
+            await self._on_spent(request, result)
         return result
 
     async def aclose(self) -> None:

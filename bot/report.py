@@ -12,6 +12,7 @@ from bot.playbooks.checker import Problem
 from bot.playbooks.model import LLMNode, Playbook
 from bot.services.playbooks import RunView
 from bot.services.pulse import AutonomyStatus, PulseOutcome
+from bot.services.spending import Spent
 from bot.services.views import BranchDetail, MemoryView, SettingsView, TreeRow
 from memory.anchors import thread_ref
 from memory.dates import day_line
@@ -314,3 +315,21 @@ def pulse_text(outcome: PulseOutcome) -> str:
 
 def _minutes(seconds: float) -> str:
     return duration_text(max(0.0, seconds))
+
+
+def usage_lines(spent: Spent, today: str, month: str) -> list[str]:
+    """/usage: today's and this month's model calls by model, with the cache's share and the estimated cost."""
+    lines = []
+    for label, since in (("Today", today), ("This month", month)):
+        rows = spent.by_model(since)
+        if not rows:
+            lines.append(f"{label}: no model calls.")
+            continue
+        costs = [cost for *_, cost in rows if cost is not None]
+        lines.append(f"{label}: {sum(c for _, c, *_ in rows)} model call(s)"
+                     + (f", about ${sum(costs):.2f}" if costs else "") + ":")
+        for model, calls, tokens, share, cost in rows:
+            price = f"about ${cost:.2f}" if cost is not None else "no price set (llm.prices)"
+            lines.append(f"- {model}: {calls} call(s), {tokens:,} tokens, {share:.0%} of the input read from the "
+                         f"cache, {price}")
+    return lines

@@ -301,3 +301,20 @@ class Task:
     status: TaskStatus
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """What one model was asked to do for one server on one day (UTC)."""
+
+    day: str  # YYYY-MM-DD
+    model: str
+    calls: int
+    input_tokens: int  # not read from the cache
+    output_tokens: int
+    cache_read: int
+    cache_write: int
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read + self.cache_write

@@ -22,6 +22,7 @@ from memory.records import (
     MemoryRecord,
     Message,
     MessageMatch,
+    ModelUsage,
     NewMessage,
     NoteMatch,
     PlaybookRun,
@@ -52,7 +53,7 @@ COPIED_TABLES: dict[str, tuple[str, ...]] = {
     "branches": ("id",), "threads": ("id",), "messages": ("seq",), "memory_records": ("id",),
     "memory_channels": ("thread_id",), "memory_pins": ("id",), "settings": ("scope", "scope_id", "key"),
     "optouts": ("persona", "user_id"), "playbook_runs": ("id",), "playbook_steps": ("id",), "tasks": ("id",),
-    "autonomy_log": ("id",),
+    "autonomy_log": ("id",), "model_usage": ("persona", "guild_id", "day", "model"),
 }
 
 
@@ -555,8 +556,21 @@ class SettingsAndOptOuts(Protocol):
         ...
 
 
+class ModelUsageLog(Protocol):
+    """What the model was asked to do, per day, server and model."""
+
+    async def add_usage(self, persona: str, day: str, guild_id: int, model: str, input_tokens: int,
+                        output_tokens: int, cache_read: int, cache_write: int) -> None:
+        """One more call of `model` for this server (0: none) on `day`."""
+        ...
+
+    async def usage_since(self, persona: str, guild_id: int, first_day: str) -> list[ModelUsage]:
+        """A server's days from `first_day` on, oldest first, one row per model."""
+        ...
+
+
 class Store(Database, ThreadsAndMessages, MemoryRecords, BranchesAndTasks, ClaimsAndLeases, RecallIndex,
-            SettingsAndOptOuts, Protocol):
+            SettingsAndOptOuts, ModelUsageLog, Protocol):
     """Every aggregate a backend stores, behind one door (a service may ask for only the aggregates it uses).
 
     Counters that caches key on are bumped by every write that invalidates them.

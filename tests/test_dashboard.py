@@ -117,3 +117,23 @@ async def test_a_reused_or_expired_link_is_refused_and_the_console_link_opens_on
             assert response.status == 403 and "expired" in await response.text()
         async with http.get(board.sign_in_link(GUILD, MEMBER), allow_redirects=False) as response:
             assert response.status == 403  # a link for someone without Manage Server signs nobody in
+
+
+async def test_the_overview_shows_this_servers_model_use_and_no_other(make_config):
+    from bot import logs
+    from memory.llm import LLMRequest, LLMResult, Usage
+
+    async with running_dashboard(make_config) as (engine, board, _gate, _), \
+            aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        request = LLMRequest(system=(), turns=(), max_tokens=10)
+        with logs.tagged(guild=GUILD):
+            await engine.spending.record(request, LLMResult("x", Usage(10_000, 500, 30_000, 0),
+                                                            model="claude-sonnet-5-5"))
+        with logs.tagged(guild=OTHER_GUILD):
+            await engine.spending.record(request, LLMResult("x", Usage(1, 1, 1, 1), model="claude-opus-5"))
+        await _signed_in(board, http)
+        async with http.get(f"{board.url}/g/{GUILD}") as response:
+            overview = await response.text()
+        assert "claude-sonnet-5-5" in overview and "75%" in overview and "$0.05" in overview
+        assert "claude-opus" not in overview
+        assert overview.count("<rect") >= 1  # tokens per day, drawn

@@ -408,3 +408,21 @@ async def test_a_character_card_becomes_the_servers_persona_card_and_goes_back_o
     out = await run(cog.persona_export, cog)
     exported = _json.load(_io.BytesIO(out.response.file.fp.read()))
     assert exported["spec"] == "chara_card_v2" and "guardian of the glade" in exported["data"]["description"]
+
+
+async def test_usage_shows_this_servers_calls_today_and_this_month_to_managers_only(admin):
+    from memory.llm import LLMRequest, LLMResult, Usage
+
+    cog, engine = admin
+    request = LLMRequest(system=(), turns=(), max_tokens=10)
+    from bot import logs
+
+    with logs.tagged(guild=channel().guild.id):
+        await engine.spending.record(request, LLMResult("x", Usage(2_000, 100, 6_000, 0), model="claude-sonnet-5-5"))
+    with logs.tagged(guild=channel().guild.id + 1):  # another server's spending never shows here
+        await engine.spending.record(request, LLMResult("x", Usage(9, 9, 9, 9), model="claude-opus-5"))
+    shown = said(await run(cog.usage, cog))
+    assert "Today: 1 model call(s), about $0.01:" in shown
+    assert "- claude-sonnet-5-5: 1 call(s), 8,100 tokens, 75% of the input read from the cache" in shown
+    assert "This month: 1 model call(s)" in shown and "claude-opus" not in shown
+    assert "Manage Server" in said(await run(cog.usage, cog, as_admin=False))

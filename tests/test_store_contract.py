@@ -356,3 +356,16 @@ async def test_a_threads_revision_moves_with_a_change_to_its_stored_messages_and
 
     await store.append_many(there.id, [NewMessage("user", "imported from before")], seqs=[anchor.seq + 100])
     assert (await store.thread(there.id)).revision == 2
+
+
+async def test_model_usage_adds_up_per_day_server_and_model_and_reads_back_by_server(store):
+    await store.add_usage("P", "2026-11-23", 1, "claude-haiku-5-5", 100, 10, 0, 50)
+    for _ in range(3):
+        await store.add_usage("P", "2026-11-24", 1, "claude-sonnet-5-5", 1_000, 200, 4_000, 0)
+    await store.add_usage("P", "2026-11-24", 2, "claude-sonnet-5-5", 9, 9, 9, 9)  # another server
+    await store.add_usage("Q", "2026-11-24", 1, "claude-sonnet-5-5", 9, 9, 9, 9)  # another persona
+    rows = await store.usage_since("P", 1, "2026-11-23")
+    assert [(r.day, r.model, r.calls, r.input_tokens, r.output_tokens, r.cache_read, r.cache_write) for r in rows] == [
+        ("2026-11-23", "claude-haiku-5-5", 1, 100, 10, 0, 50),
+        ("2026-11-24", "claude-sonnet-5-5", 3, 3_000, 600, 12_000, 0)]
+    assert [r.day for r in await store.usage_since("P", 1, "2026-11-24")] == ["2026-11-24"]

@@ -198,8 +198,13 @@ class Dashboard:
         place = self._console or Scope.channel(grant.guild_id, 0)
         status = await self.engine.pulses.status(place)
         decisions = await self.engine.autonomy.log(place, 8)
+        spending = self.engine.spending
+        spent = await spending.of(None if grant.guild_id == CONSOLE else grant.guild_id, days=30)
+        days = spent.days()
         return self._page("overview.html.j2", grant, rows=rows, pulse=status, decisions=decisions,
-                          home=self._home_name(grant, status.home))
+                          home=self._home_name(grant, status.home), days=days[::-1],
+                          today=spent.by_model(spending.today()),
+                          chart=Markup(token_bars({day: tokens for day, _, tokens, _, _ in days})))
 
     async def _memory(self, request: web.Request) -> web.StreamResponse:
         grant = request[GRANT]

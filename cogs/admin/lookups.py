@@ -9,8 +9,10 @@ from bot.report import (
     context_bars,
     context_heading,
     recall_lines,
+    usage_lines,
 )
 from cogs.admin.base import AdminBase
+from cogs.interactions import manager_only
 
 
 class LookupCommands(AdminBase):
@@ -28,6 +30,19 @@ class LookupCommands(AdminBase):
         await self.answer(interaction, "\n".join([
             context_heading(thread_id, assembly.parts, total, assembly.window_budget), "```",
             *context_bars(assembly.parts, total), "```"]))
+
+    # /usage
+
+    @app_commands.command(name="usage", description="Model calls, tokens and estimated cost in this server, today "
+                                                    "and this month (Manage Server)")
+    @app_commands.guild_only()
+    @app_commands.default_permissions(manage_guild=True)
+    @manager_only("Usage and cost")
+    async def usage(self, interaction: discord.Interaction) -> None:
+        assert interaction.guild_id is not None
+        spending = self.engine.spending
+        spent = await spending.of(interaction.guild_id, days=31)
+        await self.answer(interaction, "\n".join(usage_lines(spent, spending.today(), spending.month_start())))
 
     # /recall
 

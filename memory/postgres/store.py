@@ -38,6 +38,7 @@ from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql
+from memory.sql.usage import UsageSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
@@ -172,7 +173,7 @@ def _matches(table: str, key: str, column: str, first: int, count: int) -> str:
     return f"SELECT {key}, array_agg(k) AS ks FROM ({each}) AS each_term GROUP BY {key}"
 
 
-class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, CopyingSql):
+class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, UsageSql, CopyingSql):
     """PostgreSQL's own SQL (leases, trigram recall, shared changes); the rest is memory/sql's, numbered here."""
 
     def __init__(self, pool: asyncpg.Pool, clock: Clock = time.time):

@@ -34,6 +34,7 @@ from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql
+from memory.sql.usage import UsageSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
@@ -80,7 +81,7 @@ _ADD_RECORD = (
 )
 
 
-class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, CopyingSql):
+class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, UsageSql, CopyingSql):
     """SQLite's own SQL (transactions of several statements, FTS5 recall, counting); the rest is memory/sql's."""
 
     def __init__(self, db: aiosqlite.Connection, clock: Clock = time.time):

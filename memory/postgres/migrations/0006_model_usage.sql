@@ -1,0 +1,14 @@
+-- 6: what the model was asked to do, per day, server and model: calls and tokens (cache reads and writes apart),
+-- for /usage and the dashboard. guild_id 0: no server (the console, a DM, background work of none).
+CREATE TABLE model_usage (
+    persona       TEXT NOT NULL,
+    day           TEXT NOT NULL,
+    guild_id      BIGINT NOT NULL,
+    model         TEXT NOT NULL,
+    calls         BIGINT NOT NULL DEFAULT 0,
+    input_tokens  BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    cache_read    BIGINT NOT NULL DEFAULT 0,
+    cache_write   BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (persona, guild_id, day, model)
+);
