@@ -8,12 +8,13 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import cache_efficiency, context_latency, due_scan, growth, ingest, memory_quality
+from bench import cache_efficiency, context_latency, dashboard, due_scan, growth, ingest, memory_quality
 from bench.backends import BACKENDS
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
     "cache_efficiency": cache_efficiency.run,
     "context_latency": context_latency.run,
+    "dashboard": dashboard.run,
     "due_scan": due_scan.run,
     "growth": growth.run,
     "ingest": ingest.run,

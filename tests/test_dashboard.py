@@ -137,3 +137,33 @@ async def test_the_overview_shows_this_servers_model_use_and_no_other(make_confi
         assert "claude-sonnet-5-5" in overview and "75%" in overview and "$0.05" in overview
         assert "claude-opus" not in overview
         assert overview.count("<rect") >= 1  # tokens per day, drawn
+
+
+async def test_people_lists_only_this_servers_opted_out_and_forget_me_erases_here_alone(make_config):
+    async with running_dashboard(make_config) as (engine, board, _gate, _), \
+            aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        await engine.forgetting.opt_out(77)
+        await engine.forgetting.opt_out(4040)  # someone of no server the admin runs: never listed
+        csrf = await _signed_in(board, http)
+        async with http.get(f"{board.url}/g/{GUILD}/people") as response:
+            people = await response.text()
+        assert "ana" in people and "4040" not in people
+        async with http.post(f"{board.url}/g/{GUILD}/people", data={"user_id": "77", "csrf": csrf}) as response:
+            assert "Forgotten in this server: 2 message(s) erased" in await response.text()
+        mine = (await engine.stelis.root(Scope.channel(GUILD, GENERAL))).id
+        theirs = (await engine.stelis.root(Scope.channel(OTHER_GUILD, ELSEWHERE))).id
+        assert [m.content for m in await engine.store.tail(mine, 5) if m.role == "user"] == []
+        assert "harbour" in (await engine.store.tail(theirs, 5))[0].content  # another server's words stay
+
+
+async def test_the_threads_page_shows_branches_with_their_sessions(make_config):
+    async with running_dashboard(make_config) as (engine, board, _gate, _), \
+            aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        here = Scope.channel(GUILD, GENERAL)
+        task = await engine.tasks.create(here, "Poster for the tour", "a poster by Friday", ["sketch", "print"])
+        await _signed_in(board, http)
+        async with http.get(f"{board.url}/g/{GUILD}/c/{GENERAL}/threads") as response:
+            page = await response.text()
+        assert "Poster for the tour" in page and "a poster by Friday" in page
+        assert re.search(r"stelis:\d+ active", page)  # the task's branch, with its first session
+        assert task.branch_id is not None

@@ -260,9 +260,11 @@ class Dashboard:
     async def _threads(self, request: web.Request) -> web.StreamResponse:
         grant = request[GRANT]
         conversation = await self._conversation(request)
+        branches = [await self.engine.branches.detail(conversation.scope, b.id)
+                    for b in await self.engine.branches.of(conversation.scope)]
         return self._page("threads.html.j2", grant, conversation=conversation,
                           tree=await self.engine.stelis.tree(conversation.root.id),
-                          branches=await self.engine.branches.of(conversation.scope),
+                          branches=[b for b in branches if b is not None],
                           tasks=await self.engine.tasks.of(conversation.scope),
                           decisions=await self.engine.autonomy.log(conversation.scope, 20))
 
