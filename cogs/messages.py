@@ -355,8 +355,9 @@ def _arrival(message: discord.Message) -> Arrival:
     links are fresh); a persona bot's goes to the session of its exchange."""
     images: list[dict[str, Any]] = [{"url": a.url, "name": a.filename, "media_type": a.content_type, "size": a.size}
                                     for a in message.attachments if _is_image(a)]
+    reference = message.reference if message.type == discord.MessageType.reply else None
     return Arrival(_content(message), message.author.display_name, message.author.id, message.id, images,
-                   persona=message.author.bot)
+                   persona=message.author.bot, reply_to=reference.message_id if reference else None)
 
 
 def _replies_to(message: discord.Message, me: discord.ClientUser | None) -> bool:

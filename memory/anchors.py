@@ -78,13 +78,15 @@ def final_metadata(anchor_meta: dict[str, Any], child: Thread, final: str) -> di
 
 
 def exchange_lines(messages: list[Message]) -> list[str]:
-    return [f"[{m.role}]: {_clip(m.content)}" for m in messages[-LAST_EXCHANGES:]]
+    return [f"[{m.role}]: {clip(m.content)}" for m in messages[-LAST_EXCHANGES:]]
 
 
 def format_time(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _clip(text: str) -> str:
+def clip(text: str, limit: int = 0) -> str:
+    """One line of at most `limit` characters (the exchanges' length by default), an ellipsis where it was cut."""
+    limit = limit or EXCHANGE_CHARS
     text = " ".join(text.split())
-    return text if len(text) <= EXCHANGE_CHARS else text[: EXCHANGE_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -65,6 +65,8 @@ COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer mem
 ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
 WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
 RENDERED_KEPT = 5_000  # messages a kept rendering holds before it starts afresh (a window without a cut)
+REPLY_DEPTH = 3  # how far back a reply chain is followed (what a reply answers, and what that answered ...)
+REPLY_CHARS = 400  # of each message in it
 FOLD_AHEAD_TURNS = 4  # a cut's summary is prepared this many usual turns before the window overflows
 STABLE_KEPT = 4  # message lists (window, head, parent region) whose blocks a rendering keeps between turns
 PREVIEW_SEQ = 2**62  # the sequence an unstored, previewed message takes (after every real one)
@@ -836,12 +838,34 @@ class Assembler:
                                "lines": anchors.exchange_lines(last[::-1])}
         args: dict[str, Any] = dict(now=dates.now_text(self.clock()), thread=thread, ref=anchors.thread_ref(thread.id))
         branches = await self._working_memory(chain[-1])
-        text = render("tail.md.j2", **args, live=live, parent_news=parent_news, branches=branches)
-        if cached_tokens(text) > budget:  # the live details go first, then the news, then the branches
-            text = render("tail.md.j2", **args, live=[], parent_news=None, branches=branches)
-            if cached_tokens(text) > budget:
-                text = render("tail.md.j2", **args, live=[], parent_news=None, branches=[])
-        return text
+        replied = await self._replied(thread, shown)
+        # Over budget, the live details go first, then the news, then the branches, then what a reply answers.
+        for shown_live, news, current, answered in ((live, parent_news, branches, replied),
+                                                    ([], None, branches, replied), ([], None, [], replied)):
+            text = render("tail.md.j2", **args, live=shown_live, parent_news=news, branches=current,
+                          replied=answered)
+            if cached_tokens(text) <= budget:
+                return text
+        return render("tail.md.j2", **args, live=[], parent_news=None, branches=[], replied=())
+
+    async def _replied(self, thread: Thread, shown: list[Message]) -> tuple[str, ...]:
+        """What the newest message replies to (Discord's reply), and what that answered, a few deep, when they
+        have left the view; only this conversation's own messages, never one erased."""
+        newest = next((m for m in reversed(shown) if m.role == "user"), None)
+        in_view = {m.external_id for m in shown if m.external_id is not None}
+        lines: list[str] = []
+        ref = newest.metadata.get("reply_to") if newest is not None else None
+        while isinstance(ref, int) and ref not in in_view and len(lines) < REPLY_DEPTH:
+            found = await self.store.message_by_external_id(ref)
+            if found is None or found.deleted_at is not None or not found.content:
+                break
+            where = await self.store.find_thread(found.thread_id)
+            if where is None or where.scope_key != thread.scope_key:  # another conversation's: never shown here
+                break
+            who = found.author_name if found.role == "user" else "you"
+            lines.append(f"- {who}, {dates.day_line(found.created_at)}: {anchors.clip(found.content, REPLY_CHARS)}")
+            ref = found.metadata.get("reply_to")
+        return tuple(lines)
 
     async def _working_memory(self, root: Thread) -> list[dict[str, str]]:
         """The persona's open branches this conversation may see (recall's visibility), latest first (seed

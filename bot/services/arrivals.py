@@ -21,6 +21,7 @@ class Arrival:
     external_id: int | None = None
     images: list[dict[str, Any]] = field(default_factory=list)
     persona: bool = False
+    reply_to: int | None = None  # the message it answers (Discord's reply), by its external id
 
 
 class Arrivals:
@@ -42,7 +43,8 @@ class Arrivals:
             thread_id = (await self._socials.session(scope, arrival.author_id, arrival.author_name)).id
         stored = await self._conversations.hear(scope, arrival.content, author_name=arrival.author_name,
                                                 author_id=arrival.author_id, external_id=arrival.external_id,
-                                                thread_id=thread_id, images=arrival.images or None)
+                                                thread_id=thread_id, images=arrival.images or None,
+                                                reply_to=arrival.reply_to)
         if live and stored is not None and not arrival.persona and scope.guild_id is not None:
             await self.person_spoke(scope)
         return stored

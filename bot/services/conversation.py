@@ -77,7 +77,7 @@ class Conversations:
     async def hear(
         self, scope: Scope, content: str, *, author_name: str | None = None, author_id: int | None = None,
         external_id: int | None = None, role: Role = "user", thread_id: int | None = None,
-        images: list[dict[str, Any]] | None = None,
+        images: list[dict[str, Any]] | None = None, reply_to: int | None = None,
     ) -> Message | None:
         """Remember a message in the scope's root thread, or in the given thread; duplicates stored once.
 
@@ -89,7 +89,8 @@ class Conversations:
         thread = await (self._store.thread(thread_id) if thread_id is not None else self._root(scope))
         await self._save_unsaved(thread.id)  # a reply the database refused comes before what answers it
         new = NewMessage(role, content, author_id, author_name, external_id=external_id,
-                         metadata={"images": images} if images else {})
+                         metadata={**({"images": images} if images else {}),
+                                   **({"reply_to": reply_to} if reply_to is not None else {})})
         triggers = await self._settings.counted(thread)
         if triggers is None:
             message, created = await self._store.append(thread.id, new)
