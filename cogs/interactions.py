@@ -12,6 +12,7 @@ from discord.ext import commands
 from bot.discord_bot import StelisBot
 from bot.engine import Engine
 from bot.splitting import split_message
+from cogs.pages import PAGE_CHARS, Pager
 
 T = TypeVar("T")
 
@@ -26,12 +27,13 @@ def engine_of(bot: commands.Bot) -> Engine:
 
 
 async def answer(interaction: discord.Interaction, text: str) -> None:
-    """Ephemeral, split to Discord's limit; a follow-up when the response was deferred."""
-    for i, chunk in enumerate(split_message(text) or ["(nothing to show)"]):
-        if i == 0 and not interaction.response.is_done():
-            await interaction.response.send_message(chunk, ephemeral=True)
-        else:
-            await interaction.followup.send(chunk, ephemeral=True)
+    """Ephemeral; a long answer as pages of one message with buttons; a follow-up when the response was deferred."""
+    pages = split_message(text, PAGE_CHARS) or ["(nothing to show)"]
+    more: dict[str, Any] = {"view": Pager(pages, interaction.user.id)} if len(pages) > 1 else {}
+    if not interaction.response.is_done():
+        await interaction.response.send_message(pages[0], ephemeral=True, **more)
+    else:
+        await interaction.followup.send(pages[0], ephemeral=True, **more)
 
 
 async def manager(interaction: discord.Interaction, what: str) -> bool:

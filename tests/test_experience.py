@@ -236,8 +236,12 @@ async def test_help_lists_every_command_and_branches_explain_suspended(offline_b
     from tests.test_slash import run, said
 
     bot, _ = offline_bot
-    helped = said(await run(bot.get_cog("Help").help, bot.get_cog("Help")))
+    it = await run(bot.get_cog("Help").help, bot.get_cog("Help"))
+    helped = said(it)
     assert "/threads tree: " in helped and "/stelis" not in helped  # named for what it is, not the persona
+    pager = it.response.views[0]  # one message with pages, not a stream of messages
+    assert len(it.response.sent + it.followup.sent) == 1 and len(pager.pages) > 1
+    assert all(len(page) <= 2_000 for page in pager.pages)
     for command in ("/help: ", "/memory show: ", "/autonomy-admin pulse-now: ", "/branches-admin create: ",
                     "/tasks list: "):
         assert command in helped
@@ -547,3 +551,16 @@ async def test_a_model_without_images_gets_none(make_config):
     request = (await engine.conversations.context((await engine.stelis.root(here)).id)).request
     assert not any(b.kind == "image" for t in request.turns for b in t.blocks)
     await engine.close()
+
+
+async def test_help_explains_one_command_and_suggests_for_a_typo(offline_bot):
+    from tests.test_slash import run, said
+
+    bot, _ = offline_bot
+    helper = bot.get_cog("Help")
+    explained = said(await run(helper.help, helper, "memory-admin pin"))
+    assert explained.startswith("/memory-admin pin: ") and "Needs the Manage Server permission." in explained
+    assert "- fact: " in explained
+    assert "Did you mean /memory show" in said(await run(helper.help, helper, "/memroy show"))
+    choices = await helper._complete(await run(helper.help, helper, "help"), "memory-admin p")
+    assert [c.value for c in choices] == ["memory-admin pause", "memory-admin pin"]

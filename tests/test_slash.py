@@ -18,6 +18,7 @@ from tests.test_config import ALIAS_BOMB
 class Response:
     def __init__(self):
         self.sent: list[tuple[str, bool]] = []
+        self.views: list = []
         self.deferred: tuple[bool, bool] | None = None
         self.modal = None
         self._done = False
@@ -28,6 +29,7 @@ class Response:
     async def send_message(self, content=None, *, ephemeral=False, **more):
         assert not self._done, "responded twice"
         self.sent.append((content, ephemeral))
+        self.views.append(more.get("view"))
         self.file = more.get("file")
         self._done = True
 
@@ -45,9 +47,11 @@ class Response:
 class Followup:
     def __init__(self):
         self.sent: list[tuple[str, bool]] = []
+        self.views: list = []
 
-    async def send(self, content=None, *, ephemeral=False, **_):
+    async def send(self, content=None, *, ephemeral=False, **more):
         self.sent.append((content, ephemeral))
+        self.views.append(more.get("view"))
 
 
 def interaction(where=None, *, admin: bool = True) -> MagicMock:
@@ -61,9 +65,12 @@ def interaction(where=None, *, admin: bool = True) -> MagicMock:
 
 
 def said(it) -> str:
+    """Everything answered, every page of a paged answer included."""
     messages = it.response.sent + it.followup.sent
     assert messages and all(ephemeral for _, ephemeral in messages), "every answer is ephemeral"
-    return "\n".join(text for text, _ in messages)
+    views = it.response.views + it.followup.views
+    return "\n".join("\n".join(view.pages) if view is not None else text
+                     for (text, _), view in zip(messages, views, strict=True))
 
 
 @pytest.fixture
