@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
@@ -219,14 +218,16 @@ def _check_config(loaded: LoadedConfig) -> int:
 
 
 async def _console(loaded: LoadedConfig) -> int:
+    from bot.clock import Clock
     from bot.console import Console, completions, console_run_id
     from bot.engine import Engine
     from memory.records import Scope
 
     if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become U+FFFD instead of ending input
         sys.stdin.reconfigure(errors="replace")
-    engine = await Engine.open(loaded.config, keep_runs=frozenset({console_run_id(Scope.console())}),
-                               store_clock=time.time)  # /idle moves the scheduler's clock, never stored times
+    # One clock for what is stored and for every schedule: /idle moves it (and it stays moved for this data folder)
+    clock = Clock.kept(loaded.config.data_dir / "console_clock")
+    engine = await Engine.open(loaded.config, clock=clock, keep_runs=frozenset({console_run_id(Scope.console())}))
     gc.freeze()  # what start-up made lives for the whole session: no full collection walks it again
     log.info("console started: persona=%s llm=%s db=%s", engine.persona, engine.model_name,
              loaded.config.database_name)

@@ -476,9 +476,9 @@ class Console:
         }
         if action in ("", "status"):
             status = await engine.pulses.status(self.scope)
-            self._lines(autonomy_lines(status, None, engine.stored_time()))
+            self._lines(autonomy_lines(status, None, engine.clock()))
         elif action == "log":
-            self._lines(autonomy_log_lines(await engine.autonomy.log(self.scope), engine.stored_time()))
+            self._lines(autonomy_log_lines(await engine.autonomy.log(self.scope), engine.clock()))
         elif action == "pulse-now":
             self._say(pulse_text(await engine.pulses.pulse_now(self.scope)))
         elif changes.get(action):

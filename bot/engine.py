@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from bot.clock import Clock
 from bot.config import Config, Where
@@ -71,7 +70,7 @@ class Engine:
         self.fitted = FittedLLM(llm, config.llm.context_tokens, on_planned=self._plan_for)
         self.spending = Spending(store, config.persona.name, config.llm.prices, store.clock)
         self.llm = llm = MeteredLLM(self.fitted, on_spent=self.spending.record)
-        self.clock = clock or Clock()  # the scheduler's view of time: the console's /idle moves it, stored times never
+        self.clock = clock or Clock()  # what is stored and every schedule read it (the console's /idle moves it)
         persona = config.persona.name
         self.settings = EffectiveSettings(config, store, SHARED_MAX_AGE if is_shared(config.database_target) else None)
         self.stelis = StelisThreads(store, llm, self.settings, persona, config.llm.context_tokens)
@@ -118,14 +117,12 @@ class Engine:
 
     @classmethod
     async def open(cls, config: Config, llm: LLM | None = None, clock: Clock | None = None, *,
-                   exclusive: bool = True, keep_runs: frozenset[str] = frozenset(),
-                   store_clock: Callable[[], float] | None = None) -> Engine:
+                   exclusive: bool = True, keep_runs: frozenset[str] = frozenset()) -> Engine:
         """Open the store, choose the model, and sweep Stelis threads left active by a run that is gone.
 
         `exclusive` (the bot and the console): refuse a second process on the same database and
         repair what a crash left. Without it (snapshot commands) nothing is swept or repaired.
-        `store_clock` stamps what is stored (default: `clock`); the console's demo clock moves
-        only the scheduler's view, so /idle never writes made-up times.
+        `clock` stamps what is stored and drives every schedule (the console's /idle moves it).
         """
         clock = clock or Clock()
         shared = is_shared(config.database_target)  # PostgreSQL: other processes work on it at the same time
@@ -136,7 +133,7 @@ class Engine:
             except (AlreadyRunning, OSError) as exc:
                 raise StoreError(str(exc)) from None
         try:
-            store = await open_store(config.database_target, clock=store_clock or clock,
+            store = await open_store(config.database_target, clock=clock,
                                      pool_size=config.database.pool_size)
         except BaseException:
             lock.release()
@@ -252,10 +249,6 @@ class Engine:
         """The front end the persona acts through on its own (post_message, open_thread, a playbook's speak)."""
         self.tools.front_end = front_end
         self.settings.strangers = front_end.strangers
-
-    def stored_time(self) -> float:
-        """Now, as stored times are stamped (the console's /idle moves only the scheduler's clock)."""
-        return self.store.clock()
 
     @property
     def model_name(self) -> str:

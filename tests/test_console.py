@@ -256,7 +256,9 @@ def test_quitting_inside_a_thread_warns_and_the_next_session_resumes_it(tmp_path
     assert "Ended stelis:" in second.stdout and "(completed)" in second.stdout  # not swept to aborted
 
 
-def test_idle_moves_the_memory_clock_but_never_the_stored_times(tmp_path):
+def test_the_console_demo_clock_is_the_one_clock_stored_times_and_schedules_read(tmp_path):
+    """/idle moves the time of what is stored and of every schedule alike, and it stays moved for the data folder:
+    a message after the idle is not a version of its own, a pulse waits its interval, dates agree."""
     import time
 
     from memory.backends import open_store
@@ -264,16 +266,22 @@ def test_idle_moves_the_memory_clock_but_never_the_stored_times(tmp_path):
     async def stored_times() -> list[float]:
         store = await open_store(tmp_path / "data" / "stelis.sqlite3")
         root = await store.find_root("Stelis", Scope.console())
-        stamps = [m.created_at async for m in store.span(root.id, None, None)] if root else []
+        stamps = [m.created_at async for m in store.span(root.id, None, None) if m.role == "user"] if root else []
         await store.close()
         return stamps
 
     started = time.time()
-    done = run_console(tmp_path, "before the idle\n/idle 7200\nafter the idle\n", "console")
+    done = run_console(tmp_path, "before the idle\n/autonomy on\n/idle 7200\nafter the idle\n/idle 60\n"
+                                 "/memory history\n", "console")
     assert done.returncode == 0, done.stderr
-    assert "Short-term memory v1 written" in done.stdout  # the idle deadline passed for the scheduler
-    stamps = asyncio.run(stored_times())
-    assert stamps and all(started - 5 <= t <= time.time() + 5 for t in stamps)  # real times, not +2 hours
+    assert "Short-term memory v1 written" in done.stdout  # the idle deadline passed
+    assert done.stdout.count("Pulse:") == 1  # the first idle's; a minute later the interval has not passed
+    assert "v2" not in done.stdout.split("/memory history")[-1]  # one message after the idle: no version of its own
+    before, after = asyncio.run(stored_times())
+    assert started - 5 <= before <= time.time() + 5 and 7_195 <= after - before <= 7_300
+    again = run_console(tmp_path, "a day later, or so it seems\n", "console")  # the next run keeps the time
+    assert again.returncode == 0, again.stderr
+    assert asyncio.run(stored_times())[-1] >= after
 
 
 async def test_a_line_the_database_refuses_is_reported_and_the_session_goes_on(make_config, monkeypatch):

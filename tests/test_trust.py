@@ -177,20 +177,27 @@ async def test_a_pulse_never_makes_a_call_past_the_daily_budget(trust_engine, fa
         assert session.status != "active"
 
 
-async def test_the_console_budget_counts_the_days_its_spending_was_stamped_in(make_config):
-    """/idle moves a demo clock; spending is stamped in real time, so the day's budget is summed in real days."""
+async def test_the_console_budget_holds_within_each_day_of_its_clock_and_shows_what_it_spent(make_config):
+    """/idle moves the one clock the console has: spending is stamped in it, so /autonomy shows what today's pulses
+    spent and a day's budget holds however many pulses fall in it (a demo day has its own budget)."""
     counting = Counting()
     config = make_config(snapshots={"interval_seconds": 0}, autonomy={"quiet_minutes": 0, "daily_calls": 3,
                                                                       "interval_minutes": 5})
-    engine = await Engine.open(config, counting, Clock(), store_clock=__import__("time").time)
+    clock = Clock()
+    engine = await Engine.open(config, counting, clock)
     console = Scope.console()
     try:
         await engine.pulses.configure(console, "enabled", True)
-        for _ in range(6):  # /idle across midnight, six days of demo time
-            engine.clock.advance(86_400)
+        clock.advance(86_400 - clock() % 86_400 + 3_600)  # one in the morning: the whole day ahead
+        for _ in range(12):  # an hour of pulses every five minutes, in one day
+            clock.advance(300)
             await engine.pulses.pulse_if_due(console)
-        assert counting.calls <= 3
-        assert (await engine.pulses.status(console)).spent_calls == counting.calls
+        assert 0 < counting.calls <= 3
+        assert (await engine.pulses.status(console)).spent_calls == counting.calls  # shown as spent today
+        spent = counting.calls
+        clock.advance(86_400)  # the next day: its own budget
+        await engine.pulses.pulse_if_due(console)
+        assert counting.calls > spent and (await engine.pulses.status(console)).spent_calls == counting.calls - spent
     finally:
         await engine.close()
 
