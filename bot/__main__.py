@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import getpass
 import json
 import logging
 import os
@@ -305,11 +306,14 @@ async def _snapshot(loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
 
 def _user_name(loaded: LoadedConfig) -> str:
-    if "console.user_name" in loaded.env_overrides:
+    """The console's speaker: console.user_name, else the login name (never "you": memory would read it as the
+    persona's own words)."""
+    if loaded.config.console.user_name:
         return loaded.config.console.user_name
-    return loaded.config.console.user_name if loaded.config.console.user_name != "you" else (
-        os.environ.get("USER") or "you"
-    )
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name (a container without one): a neutral one
+        return "guest"
 
 
 if __name__ == "__main__":

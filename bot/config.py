@@ -352,7 +352,9 @@ class DatabaseConfig(_Model):
 
 
 class ConsoleConfig(_Model):
-    user_name: str = Field("you", min_length=1, max_length=80, description="Your name in the console chat.")
+    user_name: str | None = Field(None, min_length=1, max_length=80, description=(
+        "Your name in the console chat, as the persona and its memory know you; unset: your login name. (Not "
+        "\"you\": in the persona's memory that would read as its own words.)"))
 
 
 class Config(_Model):

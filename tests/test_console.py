@@ -473,3 +473,21 @@ async def test_persona_import_and_export_in_the_console(make_config, tmp_path):
     assert "Not changed: " in text and "missing.png cannot be read" in text
     assert json.loads(out_file.read_text())["data"]["name"] == engine.persona
     await engine.close()
+
+
+def test_the_console_speaker_is_the_configured_name_or_the_login_name_never_you(monkeypatch, tmp_path):
+    import getpass
+
+    from bot.__main__ import _user_name
+    from bot.config import load_config
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "mahe")
+    assert _user_name(load_config(None, {"STELIS_DATA_DIR": str(tmp_path)})) == "mahe"
+    named = load_config(None, {"STELIS_DATA_DIR": str(tmp_path), "STELIS_CONSOLE_USER_NAME": "ana"})
+    assert _user_name(named) == "ana"
+
+    def nobody():
+        raise OSError("no login name")
+
+    monkeypatch.setattr(getpass, "getuser", nobody)
+    assert _user_name(load_config(None, {"STELIS_DATA_DIR": str(tmp_path)})) == "guest"
