@@ -279,3 +279,23 @@ async def test_a_thread_a_memory_version_saw_in_progress_announces_its_end(store
     assert note.seq > covered  # after the version: the next one summarises it
     messages = [m async for m in store.span(root.id, covered + 1, None)]
     assert note in messages
+
+
+async def test_the_tree_claims_no_protected_parent_region_for_a_subagent_thread(make_config):
+    """A subagent's thread sees its own history alone (DESIGN.md section 8): /threads tree says so."""
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+    from memory import threads as stelis_threads
+    from memory.records import Scope
+    from memory.settings import StelisSettings
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    scope = Scope.channel(1, 2)
+    root = await engine.stelis.root(scope)
+    run = await engine.stelis.new_run(scope)
+    working = await stelis_threads.start(engine.store, run, "Research", StelisSettings())
+    helper = await stelis_threads.start(engine.store, run, "a subagent's task", StelisSettings(), kind="subagent")
+    rows = {row.thread.id: row for row in await engine.stelis.tree(root.id)}
+    assert rows[working.id].protected > 0  # a Stelis thread sees its parent's recent part
+    assert rows[helper.id].protected == 0 and rows[helper.id].window > 0
+    await engine.close()

@@ -62,7 +62,8 @@ class StelisThreads:
         async def visit(thread: Thread, ratios: list[float]) -> None:
             size = window_size(self._context_tokens, ratios)
             parent = window_size(self._context_tokens, ratios[:-1]) if ratios else 0
-            rows.append(TreeRow(thread, size, protected_size(parent, thread.window_ratio) if ratios else 0))
+            sees_parent = bool(ratios) and thread.kind != "subagent"  # a subagent sees its own history alone
+            rows.append(TreeRow(thread, size, protected_size(parent, thread.window_ratio) if sees_parent else 0))
             for child in await self._store.children(thread.id):
                 await visit(child, [*ratios, child.window_ratio])
 
