@@ -82,8 +82,10 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
             pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(found), found))
         others = await store.shared_channels(persona, root.guild_id, limit=shared, besides=root.channel_id)
         for rank, other in enumerate(others):  # the most recently active nearest this conversation
+            # Seed 004: each shared channel's newest versions too, oldest first; a tight room drops its oldest
+            # versions before another channel's newest (a channel's long-term memory comes before its versions).
             section = (49 - rank, f"#{other.name or other.channel_id}")
-            pieces += await _channel(store, persona, other.channel_id or 0, section, 1, as_of,
+            pieces += await _channel(store, persona, other.channel_id or 0, section, versions, as_of,
                                      (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
     return pieces
 

@@ -20,3 +20,25 @@ def test_a_shortened_memory_keeps_its_informative_lines_wherever_they_are_and_sa
     left_out = len(lines) - 1 - len(kept)
     assert f"(… {left_out} line(s) left out here; recall and /memory show have them)" in short
     assert shorten(text, 10_000) == text  # room for everything: unchanged
+
+
+async def test_each_shared_channel_shows_its_newest_versions_oldest_first_and_a_tight_room_drops_the_oldest(store):
+    """Seed 004: the other shared channels' last versions, grouped by channel, oldest first."""
+    from memory.layers import memory_layers
+    from memory.records import Scope
+
+    here = await store.root_thread("P", Scope.channel(1, 10), 0.8)
+    for channel, name in ((20, "garden"), (30, "kitchen")):
+        root = await store.root_thread("P", Scope.channel(1, channel), 0.8)
+        await store.ensure_memory_channel(root)
+        await store.set_channel_flags(root.id, public=1, name=name)
+        for v in range(1, 4):
+            await store.add_record("P", "channel", channel, "short_term", f"{name} fact number {v}", v, v)
+    layers = await memory_layers(store, here, here, versions=5, shared=3)
+    for name in ("garden", "kitchen"):
+        shown = [line for line in layers.text.splitlines() if line.startswith(f"{name} fact")]
+        assert shown == [f"{name} fact number {v}" for v in (1, 2, 3)]  # every version, oldest first
+    assert layers.text.index("#garden") < layers.text.index("garden fact number 1")  # grouped under the channel
+    tight = await memory_layers(store, here, here, versions=5, shared=3, budget=layers.tokens - 30)
+    assert "fact number 3" in tight.text and tight.text.count("fact number 1") < 2  # an oldest went first
+    assert "kitchen fact number 3" in tight.text and "garden fact number 3" in tight.text  # each newest stays
