@@ -272,3 +272,83 @@ async def test_a_restart_keeps_a_tasks_open_session_and_sweeps_an_orphan_thread(
     assert (await again.store.thread(session_id)).status == "active"  # its branch decides when it ends
     assert (await again.store.thread(orphan.id)).status == "aborted"
     await again.close()
+
+
+class Front:
+    """A front end that keeps what the persona says on its own."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[Scope, str]] = []
+
+    async def post(self, scope: Scope, text: str) -> None:
+        self.posts.append((scope, text))
+
+    async def open_thread(self, scope: Scope, name: str) -> str:
+        return "no threads here"
+
+    async def open_work_thread(self, scope: Scope, name: str) -> int | None:
+        return None
+
+    async def strangers(self, guild_id: int, kind: str, ids: list[int]) -> list[int]:
+        return []
+
+
+async def test_the_pulse_speaks_up_in_its_home_channel_about_what_it_perceived(make_engine):
+    """The react path (seed 001): someone spoke and waits; the pulse answers at once, in its home channel."""
+    persona = Persona(react="yes")
+    engine, clock = await make_engine(persona)
+    front = Front()
+    engine.attach(front)
+    await _home(engine)
+    await engine.conversations.hear(HOME, "@Stelis did you start the star map yet?", author_name="ana", author_id=5)
+    clock.advance(3_600)  # quiet since: the pulse may act
+    outcome = await engine.pulses.pulse_now(HOME)
+    assert outcome.action == "react" and "star map" in outcome.detail
+    check = next(text for text in persona.seen if "Did someone speak to you" in text)
+    assert "did you start the star map yet?" in check  # it perceived what was said
+    assert front.posts == [(HOME, "Oh, about the star map: I started it!")]  # said in the home channel
+    said = await engine.store.tail((await engine.stelis.root(HOME)).id, 5)
+    assert said[-1].role == "assistant" and said[-1].content == "Oh, about the star map: I started it!"
+    assert (await engine.autonomy.log(HOME, 5))[0].kind == "pulse"
+
+
+FREE = {"action": "free", "title": "Learn the autumn constellations", "reason": "I want to know the sky"}
+
+
+async def test_the_persona_begins_a_free_branch_of_its_own_works_in_it_and_resumes_it_later(make_engine):
+    """Seed 001's free action: a branch the persona begins itself, works in, suspends and takes up again."""
+    persona = Persona(FREE)
+    engine, clock = await make_engine(persona)
+    await _home(engine)
+    clock.advance(3_600)
+    outcome = await engine.pulses.pulse_if_due(HOME)
+    assert outcome is not None and outcome.action == "free"
+    branch = await engine.store.branch(outcome.branch_id)
+    assert (branch.branch_type, branch.label, branch.status) == ("free", "Learn the autumn constellations",
+                                                                 "suspended")
+    [session] = await engine.store.branch_threads(branch.id)
+    assert session.status == "completed" and any("Listed Cassiopeia" in m.content
+                                                 for m in await engine.store.tail(session.id, 10))
+    assert (await engine.autonomy.log(HOME))[2].kind == "create"
+    persona.decisions.append({"action": "resume", "branch": branch.id, "reason": "more to learn"})
+    clock.advance(3_600)
+    assert (await engine.pulses.pulse_if_due(HOME)).action == "resume"
+    assert len(await engine.store.branch_threads(branch.id)) == 2
+
+
+async def test_the_decide_step_is_shown_only_branches_it_can_take_up_and_the_model_can_create_one(make_engine):
+    """Every kind the decide step sees, it can act on: a social branch is not offered (it is taken up when the
+    other persona speaks); and branch_create makes a free branch from a tool call."""
+    persona = Persona()
+    engine, clock = await make_engine(persona)
+    await _home(engine)
+    await engine.socials.prepare(HOME, {99: "Eris"})
+    made = await engine.tools.create_branch(HOME, "Sketch the harbour at dusk", "not started")
+    assert "new free branch" in made
+    clock.advance(3_600)
+    await engine.pulses.pulse_if_due(HOME)
+    decide = next(text for text in persona.seen if "Choose what to do now" in text)
+    assert "Sketch the harbour at dusk" in decide and "with Eris" not in decide
+    from bot.tools import REGISTRY
+
+    assert "branch_create" in REGISTRY and REGISTRY["branch_create"].input_schema["required"] == ["label"]

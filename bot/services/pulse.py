@@ -215,7 +215,7 @@ class Pulses:
         return settings.chunk_tokens + settings.chronicle_tokens
 
     def _day_start(self, config: AutonomyConfig) -> float:
-        # The day the spending was stamped in (the store's clock): the console's demo clock moves pulses only.
+        # The day in the store's clock, which stamped the spending (the console's /idle moves it too).
         now = datetime.fromtimestamp(self._store.clock(), ZoneInfo(config.timezone))
         return datetime.combine(now.date(), time(0), now.tzinfo).timestamp()
 
@@ -227,7 +227,7 @@ class Pulses:
         if action == "react":
             await self._log(place, "react", reason)
             return PulseOutcome(place, "react", reason)
-        if action in ("resume", "create") and not meter.reserve(1, self._chronicle_cost()):
+        if action in ("resume", "create", "free") and not meter.reserve(1, self._chronicle_cost()):
             detail = f"{action} chosen, but today's budget has no room for a session and its chronicle"
             await self._log(place, "wait", detail)
             return PulseOutcome(place, "wait", detail)
@@ -237,6 +237,9 @@ class Pulses:
         elif action == "create":
             branch = await self._created(home, decision)
             await self._log(place, "create", f"{branch.label}: {reason}", branch.id)
+        elif action == "free":  # seed 001's free action: a branch of its own, begun and ended when it chooses
+            branch = await self._begun(home, decision)
+            await self._log(place, "create", f"{branch.label} (free): {reason}", branch.id)
         else:  # wait: record_wait logged it
             return PulseOutcome(place, "wait", reason)
         self._working[place] = branch.id
@@ -277,6 +280,16 @@ class Pulses:
         branch = await self._store.branch(task.branch_id or "")
         assert branch is not None
         return branch
+
+    async def _begun(self, home: Scope, decision: dict[str, object]) -> Branch:
+        title = str(decision.get("title") or "").strip()[:100]
+        if not title:
+            raise ToolError("meta_auto chose to begin a free branch but gave no title")
+        branch = await self._branches.create(home, "free", title, str(decision.get("reason") or "")[:200] or None)
+        await self._branches.resume(branch)  # its first session, anchored in the home channel
+        found = await self._store.branch(branch.id)
+        assert found is not None
+        return found
 
     async def _work(self, home: Scope, branch: Branch, config: AutonomyConfig, meter: Meter) -> str:
         """Turns of `branch_work` in the branch's session (within the session and daily budgets), its

@@ -98,9 +98,13 @@ class EngineTools:
         await self._archive.said(scope, text)
         return "posted"
 
-    async def branch_lines(self, scope: Scope) -> list[str]:
+    async def branch_lines(self, scope: Scope, kinds: tuple[str, ...] = ("task", "free", "social")) -> list[str]:
         return [f"{b.id} [{b.branch_type}, {b.status}] {b.label}" + (f": {b.brief_state}" if b.brief_state else "")
-                for b in await self._branches.in_server(scope)]
+                for b in await self._branches.in_server(scope) if b.branch_type in kinds]
+
+    async def create_branch(self, scope: Scope, label: str, brief_state: str | None) -> str:
+        branch = await self._branches.create(scope, "free", label, brief_state)
+        return f"{branch.id} is a new free branch, {branch.status}: {branch.label}"
 
     async def update_branch(self, scope: Scope, branch_id: str, brief_state: str | None, status: str | None) -> str:
         branch = await self._branches.update(scope, branch_id, brief_state=brief_state,

@@ -11,7 +11,7 @@ from bot.tools.registry import FrontEnd, ToolError, ToolScope, ToolServices, Too
 # In the order the model sees them: a fixed order keeps the tool list a stable cache prefix.
 REGISTRY: dict[str, ToolSpec] = {spec.name: spec for spec in (
     recall.SPEC, recall_thread.SPEC, memory_pin.SPEC, now.SPEC, post_message.POST, post_message.OPEN_THREAD,
-    branches.LIST, branches.UPDATE, tasks.CREATE, tasks.GET, tasks.UPDATE_STEP, tasks.CLOSE,
+    branches.LIST, branches.CREATE, branches.UPDATE, tasks.CREATE, tasks.GET, tasks.UPDATE_STEP, tasks.CLOSE,
     pulse.PERCEIVE, pulse.RECORD_WAIT)}
 
 # What every reply and conversation-profile request offers, in this order (the cached tool list).
