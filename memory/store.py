@@ -387,7 +387,7 @@ class BranchesAndTasks(Protocol):
 
     async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
                             current_thread_id: int | None = None, label: str | None = None,
-                            brief_state: str | None = None) -> None:
+                            brief_state: str | None = None, moved_to: tuple[str, int | None] | None = None) -> None:
         """Change what is given; any change is activity (the working memory orders branches by it)."""
         ...
 

@@ -123,7 +123,7 @@ async def test_a_known_persona_bot_is_answered_only_when_it_speaks_to_us_and_not
         answers += 1
     assert answers == 3  # MAX_BOT_TURNS: no reply loop
     here = Scope.channel(channel().guild.id, channel().id)
-    sessions = await engine.store.branch_threads(f"social-{here.key}-{BOT_USER_ID}")
+    sessions = await engine.store.branch_threads(f"social-{here.guild_id}-{BOT_USER_ID}")
     assert len(sessions) == 1  # one exchange: its messages are its session's, the channel keeps its anchor
     assert len([m for m in await engine.store.tail(sessions[0].id, 50) if "persona says" in m.content]) == 5
     assert not [c for c in await remembered(engine) if "persona says" in c]
@@ -134,7 +134,7 @@ async def test_each_exchange_with_another_persona_is_a_new_session_of_its_social
     engine.config.discord.personas.append(BOT_USER_ID)
     here = Scope.channel(channel().guild.id, channel().id)
     await engine.settings.set("guild", channel().guild.id, "autonomy.session_turns", 2)
-    branch_id = f"social-{here.key}-{BOT_USER_ID}"
+    branch_id = f"social-{here.guild_id}-{BOT_USER_ID}"
     for i in range(3):  # two turns, then the exchange ends; the third message opens the next one
         post(f"{mention(bot)} stargazing tonight? ({i})", bot_author=True)
         await settle()

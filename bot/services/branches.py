@@ -176,6 +176,20 @@ class DiscordThreadBranches:
         return await self._open(root, branch.id, branch.label, branch.discord_thread_id,
                                 previous=await self._current(branch))
 
+    async def resume_in(self, branch: Branch, scope: Scope) -> Thread:
+        """A new session of the branch held in `scope`'s conversation (a social branch talks wherever the other
+        persona does): anchored to the previous session only if this conversation may read where that was held;
+        otherwise nothing of it comes here, and where the branch stood is not said here either."""
+        root = await self._stelis.root(scope)
+        previous = await self._current(branch)
+        if root.scope_key != branch.scope_key:
+            readable = previous is not None and previous.scope_key in (await self._stelis.seen_from(scope)).scope_keys
+            if not readable:
+                previous = None
+            await self._store.update_branch(branch.id, moved_to=(root.scope_key, root.channel_id),
+                                            brief_state=None if readable else "a new exchange here")
+        return await self._open(root, branch.id, branch.label, branch.discord_thread_id, previous=previous)
+
     async def _close(self, discord_thread_id: int, status: Literal["completed", "aborted"],
                      branch_status: BranchStatus) -> Thread | None:
         branch = await self._store.branch_of_discord_thread(discord_thread_id)

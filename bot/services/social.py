@@ -1,8 +1,10 @@
-"""Social branches (seed 001): one per other persona, each exchange with it a new session.
+"""Social branches (seed 001): one per relationship with another persona in a server, each exchange a new session.
 
-An exchange's messages live in its session (a Stelis thread under the channel's conversation, anchored
-there); when a person speaks, or the persona has taken its turns, the session ends with a chronicle
-and the branch waits, suspended, for the next exchange. A social branch never completes.
+An exchange's messages live in its session (a Stelis thread under the conversation where it happens, anchored
+there), wherever in the server it happens; when a person speaks, or the persona has taken its turns, the session
+ends with a chronicle and the branch waits, suspended, for the next exchange. A social branch never completes.
+What a session held where some people cannot read stays there: the next session, held elsewhere, is anchored to
+it only where it could be read, and the branch is listed (with where it stands) where its latest session is.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from memory.store import Store
 log = logging.getLogger(__name__)
 
 
-def social_branch_id(scope: Scope, partner_id: int) -> str:
-    """One branch per partner and conversation: what is said in one channel stays that channel's."""
-    return f"social-{scope.key}-{partner_id}"
+def social_branch_id(guild_id: int | None, partner_id: int) -> str:
+    """One branch per partner in a server (never across servers: nothing of one reaches another)."""
+    return f"social-{guild_id}-{partner_id}"
 
 
 class Socials:
@@ -34,9 +36,10 @@ class Socials:
         """Each partner's branch in this conversation, made in advance (suspended until the first exchange)."""
         made = []
         for partner_id, name in partners.items():
-            found = await self._store.branch(social_branch_id(scope, partner_id))
+            branch_id = social_branch_id(scope.guild_id, partner_id)
+            found = await self._store.branch(branch_id)
             made.append(found or await self._branches.create(scope, "social", f"with {name}", "no exchange yet",
-                                                             branch_id=social_branch_id(scope, partner_id)))
+                                                             branch_id=branch_id))
         return made
 
     async def session(self, scope: Scope, partner_id: int, partner_name: str) -> Thread:
@@ -45,8 +48,11 @@ class Socials:
         branch = (await self.prepare(scope, {partner_id: partner_name}))[0]
         current = await current_session(self._store, branch)
         if current is not None and current.status == "active":
-            return current
-        return await self._branches.resume(branch)
+            if current.scope_key == scope.key:
+                return current
+            # The exchange goes on elsewhere in the server: there it ends, with its chronicle, before this one.
+            branch = await self._suspend(Scope(branch.scope_key, branch.guild_id, branch.channel_id, None), branch)
+        return await self._branches.resume_in(branch, scope)
 
     async def turns_left(self, scope: Scope, session_id: int) -> int:
         """The persona's turns left in this exchange (autonomy.session_turns, per server)."""
@@ -68,8 +74,8 @@ class Socials:
 
     async def end(self, scope: Scope, partner_id: int) -> Branch | None:
         """The exchange is over: its session ends with a chronicle, the branch waits for the next one."""
-        branch = await self._store.branch(social_branch_id(scope, partner_id))
-        if branch is None or branch.status != "active":
+        branch = await self._store.branch(social_branch_id(scope.guild_id, partner_id))
+        if branch is None or branch.status != "active" or branch.scope_key != scope.key:  # not going on here
             return None
         return await self._suspend(scope, branch)
 

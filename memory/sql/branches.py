@@ -57,15 +57,19 @@ class BranchesSql(SqlStore):
 
     async def update_branch(self, branch_id: str, *, status: BranchStatus | None = None,
                             current_thread_id: int | None = None, label: str | None = None,
-                            brief_state: str | None = None) -> None:
-        """Change what is given; any change is activity (the working memory orders branches by it)."""
+                            brief_state: str | None = None, moved_to: tuple[str, int | None] | None = None) -> None:
+        """Change what is given; any change is activity (the working memory orders branches by it). `moved_to`:
+        the conversation (scope key, channel id) a social branch's new session is held in: it is listed there."""
         now = self.clock()
+        scope_key, channel_id = moved_to if moved_to is not None else (None, None)
         await self._changed(
             "UPDATE branches SET status = COALESCE(?, status), current_thread_id = COALESCE(?, current_thread_id),"
             " label = COALESCE(?, label), brief_state = COALESCE(?, brief_state), last_activity_at = ?,"
+            " scope_key = COALESCE(?, scope_key), channel_id = COALESCE(?, channel_id),"
             " suspended_at = CASE WHEN ? = 'suspended' THEN ? ELSE suspended_at END,"
             " completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END WHERE id = ?",
-            (status, current_thread_id, label, brief_state, now, status or "", now, status or "", now, branch_id))
+            (status, current_thread_id, label, brief_state, now, scope_key, channel_id, status or "", now,
+             status or "", now, branch_id))
         self.branch_changes += 1
 
     async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
