@@ -105,7 +105,7 @@ class Engine:
                                    config.stelis.max_depth, persona)
         self.playbooks.load()
         tools = self.tools
-        self.pulses = Pulses(store, self.autonomy, self.stelis, self.tasks, self.branches, self.playbooks,
+        self.pulses = Pulses(store, self.autonomy, self.stelis, self.tasks, self.branches, self.socials, self.playbooks,
                              lambda: tools.front_end, persona, self.clock)
         self.arrivals = Arrivals(self.conversations, self.socials, self.pulses)
         self._snapshotter: asyncio.Task[None] | None = None

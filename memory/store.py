@@ -375,7 +375,7 @@ class BranchesAndTasks(Protocol):
 
     async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
                             guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
-                            task_id: str | None = None) -> Branch:
+                            task_id: str | None = None, partner_persona: str | None = None) -> Branch:
         ...
 
     async def branch(self, branch_id: str) -> Branch | None:

@@ -336,19 +336,34 @@ async def test_the_persona_begins_a_free_branch_of_its_own_works_in_it_and_resum
     assert len(await engine.store.branch_threads(branch.id)) == 2
 
 
-async def test_the_decide_step_is_shown_only_branches_it_can_take_up_and_the_model_can_create_one(make_engine):
-    """Every kind the decide step sees, it can act on: a social branch is not offered (it is taken up when the
-    other persona speaks); and branch_create makes a free branch from a tool call."""
+async def test_the_pulse_reaches_out_to_another_persona_and_the_model_can_create_a_branch(make_engine):
+    """Every kind the decide step is shown, it can act on: resuming a social branch begins an exchange with that
+    persona in the home channel (its opening kept in the session, said in the channel), which goes on when the
+    other persona answers; and branch_create makes a free branch from a tool call."""
     persona = Persona()
     engine, clock = await make_engine(persona)
+    front = Front()
+    engine.attach(front)
     await _home(engine)
-    await engine.socials.prepare(HOME, {99: "Eris"})
+    [social] = await engine.socials.prepare(HOME, {99: "Eris"})
+    assert social.partner_persona == "99"
     made = await engine.tools.create_branch(HOME, "Sketch the harbour at dusk", "not started")
     assert "new free branch" in made
+    persona.decisions.append({"action": "resume", "branch": social.id, "reason": "I miss talking with Eris"})
     clock.advance(3_600)
-    await engine.pulses.pulse_if_due(HOME)
+    outcome = await engine.pulses.pulse_if_due(HOME)
     decide = next(text for text in persona.seen if "Choose what to do now" in text)
-    assert "Sketch the harbour at dusk" in decide and "with Eris" not in decide
+    assert "Sketch the harbour at dusk" in decide and "with Eris" in decide
+    assert outcome.action == "resume" and outcome.branch_id == social.id
+    [(where, said)] = front.posts
+    assert where == HOME and said.startswith("<@99> ")  # addressed to the other persona, in the home channel
+    session = await engine.store.thread((await engine.store.branch(social.id)).current_thread_id)
+    assert session.status == "active" and session.scope_key == HOME.key
+    assert (await engine.store.tail(session.id, 5))[-1].role == "assistant"  # the opening, kept in the session
+    from bot.services.arrivals import Arrival
+
+    answer = await engine.arrivals.receive(HOME, Arrival("hello! yes, let's talk", "Eris", 99, persona=True))
+    assert answer.thread_id == session.id  # the other persona's answer goes on in the same exchange
     from bot.tools import REGISTRY
 
     assert "branch_create" in REGISTRY and REGISTRY["branch_create"].input_schema["required"] == ["label"]

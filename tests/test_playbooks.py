@@ -346,8 +346,8 @@ async def test_every_builtin_runs_end_to_end_against_the_fake_server(make_config
     fake_anthropic.responder = answer
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), llm)
-    assert sorted(engine.playbooks.library) == ["branch_work", "detail_recall", "meta_auto", "meta_user", "research",
-                                                 "summarise_thread"]
+    assert sorted(engine.playbooks.library) == ["branch_work", "detail_recall", "meta_auto", "meta_user", "reach_out",
+                                                 "research", "summarise_thread"]
     await engine.conversations.hear(HERE, "we ship calculator_v2 on Friday", author_name="mahe")
     reply = await engine.playbooks.run(HERE, "meta_user", {})
     research = await engine.playbooks.run(HERE, "research", {"topic": "the calculator_v2 release"})
@@ -360,6 +360,8 @@ async def test_every_builtin_runs_end_to_end_against_the_fake_server(make_config
                                                            "steps": "1. [ ] list changes", "state": "just started"})
     assert pulse.outputs["decision"]["action"] == "wait" and (await engine.autonomy.log(HERE))[0].kind == "wait"
     assert work.outputs["work"].startswith("fake answer") and work.outputs["assess"]["next"] == "pause"
+    opening = await engine.playbooks.run(HERE, "reach_out", {"partner": "Eris", "state": "no exchange yet"})
+    assert opening.outputs["opening"].startswith("fake answer")
     assert reply.outputs["reply"].startswith("fake answer") and research.outputs["findings"]
     assert detail.outputs["summary"].startswith("fake answer") and summary.outputs["summary"].startswith("fake")
     assert fake_anthropic.calls and all(c.status == 200 for c in fake_anthropic.calls)

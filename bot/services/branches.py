@@ -103,15 +103,16 @@ class DiscordThreadBranches:
         return found
 
     async def create(self, scope: Scope, kind: BranchKind, label: str, brief_state: str | None = None, *,
-                     branch_id: str | None = None) -> Branch:
+                     branch_id: str | None = None, partner: int | None = None) -> Branch:
         """A branch of this conversation that waits, suspended, for its first session (a pulse or a resume)."""
         label = label.strip()
         if not label:
             raise ToolError("a branch needs a label")
         root = await self._stelis.root(scope)
         branch_id = branch_id or f"{kind}-{uuid.uuid4().hex[:8]}"
+        partner_persona = None if partner is None else str(partner)  # the other persona's user id (social)
         await self._store.create_branch(branch_id, root.persona, kind, label[:100], root.scope_key, root.guild_id,
-                                        root.channel_id, None)
+                                        root.channel_id, None, partner_persona=partner_persona)
         await self._store.update_branch(branch_id, status="suspended", brief_state=(brief_state or "not started")[:200])
         found = await self._store.branch(branch_id)
         assert found is not None

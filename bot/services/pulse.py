@@ -24,6 +24,7 @@ from bot.pulse_scheduler import PulseScheduler
 from bot.services.autonomy import Autonomy, place_of
 from bot.services.branches import DiscordThreadBranches, current_session
 from bot.services.playbooks import Playbooks
+from bot.services.social import Socials
 from bot.services.stelis import StelisThreads
 from bot.services.tasks import Tasks
 from bot.tools import FrontEnd, ToolError
@@ -59,13 +60,14 @@ class AutonomyStatus:
 
 class Pulses:
     def __init__(self, store: Store, autonomy: Autonomy, stelis: StelisThreads, tasks: Tasks,
-                 branches: DiscordThreadBranches, playbooks: Playbooks, front_end: Callable[[], FrontEnd | None],
-                 persona: str, clock: Callable[[], float]):
+                 branches: DiscordThreadBranches, socials: Socials, playbooks: Playbooks,
+                 front_end: Callable[[], FrontEnd | None], persona: str, clock: Callable[[], float]):
         self._store = store
         self._autonomy = autonomy
         self._stelis = stelis
         self._tasks = tasks
         self._branches = branches
+        self._socials = socials
         self._playbooks = playbooks
         self.front_end = front_end  # the front end attached now (Discord), if any: it posts and opens threads
         self._persona = persona
@@ -234,6 +236,9 @@ class Pulses:
         if action == "resume":
             branch = await self._resumed(home, str(decision.get("branch", "")))
             await self._log(place, "resume", f"{branch.label}: {reason}", branch.id)
+            if branch.branch_type == "social":  # the exchange goes on as the other persona answers
+                return PulseOutcome(place, "resume", f"{branch.label}: {await self._reach_out(home, branch)}",
+                                    branch.id)
         elif action == "create":
             branch = await self._created(home, decision)
             await self._log(place, "create", f"{branch.label}: {reason}", branch.id)
@@ -258,8 +263,8 @@ class Pulses:
             raise not_open from None
         if branch.status == "completed":
             raise not_open
-        if branch.branch_type not in ("task", "free"):
-            raise ToolError(f"meta_auto chose {branch_id!r}: a {branch.branch_type} branch is not worked on alone")
+        if branch.branch_type == "social":
+            return branch  # its session opens where the persona reaches out (_reach_out)
         session = await current_session(self._store, branch)
         if session is None or session.status != "active":
             await self._branches.resume(branch)  # a new session, opened by an anchor to the previous one
@@ -280,6 +285,24 @@ class Pulses:
         branch = await self._store.branch(task.branch_id or "")
         assert branch is not None
         return branch
+
+    async def _reach_out(self, home: Scope, branch: Branch) -> str:
+        """Begin an exchange with the other persona of a social branch in the home channel: a new session there
+        (or the one going on), the opening line kept in it and said in the channel, addressed to the other."""
+        if not (branch.partner_persona or "").isdigit():
+            raise ToolError(f"{branch.id} names no other persona to talk to")
+        partner, name = int(branch.partner_persona or 0), branch.label.removeprefix("with ")
+        session = await self._socials.session(home, partner, name)
+        done = await self._playbooks.run(home, "reach_out", {"partner": name, "state": branch.brief_state or ""},
+                                         run_id=session.run_id)
+        opening = str(done.outputs.get("opening") or "").strip()
+        front = self.front_end()
+        if opening and front is not None:
+            try:
+                await front.post(home, f"<@{partner}> {opening}")
+            except ToolError as exc:  # kept in the session all the same: the exchange is there when it answers
+                log.warning("could not say the opening to %s: %s", name, exc.notice)
+        return opening
 
     async def _begun(self, home: Scope, decision: dict[str, object]) -> Branch:
         title = str(decision.get("title") or "").strip()[:100]

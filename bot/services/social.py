@@ -39,7 +39,7 @@ class Socials:
             branch_id = social_branch_id(scope.guild_id, partner_id)
             found = await self._store.branch(branch_id)
             made.append(found or await self._branches.create(scope, "social", f"with {name}", "no exchange yet",
-                                                             branch_id=branch_id))
+                                                             branch_id=branch_id, partner=partner_id))
         return made
 
     async def session(self, scope: Scope, partner_id: int, partner_name: str) -> Thread:

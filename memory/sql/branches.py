@@ -27,14 +27,14 @@ class BranchesSql(SqlStore):
 
     async def create_branch(self, branch_id: str, persona: str, branch_type: BranchKind, label: str, scope_key: str,
                             guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
-                            task_id: str | None = None) -> Branch:
+                            task_id: str | None = None, partner_persona: str | None = None) -> Branch:
         now = self.clock()
         await self._changed(
             "INSERT INTO branches (id, persona, branch_type, label, scope_key, guild_id, channel_id,"
-            " discord_thread_id, task_id, created_at, last_activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (id) DO NOTHING",
+            " discord_thread_id, task_id, partner_persona, created_at, last_activity_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id, task_id,
-             now, now))
+             partner_persona, now, now))
         self.branch_changes += 1
         found = await self.branch(branch_id)
         assert found is not None
