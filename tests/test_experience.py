@@ -420,7 +420,7 @@ async def test_a_server_chooses_the_model_its_replies_use(make_config, fake_anth
     admin = bot.get_cog("Admin")
     assert "Replies here use claude-sonnet-5-5: the default." in said(await run(admin.model, admin))
     assert "needs the Manage Server permission" in said(await run(admin.model, admin, "claude-opus-5", as_admin=False))
-    assert "claude-opus-5: this server's choice" in said(await run(admin.model, admin, "claude-opus-5"))
+    assert "claude-opus-5: chosen for this server or channel" in said(await run(admin.model, admin, "claude-opus-5"))
     it = interaction()
     here, elsewhere = Scope.channel(it.guild_id, it.channel_id), Scope.channel(it.guild_id + 1, 5)
     for scope in (here, elsewhere):

@@ -433,3 +433,19 @@ async def test_usage_shows_this_servers_calls_today_and_this_month_to_managers_o
     assert "- claude-sonnet-5-5: 1 call(s), 8,100 tokens, 75% of the input read from the cache" in shown
     assert "This month: 1 model call(s)" in shown and "claude-opus" not in shown
     assert "Manage Server" in said(await run(cog.usage, cog, as_admin=False))
+
+
+async def test_a_channel_can_have_a_persona_card_and_model_of_its_own(admin):
+    """Issue 31, point 13 in part: /persona set, /persona import and /model take `where`: this channel alone."""
+    cog, engine = admin
+    guild, here, elsewhere = channel().guild.id, channel().id, channel().id + 1
+    assert "for this server" in said(await run(cog.persona_set, cog, "You are Stelis, a lighthouse keeper."))
+    assert "for this channel" in said(await run(cog.persona_set, cog, "You are Stelis, a pirate.", None, "channel"))
+    assert (await engine.settings.effective(guild, here)).persona.card == "You are Stelis, a pirate."
+    assert (await engine.settings.effective(guild, elsewhere)).persona.card == "You are Stelis, a lighthouse keeper."
+    root = await engine.stelis.root(scope())
+    assert "a pirate" in (await engine.conversations.context(root.id)).request.system[0].text
+    said(await run(cog.model, cog, "claude-haiku-5-5", "channel"))
+    assert (await engine.settings.effective(guild, here)).persona.models.standard == "claude-haiku-5-5"
+    assert (await engine.settings.effective(guild, elsewhere)).persona.models.standard != "claude-haiku-5-5"
+    assert "Manage Server" in said(await run(cog.persona_set, cog, "x", None, "channel", as_admin=False))

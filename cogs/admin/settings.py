@@ -21,6 +21,13 @@ from cogs.admin.base import MAX_CHOICES, AdminBase
 from cogs.interactions import MANAGE, manager_only
 from cogs.long_text import long_text
 
+WHERE = [app_commands.Choice(name="this server", value="guild"),
+         app_commands.Choice(name="this channel", value="channel")]
+
+
+def _named(where: str) -> str:
+    return "this server" if where == "guild" else "this channel (it has a persona card of its own)"
+
 
 class SettingsCommands(AdminBase):
     config = app_commands.Group(name="config", description="Settings per server or channel", guild_only=True,
@@ -30,26 +37,31 @@ class SettingsCommands(AdminBase):
 
     # /model
 
-    @app_commands.command(name="model", description="The model this server's replies use; an admin may choose")
+    @app_commands.command(name="model", description="The model replies use here; an admin may choose it for the "
+                                                    "server or for a channel")
     @app_commands.guild_only()
-    @app_commands.describe(name="A model name your provider knows, or 'default' (Manage Server to change)")
+    @app_commands.describe(name="A model name your provider knows, or 'default' (Manage Server to change)",
+                           where="This server (default) or this channel alone")
+    @app_commands.choices(where=WHERE)
     async def model(self, interaction: discord.Interaction,
-                    name: app_commands.Range[str, 1, 100] | None = None) -> None:
+                    name: app_commands.Range[str, 1, 100] | None = None, where: str = "guild") -> None:
         guild = interaction.guild_id or 0
         if name is not None:
             if not await self.allowed(interaction):
                 return
+            level, scope_id = cast(Where, where), self._scope_id(interaction, where)
             if name == "default":
-                await self.engine.settings.reset("guild", guild, "persona.models.standard")
+                await self.engine.settings.reset(level, scope_id, "persona.models.standard")
             else:
-                await self.engine.settings.set("guild", guild, "persona.models.standard", name)
+                await self.engine.settings.set(level, scope_id, "persona.models.standard", name, guild)
         effective = await self.engine.settings.effective(guild, self._channel_id(interaction))
         chosen = effective.persona.models.standard
         default = self.engine.config.persona.models.standard
         offline = " (no model key is set, so the offline model answers for now)" \
             if self.engine.model_name == "offline" else ""
         await self.answer(interaction, f"Replies here use {chosen}{offline}"
-                                       + (": this server's choice; /model default undoes it." if chosen != default
+                                       + (": chosen for this server or channel; /model default undoes it."
+                                          if chosen != default
                                           else ": the default."))
 
     # /config and /persona
@@ -92,41 +104,46 @@ class SettingsCommands(AdminBase):
         effective = await self.engine.settings.effective(interaction.guild_id or 0, self._channel_id(interaction))
         await self.answer(interaction, f"{effective.persona.name}\n{effective.persona.card}")
 
-    @persona.command(name="set", description="Change the persona card for this server")
-    @app_commands.describe(card="One line; leave empty to edit the current card in a form", file="A text file")
+    @persona.command(name="set", description="Change the persona card for this server, or for this channel alone")
+    @app_commands.describe(card="One line; leave empty to edit the current card in a form", file="A text file",
+                           where="This server (default) or this channel alone (a persona of its own here)")
+    @app_commands.choices(where=WHERE)
     @manager_only("Changing the persona card")
     async def persona_set(self, interaction: discord.Interaction, card: app_commands.Range[str, 1, 4000] | None = None,
-                          file: discord.Attachment | None = None) -> None:
+                          file: discord.Attachment | None = None, where: str = "guild") -> None:
         effective = await self.engine.settings.effective(interaction.guild_id or 0, self._channel_id(interaction))
+        scope_id, named = self._scope_id(interaction, where), _named(where)
 
         async def submit(it: discord.Interaction, new: str) -> None:
             try:
-                await self.engine.settings.set("guild", it.guild_id or 0, "persona.card", new)
+                await self.engine.settings.set(cast(Where, where), scope_id, "persona.card", new, it.guild_id)
             except ConfigError as exc:
                 await self.answer(it, not_set_text(exc.problems))
                 return
-            await self.answer(it, "Persona card updated for this server.")
+            await self.answer(it, f"Persona card updated for {named}.")
 
         await long_text(interaction, card, file, title=f"{effective.persona.name}'s card",
                         label="Who the persona is", current=effective.persona.card, submit=submit)
 
-    @persona.command(name="import", description="Make a character card (SillyTavern / chub: JSON or PNG) this "
-                     "server's persona card")
-    @app_commands.describe(card="The card's .json or .png file")
+    @persona.command(name="import", description="Make a character card (SillyTavern / chub: JSON or PNG) the "
+                     "persona card of this server or this channel")
+    @app_commands.describe(card="The card's .json or .png file", where="This server (default) or this channel alone")
+    @app_commands.choices(where=WHERE)
     @manager_only("Changing the persona card")
-    async def persona_import(self, interaction: discord.Interaction, card: discord.Attachment) -> None:
+    async def persona_import(self, interaction: discord.Interaction, card: discord.Attachment,
+                             where: str = "guild") -> None:
         try:
-            character = await self.engine.settings.import_character("guild", interaction.guild_id or 0,
-                                                                    await card.read(),
-                                                           card.filename)
+            character = await self.engine.settings.import_character(
+                cast(Where, where), self._scope_id(interaction, where), await card.read(), card.filename,
+                interaction.guild_id)
         except CardError as exc:
             await self.answer(interaction, f"Not changed: {exc.notice}.")
             return
         except ConfigError as exc:
             await self.answer(interaction, not_set_text(exc.problems))
             return
-        await self.answer(interaction, f"Persona card updated for this server from {character.name}'s character card "
-                                       f"({len(character.card())} characters; /persona show prints it).")
+        await self.answer(interaction, f"Persona card updated for {_named(where)} from {character.name}'s character "
+                                       f"card ({len(character.card())} characters; /persona show prints it).")
 
     @persona.command(name="export", description="This channel's persona as a character card (V2 JSON)")
     async def persona_export(self, interaction: discord.Interaction) -> None:
