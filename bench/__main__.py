@@ -8,11 +8,12 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import cache_efficiency, context_latency, dashboard, due_scan, growth, ingest, memory_quality
+from bench import cache_efficiency, concurrency, context_latency, dashboard, due_scan, growth, ingest, memory_quality
 from bench.backends import BACKENDS
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
     "cache_efficiency": cache_efficiency.run,
+    "concurrency": concurrency.run,
     "context_latency": context_latency.run,
     "dashboard": dashboard.run,
     "due_scan": due_scan.run,
@@ -24,11 +25,13 @@ BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
 
 # Benchmarks that run on either storage backend; the others measure SQLite only.
 ON_EITHER_BACKEND: dict[str, Callable[[str], Awaitable[list[dict]]]] = {
+    "concurrency": concurrency.run,
     "context_latency": context_latency.run,
     "ingest": ingest.run,
 }
 # What the PostgreSQL/SQLite ratios are taken of: lines of the same size (the key), these figures.
-COMPARED = {"context_latency": ("messages", ("p50_ms", "p50_ms_without_recall")),
+COMPARED = {"concurrency": ("channels", ("wall_s",)),
+            "context_latency": ("messages", ("p50_ms", "p50_ms_without_recall")),
             "ingest": ("channels", ("per_second",))}
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import atexit
 from pathlib import Path
 
+from memory.postgres.baseline import bare_burst as postgres_burst
 from memory.postgres.baseline import bare_ingest as postgres_ingest
 from memory.postgres.baseline import bare_window_select as postgres_select
+from memory.sqlite.baseline import bare_burst as sqlite_burst
 from memory.sqlite.baseline import bare_ingest as sqlite_ingest
 from memory.sqlite.baseline import bare_window_select as sqlite_select
 from memory.store import Store
@@ -46,3 +48,9 @@ async def bare_ingest(backend: str, where: Path | str, texts: list[str], channel
     if backend == "postgresql":
         return await postgres_ingest(str(where), texts, channels)
     return await sqlite_ingest(Path(where), texts, channels)
+
+
+async def bare_burst(backend: str, where: Path | str, channels: int, delay: float) -> tuple[float, list[float]]:
+    if backend == "postgresql":
+        return await postgres_burst(str(where), channels, delay)
+    return await sqlite_burst(Path(where), channels, delay)

@@ -59,3 +59,37 @@ async def seed_channels(store: Store, channels: list[tuple[int, float, int, int,
             " covered_seq, due_at) VALUES (?, 'Stelis', 1, ?, ?, ?, ?, ?)",
             [(c[0], c[0], *c[1:]) for c in channels],
         )
+
+
+async def bare_burst(path: Path, channels: int, delay: float) -> tuple[float, list[float]]:
+    """N channels answered at once by a bare loop: store the message, read its channel's last rows, wait for the
+    model (`delay`), store the reply; one connection and one writer at a time, as the store. Wall time and each
+    reply's time, in seconds."""
+    import asyncio
+
+    async with aiosqlite.connect(path, isolation_level=None) as db:
+        await db.execute("PRAGMA journal_mode = WAL")
+        await db.execute("PRAGMA synchronous = NORMAL")
+        await db.execute("CREATE TABLE m (seq INTEGER PRIMARY KEY, channel INTEGER, content TEXT, tokens INTEGER,"
+                         " created_at REAL)")
+        await db.execute("CREATE INDEX m_channel ON m (channel, seq)")
+        writing = asyncio.Lock()
+
+        async def write(channel: int, text: str) -> None:
+            async with writing:
+                await db.execute("BEGIN IMMEDIATE")
+                await db.execute("INSERT INTO m (channel, content, tokens, created_at) VALUES (?, ?, ?, ?)",
+                                 (channel, text, count_tokens(text), time.time()))
+                await db.execute("COMMIT")
+
+        async def one(channel: int) -> float:
+            started = time.perf_counter()
+            await write(channel, f"hello from channel {channel}, what is on today?")
+            await db.execute_fetchall("SELECT * FROM m WHERE channel = ? ORDER BY seq DESC LIMIT 20", (channel,))
+            await asyncio.sleep(delay)
+            await write(channel, "the model's answer")
+            return time.perf_counter() - started
+
+        started = time.perf_counter()
+        replies = await asyncio.gather(*(one(c) for c in range(channels)))
+        return time.perf_counter() - started, list(replies)

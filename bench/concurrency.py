@@ -1,0 +1,104 @@
+"""Many conversations at once: N channels of one server each get a message at the same moment, and the model
+answers each after DELAY seconds.
+
+Against a bare loop in the same run (store the message, read the channel's last rows, wait for the model, store
+the reply: bench/backends.bare_burst). Reported: wall time and its ratio to bare, p95 reply time, and the event
+loop's worst stall (a 10 ms ticker's largest lateness). `memory work`: every channel's message also makes a
+short-term version due, so versions are written during the burst; its p95 is compared with the burst without.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.backends import bare_burst, place
+from bot.config import validate
+from bot.engine import Engine
+from bot.providers.offline import OfflineLLM
+from memory.llm import LLMRequest, LLMResult, TextSink
+from memory.records import Scope
+
+DELAY = 1.0
+SIZES = (1, 10, 100, 500)
+THRESHOLD = 2  # messages before a version is due: the burst's message is each channel's second
+
+
+class SlowModel(OfflineLLM):
+    """The offline model answering replies after DELAY seconds, as a real one would (summaries at once)."""
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
+        if request.purpose == "reply":
+            await asyncio.sleep(DELAY)
+        return await super().complete(request, on_text)
+
+
+async def run(backend: str = "sqlite", sizes: tuple[int, ...] = SIZES) -> list[dict]:
+    lines = []
+    for channels in sizes:
+        bare_wall, bare_replies = await _bare(backend, channels)
+        plain = await _stelis(backend, channels, memory_work=False)
+        busy = await _stelis(backend, channels, memory_work=True)
+        for work, (wall, replies, stall, versions) in (("none", plain), ("versions", busy)):
+            lines.append({"bench": "concurrency", "backend": backend, "channels": channels, "memory_work": work,
+                          "wall_s": round(wall, 2), "bare_wall_s": round(bare_wall, 2),
+                          "ratio_to_bare": round(wall / bare_wall, 2), "p95_reply_s": _p95(replies),
+                          "bare_p95_reply_s": _p95(bare_replies), "worst_stall_ms": round(stall * 1000),
+                          "memory_versions": versions})
+        lines.append({"bench": "concurrency", "backend": backend, "channels": channels,
+                      "memory_work_p95_over_none": round(_p95(busy[1]) / _p95(plain[1]), 2)})
+    return lines
+
+
+def _p95(values: list[float]) -> float:
+    return round(statistics.quantiles(values, n=20)[-1] if len(values) > 1 else values[0], 3)
+
+
+async def _bare(backend: str, channels: int) -> tuple[float, list[float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return await bare_burst(backend, await place(backend, Path(tmp)), channels, DELAY)
+
+
+async def _stelis(backend: str, channels: int, *, memory_work: bool) -> tuple[float, list[float], float, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        where = await place(backend, Path(tmp))
+        config = validate({"data_dir": tmp, "database": {"url": where} if backend == "postgresql" else {},
+                           "snapshots": {"interval_seconds": 0}, "llm": {"reply_tools": False},
+                           "short_term_history": {"message_threshold": THRESHOLD if memory_work else 10_000}})
+        engine = await Engine.open(config, SlowModel())
+        scopes = [Scope.channel(1, 1_000 + c) for c in range(channels)]
+        for scope in scopes:  # each conversation exists and has said something before
+            await engine.conversations.hear(scope, "good morning", author_name="ana")
+        await engine.conversations.settle()
+        if memory_work:
+            await engine.start_memory()
+        stalls: list[float] = []
+        ticking = asyncio.Event()
+        ticker = asyncio.create_task(_tick(stalls, ticking))
+
+        async def one(scope: Scope) -> float:
+            started = time.perf_counter()
+            heard = await engine.conversations.hear(scope, "what is on today?", author_name="ben")
+            assert heard is not None
+            await engine.conversations.reply(heard.thread_id)
+            return time.perf_counter() - started
+
+        started = time.perf_counter()
+        replies = await asyncio.gather(*(one(s) for s in scopes))
+        wall = time.perf_counter() - started
+        ticking.set()
+        await ticker
+        versions = await engine.store.count_rows("memory_records")  # written during the burst (and its tail)
+        await engine.close()
+        return wall, list(replies), max(stalls, default=0.0), versions
+
+
+async def _tick(stalls: list[float], done: asyncio.Event) -> None:
+    """How late a 10 ms sleep wakes: the loop's stalls while the burst runs."""
+    while not done.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(0.01)
+        stalls.append(time.perf_counter() - before - 0.01)
