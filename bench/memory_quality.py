@@ -153,15 +153,9 @@ def regions_of(request: LLMRequest) -> dict[str, str]:
     return {region: norm("\n".join(texts)) for region, texts in parts.items()}
 
 
-async def preview(engine: Engine, question: str, external_id: int) -> LLMRequest:
-    """The request the question would produce; stores nothing where the engine can preview."""
-    if hasattr(engine, "preview"):
-        return (await engine.conversations.preview(SCOPE, question, author_name="Asker")).request
-    message = await engine.conversations.hear(SCOPE, question, author_name="Asker", external_id=external_id)
-    try:
-        return (await engine.conversations.context(message.thread_id)).request
-    finally:
-        await engine.forgetting.delete_message(external_id)
+async def preview(engine: Engine, question: str) -> LLMRequest:
+    """The request the question would produce; nothing is stored."""
+    return (await engine.conversations.preview(SCOPE, question, author_name="Asker")).request
 
 
 async def replay(conv: Conversation, budget: int, tmp: Path) -> tuple[Engine, Metered, SimClock, list[int]]:
@@ -211,11 +205,11 @@ async def measure(conv: Conversation, budget: int) -> tuple[Scores, Scores, dict
                 stelis.add([set() for _ in q.keys], False, q.kind)
             return stelis, recency, {}
         baseline = await recency_texts(engine, budget - MAX_OUTPUT)
-        for n, q in enumerate(conv.questions):
+        for q in conv.questions:
             keys = [norm(k) for k in q.keys]
             recency.add([{"verbatim"} if k in baseline else set() for k in keys], norm(q.answer) in baseline, q.kind)
             try:
-                request = await preview(engine, q.text, 9_000_000 + n)
+                request = await preview(engine, q.text)
             except Exception:  # "no request can be built" is the figure
                 stelis.failed += 1
                 stelis.add([set() for _ in keys], False, q.kind)

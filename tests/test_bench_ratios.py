@@ -39,3 +39,20 @@ def test_cache_efficiency_prints_each_line_as_it_is_measured_and_quick_runs_less
     asked.clear()
     main(["cache_efficiency"])
     assert {a[2] for a in asked} == {cache_efficiency.TURNS} and len(asked) == 3 * strategies
+
+
+async def test_memory_quality_previews_a_question_without_storing_or_erasing_anything(make_config):
+    """The benchmark asks each question through a preview: had it fallen back to storing and erasing it (as it
+    silently did once the engine's forwarding methods went), every question would cost rewrites and summaries."""
+    from bench.memory_quality import SCOPE, preview
+    from bot.engine import Engine
+    from bot.providers.offline import OfflineLLM
+
+    engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    await engine.conversations.hear(SCOPE, "Kai moved to Montevideo in May", author_name="kai")
+    root = await engine.stelis.root(SCOPE)
+    before = await engine.store.count_messages(root.id)
+    request = await preview(engine, "where did Kai move?")
+    assert "where did Kai move?" in str(request)
+    assert await engine.store.count_messages(root.id) == before and (await engine.store.thread(root.id)).revision == 0
+    await engine.close()
