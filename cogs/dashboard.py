@@ -36,11 +36,14 @@ class DiscordGate:
         member = await self._member(guild_id, user_id)
         return member is not None and member.guild_permissions.manage_guild
 
-    async def reads(self, guild_id: int, user_id: int, channel_id: int) -> bool:
+    async def readable(self, guild_id: int, user_id: int, channel_ids: list[int]) -> set[int]:
+        # The member once for all of them: without the members intent each look-up is a call to Discord.
         member = await self._member(guild_id, user_id)
         guild = self.bot.get_guild(guild_id)
-        channel = guild.get_channel_or_thread(channel_id) if guild is not None else None
-        return member is not None and channel is not None and channel.permissions_for(member).read_messages
+        if member is None or guild is None:
+            return set()
+        channels = [guild.get_channel_or_thread(i) for i in channel_ids]
+        return {c.id for c in channels if c is not None and c.permissions_for(member).read_messages}
 
     async def members(self, guild_id: int, user_ids: list[int]) -> dict[int, str]:
         guild = self.bot.get_guild(guild_id)

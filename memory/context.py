@@ -852,9 +852,11 @@ class Assembler:
         """What the newest message replies to (Discord's reply), and what that answered, a few deep, when they
         have left the view; only this conversation's own messages, never one erased."""
         newest = next((m for m in reversed(shown) if m.role == "user"), None)
+        ref = newest.metadata.get("reply_to") if newest is not None else None
+        if not isinstance(ref, int):  # most requests: nothing to look at
+            return ()
         in_view = {m.external_id for m in shown if m.external_id is not None}
         lines: list[str] = []
-        ref = newest.metadata.get("reply_to") if newest is not None else None
         while isinstance(ref, int) and ref not in in_view and len(lines) < REPLY_DEPTH:
             found = await self.store.message_by_external_id(ref)
             if found is None or found.deleted_at is not None or not found.content:

@@ -168,6 +168,7 @@ class MemoryRecord:
 
 
 BranchKind = Literal["user", "task", "social", "free"]
+BRANCH_KINDS: tuple[BranchKind, ...] = ("task", "free", "social")  # what a branch row can be (the root is "user")
 BranchStatus = Literal["active", "suspended", "completed"]
 
 

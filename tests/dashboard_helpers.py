@@ -22,14 +22,14 @@ class FakeGate:
     """Who manages which server and reads which channel, as Discord would say; changeable mid-test."""
 
     admins: set[tuple[int, int]] = field(default_factory=lambda: {(GUILD, ADMIN), (OTHER_GUILD, MEMBER)})
-    readable: set[tuple[int, int, int]] = field(default_factory=lambda: {(GUILD, ADMIN, GENERAL)})
+    can_read: set[tuple[int, int, int]] = field(default_factory=lambda: {(GUILD, ADMIN, GENERAL)})
     server_members: dict[int, str] = field(default_factory=lambda: {77: "ana"})
 
     async def manages(self, guild_id: int, user_id: int) -> bool:
         return (guild_id, user_id) in self.admins
 
-    async def reads(self, guild_id: int, user_id: int, channel_id: int) -> bool:
-        return (guild_id, user_id, channel_id) in self.readable
+    async def readable(self, guild_id: int, user_id: int, channel_ids: list[int]) -> set[int]:
+        return {c for c in channel_ids if (guild_id, user_id, c) in self.can_read}
 
     async def members(self, guild_id: int, user_ids: list[int]) -> dict[int, str]:
         return {u: self.server_members[u] for u in user_ids if u in self.server_members and guild_id == GUILD}

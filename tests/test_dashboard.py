@@ -74,7 +74,7 @@ async def test_a_session_opens_its_own_server_and_only_what_its_admin_may_read(m
                 assert "payroll" not in text and "harbour" not in text
         async with http.get(f"{board.url}/g/{OTHER_GUILD}") as response:
             assert response.status == 403  # a token for server 1 never opens server 2
-        gate.readable.add((GUILD, ADMIN, STAFF))  # given the channel in Discord: shown at the next page
+        gate.can_read.add((GUILD, ADMIN, STAFF))  # given the channel in Discord: shown at the next page
         async with http.get(f"{board.url}/g/{GUILD}/c/{STAFF}") as response:
             assert response.status == 200 and "payroll code" in await response.text()
         gate.admins.discard((GUILD, ADMIN))  # Manage Server taken away: the session closes at once

@@ -33,9 +33,9 @@ async def test_dashboard_gives_a_manager_a_link_and_discord_decides_who_sees_wha
         guild.default_role._permissions |= discord.Permissions(manage_guild=True).value
         assert await gate.manages(guild.id, member().id)
         assert not await gate.manages(guild.id + 1, member().id)  # a server the bot is not in
-        assert await gate.reads(guild.id, member().id, here.id)
+        assert await gate.readable(guild.id, member().id, [here.id, 424242]) == {here.id}  # no such channel: none
         dpytest.backend.get_state().parse_channel_update(channel_payload(here, hidden=True))
-        assert not await gate.reads(guild.id, member().id, here.id)  # hidden from them now: not shown
+        assert await gate.readable(guild.id, member().id, [here.id]) == set()  # hidden from them now: not shown
         gone = discord.NotFound(MagicMock(status=404, reason="Not Found"), "Unknown Member")
         with patch.object(discord.Guild, "fetch_member", AsyncMock(side_effect=gone)):  # Discord's answer for one
             shown = await gate.members(guild.id, [member().id, 987654321])        # who is not (dpytest has none)

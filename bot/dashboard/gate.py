@@ -14,8 +14,8 @@ class Gate(Protocol):
         """Does the user (still) have Manage Server there?"""
         ...
 
-    async def reads(self, guild_id: int, user_id: int, channel_id: int) -> bool:
-        """May the user read this channel (or private thread)?"""
+    async def readable(self, guild_id: int, user_id: int, channel_ids: list[int]) -> set[int]:
+        """Which of these channels (or private threads) may the user read? Asked once for a page's channels."""
         ...
 
     async def members(self, guild_id: int, user_ids: list[int]) -> dict[int, str]:
@@ -35,8 +35,8 @@ class ConsoleGate:
     async def manages(self, guild_id: int, user_id: int) -> bool:
         return guild_id == CONSOLE
 
-    async def reads(self, guild_id: int, user_id: int, channel_id: int) -> bool:
-        return guild_id == CONSOLE and channel_id == 0
+    async def readable(self, guild_id: int, user_id: int, channel_ids: list[int]) -> set[int]:
+        return {0} & set(channel_ids) if guild_id == CONSOLE else set()
 
     async def members(self, guild_id: int, user_ids: list[int]) -> dict[int, str]:
         return {}

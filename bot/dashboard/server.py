@@ -153,15 +153,12 @@ class Dashboard:
                 return []
             root = await self.engine.stelis.root(self._console)
             return [Entry(0, "console", self._console, root)]
-        found = []
-        for root in await self.engine.conversations.channel_roots():
-            if root.guild_id != grant.guild_id or root.channel_id is None or root.discord_thread_id is not None:
-                continue
-            if await self.gate.reads(grant.guild_id, grant.user_id, root.channel_id):
-                scope = Scope(root.scope_key, root.guild_id, root.channel_id, root.discord_thread_id)
-                found.append(Entry(root.channel_id, self.gate.channel_name(grant.guild_id, root.channel_id),
-                                          scope, root))
-        return found
+        roots = [r for r in await self.engine.conversations.channel_roots()
+                 if r.guild_id == grant.guild_id and r.channel_id is not None and r.discord_thread_id is None]
+        readable = await self.gate.readable(grant.guild_id, grant.user_id, [r.channel_id or 0 for r in roots])
+        return [Entry(r.channel_id or 0, self.gate.channel_name(grant.guild_id, r.channel_id or 0),
+                      Scope(r.scope_key, r.guild_id, r.channel_id, r.discord_thread_id), r)
+                for r in roots if r.channel_id in readable]
 
     # pages
 

@@ -172,10 +172,8 @@ class DiscordThreadBranches:
         return thread
 
     async def resume(self, branch: Branch) -> Thread:
-        """A new session of the branch, opened by an anchor to the previous one (seed 001)."""
-        root = await self._stelis.root(Scope(branch.scope_key, branch.guild_id, branch.channel_id, None))
-        return await self._open(root, branch.id, branch.label, branch.discord_thread_id,
-                                previous=await self._current(branch))
+        """A new session of the branch where it is, opened by an anchor to the previous one (seed 001)."""
+        return await self.resume_in(branch, Scope(branch.scope_key, branch.guild_id, branch.channel_id, None))
 
     async def resume_in(self, branch: Branch, scope: Scope) -> Thread:
         """A new session of the branch held in `scope`'s conversation (a social branch talks wherever the other

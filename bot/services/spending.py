@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from bot import logs
 from bot.config import ModelPrice
@@ -92,4 +92,4 @@ class Spending:
 
 
 def _day(at: float) -> str:
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=at)).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")

@@ -19,7 +19,7 @@ from memory import dates, recall
 from memory.anchors import exchange_lines, thread_ref
 from memory.errors import Failure
 from memory.llm import ToolCall
-from memory.records import BranchStatus, Scope, Thread
+from memory.records import BRANCH_KINDS, BranchStatus, Scope, Thread
 
 RECALL_TOKENS = 800  # what one recall tool result may hold
 
@@ -98,7 +98,7 @@ class EngineTools:
         await self._archive.said(scope, text)
         return "posted"
 
-    async def branch_lines(self, scope: Scope, kinds: tuple[str, ...] = ("task", "free", "social")) -> list[str]:
+    async def branch_lines(self, scope: Scope, kinds: tuple[str, ...] = BRANCH_KINDS) -> list[str]:
         return [f"{b.id} [{b.branch_type}, {b.status}] {b.label}" + (f": {b.brief_state}" if b.brief_state else "")
                 for b in await self._branches.in_server(scope) if b.branch_type in kinds]
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from bot.tools.registry import ToolError, ToolScope, ToolSpec
+from memory.records import BRANCH_KINDS
 
 STATUSES = ("active", "suspended", "completed")
-KINDS = ("task", "free", "social")
+KINDS = BRANCH_KINDS
 
 
 async def _list(where: ToolScope, args: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ from cogs.places import Place, locate, settings_channel
 from memory.records import Scope
 
 MAX_CHOICES = 25  # what Discord shows of an autocompletion
-BRANCH_KINDS = ("task", "free", "social")  # what a branch row can be (the user conversation is the root)
 
 
 class AdminBase(commands.Cog):

@@ -12,10 +12,10 @@ from bot.report import (
     branch_line,
     branch_list_lines,
 )
-from cogs.admin.base import BRANCH_KINDS, MAX_CHOICES, AdminBase
+from cogs.admin.base import MAX_CHOICES, AdminBase
 from cogs.interactions import MANAGE, ManagerGroup
 from memory.errors import Failure
-from memory.records import BranchKind, BranchStatus
+from memory.records import BRANCH_KINDS, BranchStatus
 
 
 class BranchCommands(AdminBase):
@@ -34,7 +34,7 @@ class BranchCommands(AdminBase):
         if kind is not None and kind not in BRANCH_KINDS:
             await self.answer(interaction, f"There is no kind {kind!r}: branches are {', '.join(BRANCH_KINDS)}.")
             return
-        found = await self.engine.branches.of(scope, cast(BranchStatus | None, status), cast(BranchKind | None, kind))
+        found = await self.engine.branches.of(scope, cast(BranchStatus | None, status), kind)
         await self.answer(interaction, "\n".join(branch_list_lines(found)))
 
     @branches_list.autocomplete("kind")
