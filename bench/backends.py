@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import time
 from pathlib import Path
 
-from memory.postgres.baseline import bare_burst as postgres_burst
 from memory.postgres.baseline import bare_ingest as postgres_ingest
 from memory.postgres.baseline import bare_window_select as postgres_select
-from memory.sqlite.baseline import bare_burst as sqlite_burst
+from memory.postgres.baseline import burst_table as postgres_burst_table
 from memory.sqlite.baseline import bare_ingest as sqlite_ingest
 from memory.sqlite.baseline import bare_window_select as sqlite_select
+from memory.sqlite.baseline import burst_table as sqlite_burst_table
 from memory.store import Store
 from tests.postgres_cluster import Cluster, find_binaries
 
@@ -51,6 +53,19 @@ async def bare_ingest(backend: str, where: Path | str, texts: list[str], channel
 
 
 async def bare_burst(backend: str, where: Path | str, channels: int, delay: float) -> tuple[float, list[float]]:
-    if backend == "postgresql":
-        return await postgres_burst(str(where), channels, delay)
-    return await sqlite_burst(Path(where), channels, delay)
+    """N channels answered at once by a bare loop: store the message, read its channel's last rows, wait for the
+    model (`delay`), store the reply. Wall time and each reply's time, in seconds."""
+    table = postgres_burst_table(str(where)) if backend == "postgresql" else sqlite_burst_table(Path(where))
+    async with table as (write, read):
+
+        async def one(channel: int) -> float:
+            started = time.perf_counter()
+            await write(channel, f"hello from channel {channel}, what is on today?")
+            await read(channel)
+            await asyncio.sleep(delay)
+            await write(channel, "the model's answer")
+            return time.perf_counter() - started
+
+        started = time.perf_counter()
+        replies = await asyncio.gather(*(one(c) for c in range(channels)))
+        return time.perf_counter() - started, list(replies)

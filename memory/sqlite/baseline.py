@@ -5,7 +5,10 @@ They live in the backend because they are SQL; nothing in the bot uses them.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiosqlite
@@ -13,6 +16,9 @@ import aiosqlite
 from memory.sqlite.store import SqliteStore
 from memory.store import Store
 from memory.tokens import count_tokens
+
+Write = Callable[[int, str], Awaitable[None]]
+Read = Callable[[int], Awaitable[None]]
 
 
 def _sqlite(store: Store) -> SqliteStore:
@@ -61,12 +67,10 @@ async def seed_channels(store: Store, channels: list[tuple[int, float, int, int,
         )
 
 
-async def bare_burst(path: Path, channels: int, delay: float) -> tuple[float, list[float]]:
-    """N channels answered at once by a bare loop: store the message, read its channel's last rows, wait for the
-    model (`delay`), store the reply; one connection and one writer at a time, as the store. Wall time and each
-    reply's time, in seconds."""
-    import asyncio
-
+@asynccontextmanager
+async def burst_table(path: Path) -> AsyncIterator[tuple[Write, Read]]:
+    """A plain table for bench concurrency's bare loop: a message written (one writer at a time, on one connection,
+    as the store), a channel's last rows read."""
     async with aiosqlite.connect(path, isolation_level=None) as db:
         await db.execute("PRAGMA journal_mode = WAL")
         await db.execute("PRAGMA synchronous = NORMAL")
@@ -82,14 +86,7 @@ async def bare_burst(path: Path, channels: int, delay: float) -> tuple[float, li
                                  (channel, text, count_tokens(text), time.time()))
                 await db.execute("COMMIT")
 
-        async def one(channel: int) -> float:
-            started = time.perf_counter()
-            await write(channel, f"hello from channel {channel}, what is on today?")
+        async def read(channel: int) -> None:
             await db.execute_fetchall("SELECT * FROM m WHERE channel = ? ORDER BY seq DESC LIMIT 20", (channel,))
-            await asyncio.sleep(delay)
-            await write(channel, "the model's answer")
-            return time.perf_counter() - started
 
-        started = time.perf_counter()
-        replies = await asyncio.gather(*(one(c) for c in range(channels)))
-        return time.perf_counter() - started, list(replies)
+        yield write, read
