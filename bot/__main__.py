@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from bot import logs
-from bot.config import ConfigError, LoadedConfig, load_config, masked_dump
+from bot.companions import load_companions
+from bot.config import Config, ConfigError, LoadedConfig, load_config, masked_dump
 from memory.errors import Failure
 
 log = logging.getLogger("stelis")
@@ -127,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for warning in loaded.warnings:
         print(f"stelis: warning: {warning}", file=sys.stderr)
+    try:  # other personas this process runs on Discord: checked wherever the config is
+        companions = load_companions(loaded.config, environ)
+    except ConfigError as exc:
+        print(f"stelis: {exc}", file=sys.stderr)
+        return 2
 
     command = args.command or "run"
     if command == "health":
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
               "console)", file=sys.stderr)
         return 2
     if command == "check-config":
-        return _check_config(loaded)
+        return _check_config(loaded, companions)
     if command == "playbooks":
         return _playbooks(loaded, args)
     if command == "migrate":
@@ -152,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     from memory.store import StoreError
 
     try:
-        return _run(command, loaded, args)
+        return _run(command, loaded, args, companions)
     except StoreError as exc:
         print(f"stelis: {exc}", file=sys.stderr)
         return 2
 
 
-def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
+def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace, companions: list[Config]) -> int:
     config = loaded.config
     if command == "snapshot":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
@@ -177,8 +183,9 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace) -> int:
 
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log", screen=True,
                        json_lines=config.log_format == "json")
-        log.info("data in %s", config.data_dir.resolve())
-        return asyncio.run(run_discord(config))
+        for persona in (config, *companions):
+            log.info("%s: data in %s", persona.persona.name, persona.data_dir.resolve())
+        return asyncio.run(run_discord(config, companions))
     logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
     try:
         return asyncio.run(_console(loaded))
@@ -209,8 +216,10 @@ def _playbooks(loaded: LoadedConfig, args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def _check_config(loaded: LoadedConfig) -> int:
+def _check_config(loaded: LoadedConfig, companions: list[Config]) -> int:
     print(f"# source: {loaded.source or '(defaults only)'}")
+    for path, companion in zip(loaded.config.companions, companions, strict=True):
+        print(f"# companion {companion.persona.name} from {path} (data in {companion.database_name})")
     for key, var in sorted(loaded.env_overrides.items()):
         print(f"# {key} from {var}")
     print(f"# llm provider in use: {loaded.config.llm.resolved_provider()}")

@@ -15,7 +15,16 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from memory.database_url import safe_url
@@ -222,9 +231,13 @@ class ModelTiers(_Model):
     light: str = Field("claude-haiku-5-5", min_length=1, description="Cheaper model for summaries and small jobs.")
 
 
+MAX_NAME = 80
+
+
 class PersonaConfig(_Model):
-    name: str = Field("Stelis", min_length=1, max_length=80, description=(
-        "The persona's display name; memories are kept under it."))
+    name: str = Field("Stelis", min_length=1, max_length=MAX_NAME, description=(
+        "The persona's name. Its memories are kept under the name config.yaml gives; a server or a channel may "
+        "give it another name there (/config set, or a character card imported there), which its prompts use."))
     card: str = Field(
         "You are {name}, a warm and curious companion who lives in this Discord server.\n"
         "You remember conversations across days and speak naturally and briefly.\n",
@@ -233,11 +246,18 @@ class PersonaConfig(_Model):
             "persona.name, so renaming the persona (STELIS_PERSONA_NAME) renames it here too."))
     models: ModelTiers = ModelTiers()
 
+    _template: str = PrivateAttr("")  # the card as written, {name} kept: another name fills it again
+
     @model_validator(mode="after")
     def _named(self) -> PersonaConfig:
+        self._template = self._template or self.card  # the assignment below validates (and comes here) again
         if "{name}" in self.card:
             self.card = self.card.replace("{name}", self.name)
         return self
+
+    @property
+    def template(self) -> str:
+        return self._template or self.card
 
 
 class SnapshotConfig(_Model):
@@ -367,6 +387,10 @@ class Config(_Model):
     data_dir: Path = Field(Path("data"), description=(
         "Directory for the database and snapshots; a relative one is beside the config file (the working "
         "directory when there is none)."))
+    companions: list[Path] = Field(default_factory=list, description=(
+        "Other personas this process runs beside this one on Discord: each a config file with its own "
+        "persona.name, discord.token and data_dir (or database.url); relative paths are beside this file. Each "
+        "bot answers the others as persona bots. STELIS_* and DISCORD_TOKEN variables are this persona's only."))
     database: DatabaseConfig = DatabaseConfig()
     discord: DiscordConfig = DiscordConfig()
     llm: LLMConfig = LLMConfig()
@@ -431,7 +455,7 @@ SERVER: tuple[Where, ...] = ("guild",)  # what a pulse or a server's budget read
 # ("guild"), or one of its channels. A conversation outside any server (a DM, the console) is its own top
 # level: there a server's setting is set on the conversation. The rest belongs to config.yaml.
 SCOPES: dict[str, tuple[Where, ...]] = {
-    "discord.reply_policy": EITHER, "persona.card": EITHER, "persona.models.standard": EITHER,
+    "discord.reply_policy": EITHER, "persona.name": EITHER, "persona.card": EITHER, "persona.models.standard": EITHER,
     "short_term_history.enabled": EITHER, "short_term_history.max_history_count": EITHER,
     "short_term_history.conversation_idle_seconds": EITHER, "short_term_history.message_threshold": EITHER,
     "stelis.max_depth": EITHER, "stelis.default_window_ratio": EITHER, "memory.shared_channels": EITHER,
@@ -500,6 +524,8 @@ def _beside(config: Config, folder: Path) -> Config:
     own = config.playbooks.folder
     if own is not None and not own.is_absolute():
         update["playbooks"] = config.playbooks.model_copy(update={"folder": folder / own})
+    if any(not path.is_absolute() for path in config.companions):
+        update["companions"] = [folder / path for path in config.companions]
     return config.model_copy(update=update) if update else config
 
 
@@ -517,6 +543,7 @@ def apply_overrides(base: Config, overrides: Mapping[str, Any]) -> Config:
         raise ConfigError([f"{k}: unknown key{_suggest(k, flat_keys())}" for k in unknown])
     raw = base.model_dump(mode="python")
     _unwrap_secrets(raw)
+    raw["persona"]["card"] = base.persona.template  # a name given here fills the card's {name} too
     for dotted, value in overrides.items():
         _set_dotted(raw, dotted, value)
     return validate(raw, {k: "override" for k in overrides})
@@ -549,6 +576,8 @@ def masked_dump(config: Config) -> dict[str, Any]:
             return "***" if value.get_secret_value() else ""
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
         if isinstance(value, Path):
             return str(value)
         return value

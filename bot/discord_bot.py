@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import signal
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -15,6 +16,7 @@ from discord.ext import commands
 
 from bot import logs, metrics
 from bot.command_sync import sync_if_changed
+from bot.companions import introduce
 from bot.config import Config, shard_ids
 from bot.engine import Engine
 from bot.health import beat, heartbeat_path
@@ -177,33 +179,52 @@ async def sync_commands(bot: commands.Bot, where: str, guild: discord.Guild | No
     return SYNC_USAGE
 
 
-def _stop(bot: commands.Bot, sig: signal.Signals) -> None:
+def _stop(bots: Sequence[commands.Bot], sig: signal.Signals) -> None:
     log.info("received %s", sig.name)
-    asyncio.create_task(bot.close())  # noqa: RUF006 - the bot's close runs to the end of the loop
+    for bot in bots:
+        asyncio.create_task(bot.close())  # noqa: RUF006 - the bot's close runs to the end of the loop
 
 
-async def run_discord(config: Config) -> int:
-    """Run until Discord closes the connection or SIGTERM/SIGINT asks for a graceful stop."""
-    bot = make_bot(config)
+async def run_discord(config: Config, companions: Sequence[Config] = ()) -> int:
+    """Run this persona's bot and its companions' until Discord closes the connection or SIGTERM/SIGINT asks
+    for a graceful stop; a bot that cannot start stops the others (the worst exit code is returned)."""
+    bots = [make_bot(c) for c in (config, *companions)]
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, _stop, bot, sig)
-    token = config.discord.token.get_secret_value() if config.discord.token else ""
+        loop.add_signal_handler(sig, _stop, bots, sig)
+
+    async def met() -> None:  # a bot's user id is known once it is in: each answers the others as personas
+        introduce([(b.config, b.user.id if b.user else None) for b in bots])
+
+    for bot in bots:
+        bot.add_listener(met, "on_ready")
+    serving = [asyncio.create_task(_serve(bot, len(bots) > 1)) for bot in bots]
+    await asyncio.wait(serving, return_when=asyncio.FIRST_COMPLETED)
+    for bot in bots:  # one ended (a bad token, a signal): the process stops as one
+        if not bot.is_closed():
+            await bot.close()
+    return max([await task for task in serving])
+
+
+async def _serve(bot: StelisBot, named: bool) -> int:
+    """One bot until it closes; an error it cannot start with is logged and becomes the exit code."""
+    who = f"{bot.config.persona.name}: " if named else ""
+    token = bot.config.discord.token.get_secret_value() if bot.config.discord.token else ""
     try:
         async with bot:
             await bot.start(token)
     except discord.LoginFailure:
-        log.error("Discord refused the token (DISCORD_TOKEN): check it in the developer portal")
+        log.error("%sDiscord refused the token (DISCORD_TOKEN): check it in the developer portal", who)
         return 2
     except StoreError as exc:  # the database cannot be used, or another process holds it
-        log.error("%s", exc)
+        log.error("%s%s", who, exc)
         return 2
     except discord.PrivilegedIntentsRequired:
-        log.error("Discord refused the connection: turn on 'Message Content Intent' (and 'Server Members "
-                  "Intent') under Bot > Privileged Gateway Intents in the developer portal, then start again")
+        log.error("%sDiscord refused the connection: turn on 'Message Content Intent' (and 'Server Members "
+                  "Intent') under Bot > Privileged Gateway Intents in the developer portal, then start again", who)
         return 2
     except (aiohttp.ClientError, OSError) as exc:
-        log.error("cannot reach Discord (%s); check the network, then start again", exc)
+        log.error("%scannot reach Discord (%s); check the network, then start again", who, exc)
         return 3
     finally:
         if not bot.is_closed():

@@ -7,9 +7,23 @@ import datetime
 import discord
 import discord.ext.test as dpytest
 from discord.ext.test import backend, factories
+from discord.ext.test import factories as facts
 
 from bot.discord_bot import make_bot
 from cogs.permissions import NEEDED
+
+
+async def _edit_my_member(self, guild_id: int, *, reason: str | None = None, **fields):
+    """PATCH /guilds/{id}/members/@me, which dpytest lacks: the bot's own nickname (None clears it)."""
+    state = backend.get_state()
+    me = state._get_guild(guild_id).me
+    data = facts.dict_from_member(me)
+    data["nick"] = fields.get("nick", me.nick)
+    state.parse_guild_member_update(data)
+    return facts.dict_from_member(me)
+
+
+backend.FakeHttp.edit_my_member = _edit_my_member
 
 
 async def start_bot(engine, config, guilds: int = 1):

@@ -471,7 +471,9 @@ async def test_persona_import_and_export_in_the_console(make_config, tmp_path):
     assert "Seraphina is a guardian of the glade" in text  # /persona shows it
     assert "(!) notes.txt is neither a character card's JSON" in text
     assert "Not changed: " in text and "missing.png cannot be read" in text
-    assert json.loads(out_file.read_text())["data"]["name"] == engine.persona
+    assert json.loads(out_file.read_text())["data"]["name"] == "Seraphina"  # the name here; memory is still
+    root = await engine.stelis.root(Scope.console())
+    assert root.persona == engine.persona != "Seraphina"  # ... kept under the configured one
     await engine.close()
 
 

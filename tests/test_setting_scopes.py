@@ -81,6 +81,7 @@ Probe = Callable[[Engine, Scope], Awaitable[Any]]
 # key -> (a value that changes what the bot does, how to watch it)
 PROBES: dict[str, tuple[object, Probe]] = {
     "discord.reply_policy": ("chat", lambda e, s: e.settings.reply_policy(s.guild_id, s.channel_id)),
+    "persona.name": ("Wren", _request_text),  # the default card's {name} and the system prompt say it
     "persona.card": ("You are Wren, who only speaks in riddles.", _request_text),
     "persona.models.standard": ("claude-haiku-4-5", lambda e, s: _model(e, s)),
     "short_term_history.enabled": (False, lambda e, s: _versions_after(e, s, 60, 0)),

@@ -57,7 +57,7 @@ class Followup:
 def interaction(where=None, *, admin: bool = True) -> MagicMock:
     where = where or channel()
     it = MagicMock(spec=discord.Interaction)
-    it.channel, it.channel_id, it.guild_id = where, where.id, where.guild.id
+    it.channel, it.channel_id, it.guild_id, it.guild = where, where.id, where.guild.id, where.guild
     it.user = MagicMock()
     it.user.guild_permissions = discord.Permissions(manage_guild=admin)
     it.response, it.followup = Response(), Followup()
@@ -403,7 +403,8 @@ async def test_a_character_card_becomes_the_servers_persona_card_and_goes_back_o
     assert "Changing the persona card: it needs the Manage Server permission" in said(
         await run(cog.persona_import, cog, card, as_admin=False))
     done = said(await run(cog.persona_import, cog, card))
-    assert "Persona card updated for this server from Seraphina's character card" in done
+    assert "The persona is Seraphina in this server, from the character card" in done
+    assert channel().guild.me.nick == "Seraphina"
     assert "guardian of the glade" in said(await run(cog.persona_show, cog))
     root = await engine.stelis.root(scope())
     assert "Seraphina is a guardian" in (await engine.conversations.context(root.id)).request.system[0].text
@@ -415,6 +416,29 @@ async def test_a_character_card_becomes_the_servers_persona_card_and_goes_back_o
     out = await run(cog.persona_export, cog)
     exported = _json.load(_io.BytesIO(out.response.file.fp.read()))
     assert exported["spec"] == "chara_card_v2" and "guardian of the glade" in exported["data"]["description"]
+
+
+async def test_a_server_or_a_channel_gives_the_persona_a_name_of_its_own_and_its_memory_stays_one(admin):
+    """Issue 31, point 13: a name per server (the bot's nickname there too) or per channel; the prompt says it."""
+    cog, engine = admin
+    guild, here, elsewhere = channel().guild, channel().id, channel().id + 1
+    assert "Renaming the persona: it needs the Manage Server permission" in said(
+        await run(cog.persona_name, cog, "Mira", as_admin=False))
+    done = said(await run(cog.persona_name, cog, "Mira"))
+    assert "The persona is Mira in this server" in done and "nickname here is now Mira" in done
+    assert guild.me.nick == "Mira"
+    done = said(await run(cog.persona_name, cog, "Captain Vell", "channel"))
+    assert "Captain Vell in this channel alone" in done and "Discord still shows the bot as Mira here" in done
+    assert (await engine.settings.effective(guild.id, elsewhere)).persona.name == "Mira"
+    root = await engine.stelis.root(scope())
+    system = (await engine.conversations.context(root.id)).request.system[0].text
+    assert "You are Captain Vell" in system and "You are Stelis" not in system  # the card's {name} too
+    assert root.persona == engine.persona == "Stelis"  # memory is kept under the configured name
+    assert said(await run(cog.persona_name, cog, "default", "channel")).endswith("no name of its own: it is Mira here.")
+    said(await run(cog.persona_name, cog, "default"))
+    assert guild.me.nick == "Stelis"  # the configured name: the test bot's user name is FakeApp
+    assert (await engine.settings.effective(guild.id, here)).persona.name == "Stelis"
+    assert "80" in said(await run(cog.config_set, cog, "guild", "persona.name", "x" * 81))
 
 
 async def test_usage_shows_this_servers_calls_today_and_this_month_to_managers_only(admin):

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.character_card import Character, read_card
-from bot.config import NAMES, OVERRIDABLE, Config, ConfigError, Where, apply_overrides, dotted_value, settable
+from bot.config import MAX_NAME, NAMES, OVERRIDABLE, Config, ConfigError, Where, apply_overrides, dotted_value, settable
 from bot.services.views import SettingsView
 from memory.budget import Budget
 from memory.context import Persona, PromptSettings
@@ -59,9 +59,11 @@ class EffectiveSettings:
 
     async def import_character(self, where: Where, scope_id: int, data: bytes, filename: str = "the file",
                                guild_id: int | None = None) -> Character:
-        """A character card (JSON, or the PNG that carries it) made the persona card here; CardError says why a
-        file is not one. The persona keeps its name, under which its memory is kept; the card names the character."""
+        """A character card (JSON, or the PNG that carries it) made the persona here, its name with it; CardError
+        says why a file is not one. Memory stays kept under the configured name."""
         character = read_card(data, filename)
+        await self.set(where, scope_id, "persona.name", character.name[:MAX_NAME].strip() or self.config.persona.name,
+                       guild_id)
         await self.set(where, scope_id, "persona.card", character.card(), guild_id)
         return character
 

@@ -26,7 +26,7 @@ WHERE = [app_commands.Choice(name="this server", value="guild"),
 
 
 def _named(where: str) -> str:
-    return "this server" if where == "guild" else "this channel (it has a persona card of its own)"
+    return "this server" if where == "guild" else "this channel alone"
 
 
 class SettingsCommands(AdminBase):
@@ -83,7 +83,8 @@ class SettingsCommands(AdminBase):
             await self.answer(interaction, not_set_text(exc.problems))
             return
         where = "server" if scope == "guild" else "channel"
-        await self.answer(interaction, set_text(key, parsed, f"for this {where}"))
+        renamed = await self._nickname(interaction, scope) if key == "persona.name" else ""
+        await self.answer(interaction, set_text(key, parsed, f"for this {where}") + renamed)
 
     @config_set.autocomplete("key")
     async def _keys(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -95,7 +96,8 @@ class SettingsCommands(AdminBase):
     @manager_only("Changing the settings")
     async def config_reset(self, interaction: discord.Interaction, scope: str, key: str) -> None:
         removed = await self.engine.settings.reset(cast(Where, scope), self._scope_id(interaction, scope), key)
-        await self.answer(interaction, reset_text(key, removed))
+        renamed = await self._nickname(interaction, scope) if key == "persona.name" and removed else ""
+        await self.answer(interaction, reset_text(key, removed) + renamed)
 
     config_reset.autocomplete("key")(_keys)
 
@@ -142,8 +144,50 @@ class SettingsCommands(AdminBase):
         except ConfigError as exc:
             await self.answer(interaction, not_set_text(exc.problems))
             return
-        await self.answer(interaction, f"Persona card updated for {_named(where)} from {character.name}'s character "
-                                       f"card ({len(character.card())} characters; /persona show prints it).")
+        await self.answer(interaction, f"The persona is {character.name} in {_named(where)}, from the character card "
+                                       f"({len(character.card())} characters; /persona show prints it)."
+                                       f"{await self._nickname(interaction, where)}")
+
+    @persona.command(name="name", description="The persona's name in this server, or in this channel alone")
+    @app_commands.describe(name="The name it goes by here, or 'default'",
+                           where="This server (default: its nickname too) or this channel alone")
+    @app_commands.choices(where=WHERE)
+    @manager_only("Renaming the persona")
+    async def persona_name(self, interaction: discord.Interaction, name: app_commands.Range[str, 1, 80],
+                           where: str = "guild") -> None:
+        scope_id = self._scope_id(interaction, where)
+        try:
+            if name == "default":
+                await self.engine.settings.reset(cast(Where, where), scope_id, "persona.name")
+            else:
+                await self.engine.settings.set(cast(Where, where), scope_id, "persona.name", name, interaction.guild_id)
+        except ConfigError as exc:
+            await self.answer(interaction, not_set_text(exc.problems))
+            return
+        now = (await self.engine.settings.effective(interaction.guild_id or 0, self._channel_id(interaction))).persona
+        said = (f"{_named(where).capitalize()} gives the persona no name of its own: it is {now.name} here."
+                if name == "default" else f"The persona is {now.name} in {_named(where)}; its memory stays the same.")
+        await self.answer(interaction, said + await self._nickname(interaction, where))
+
+    async def _nickname(self, interaction: discord.Interaction, where: str) -> str:
+        """A server's name for the persona is the bot's nickname there; a channel's shows in its words only
+        (Discord has no per-channel nickname)."""
+        guild = interaction.guild
+        if guild is None:
+            return ""
+        if where != "guild":
+            here = (await self.engine.settings.effective(guild.id, self._channel_id(interaction))).persona.name
+            shown = guild.me.display_name
+            return f" Discord still shows the bot as {shown} here." if here != shown else ""
+        name = (await self.engine.settings.effective(guild.id, None)).persona.name
+        wanted = None if name == guild.me.name else name
+        if guild.me.nick == wanted:
+            return ""
+        try:
+            await guild.me.edit(nick=wanted)
+        except discord.HTTPException:  # Forbidden included: no Change Nickname permission
+            return f" Discord could not rename the bot: give it Change Nickname, or set its nickname to {name}."
+        return f" Its nickname here is now {name}."
 
     @persona.command(name="export", description="This channel's persona as a character card (V2 JSON)")
     async def persona_export(self, interaction: discord.Interaction) -> None:
