@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test lint bench e2e screenshots install dev clean
+.PHONY: run test lint bench e2e screenshots readme install dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ test: dev
 # The README's dashboard pictures, taken by the browser tests (Chromium: apt-get install chromium chromium-driver).
 screenshots: dev
 	STELIS_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_dashboard_browser.py
+
+readme: dev
+	STELIS_README=write $(PY) -m pytest -q tests/test_readme_examples.py
 
 lint: dev
 	$(VENV)/bin/ruff check .

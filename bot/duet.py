@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TextIO
 
+from bot.clock import Clock
 from bot.config import Config
 from bot.engine import Arrival, Engine
 from bot.providers.offline import OfflineLLM
@@ -32,16 +33,16 @@ class Voice:
 
 
 async def duet(first: Config, second: Config, out: TextIO, *, turns: int, exchanges: int, opening: str,
-               live: bool = False) -> None:
+               live: bool = False, clock: Clock | None = None) -> None:
     """Run `exchanges` exchanges of at most `turns` turns each; print them and what each persona keeps."""
     if first.persona.name == second.persona.name:
         raise DuetError(f"both configs are the persona {first.persona.name!r}: give the second another name")
     if first.database_name == second.database_name or (
             first.database.url is None and first.database_path.resolve() == second.database_path.resolve()):
         raise DuetError(f"both configs use {first.database_name}: give the second its own data_dir or database")
-    a = await Engine.open(first, None if live else OfflineLLM())
+    a = await Engine.open(first, None if live else OfflineLLM(), clock)
     try:
-        b = await Engine.open(second, None if live else OfflineLLM())
+        b = await Engine.open(second, None if live else OfflineLLM(), clock)
     except BaseException:
         await a.close()
         raise

@@ -172,3 +172,9 @@ async def test_offline_reply_finds_what_was_said_in_view_and_shows_one_fact_once
                        max_tokens=100, persona="Stelis")
     text = (await OfflineLLM().complete(again)).text
     assert text.count("4417") == 1 and "memory v1)" in text  # the newest layer that holds it
+
+    within = LLMRequest(system=(Block("card"), memory), turns=(Turn.text(
+        "user", "[you] hi, my locker code is 4417 and the gym opens at six\n[you] what is my locker code?"),),
+        max_tokens=100, persona="Stelis")
+    text = (await OfflineLLM().complete(within)).text
+    assert text.count("4417") == 1  # the message holds the summary's sentence: one fact, shown once

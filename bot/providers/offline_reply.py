@@ -94,12 +94,15 @@ def _best(lines: list[tuple[str, str]], asked: frozenset[str]) -> list[tuple[str
     scored = [(len(asked & content_words(text)), _rank(label), -i, label, text)
               for i, (label, text) in enumerate(lines)]
     chosen: list[tuple[str, str]] = []
-    seen: set[str] = set()
+    seen: list[str] = []
     for score, _, _, label, text in sorted(scored, key=lambda s: (-s[0], s[1], s[2])):
         if score == 0 or len(chosen) == SHOWN:
             break
-        if _gist(text) not in seen:  # one fact once, though the window, a version and the long-term memory all hold it
-            seen.add(_gist(text))
+        # One fact once, though the window, a version and the long-term memory all hold it: a summary's
+        # sentence is often part of the message it came from, or the other way round.
+        gist = _gist(text)
+        if not any(gist in other or other in gist for other in seen):
+            seen.append(gist)
             chosen.append((label, text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"))
     return chosen
 
