@@ -8,7 +8,17 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import cache_efficiency, concurrency, context_latency, dashboard, due_scan, growth, ingest, memory_quality
+from bench import (
+    cache_efficiency,
+    concurrency,
+    context_latency,
+    dashboard,
+    due_scan,
+    growth,
+    ingest,
+    memory_quality,
+    startup,
+)
 from bench.backends import BACKENDS
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
@@ -20,6 +30,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
     "growth": growth.run,
     "ingest": ingest.run,
     "memory_quality": memory_quality.run,
+    "startup": startup.run,
 }
 
 

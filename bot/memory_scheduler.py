@@ -13,6 +13,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot import logs, metrics
 from bot.owner import process_owner
 from memory import short_term
+from memory.errors import Failure
 from memory.llm import LLM, LLMError
 from memory.records import MemoryChannel, MemoryRecord
 from memory.settings import MemorySettings
@@ -178,7 +179,19 @@ class MemoryScheduler:
         self.scheduler.start()
         self.scheduler.add_job(self.worker.run_due, "interval", seconds=self.scan_interval, id="memory-due-scan",
                                next_run_time=datetime.now(UTC), max_instances=1, coalesce=True)
-        for thread_id, due_at in await self.worker.store.upcoming_deadlines():
+        self.scheduler.add_job(self.arm_upcoming, "interval", seconds=self.scan_interval, id="memory-timers",
+                               max_instances=1, coalesce=True)
+        await self.arm_upcoming()
+
+    async def arm_upcoming(self) -> None:
+        """Timers for the deadlines of the next two scan intervals: at start-up a thousand servers' deadlines
+        hours away need none yet (start-up stays flat), and each interval arms the next before they fall due."""
+        try:
+            upcoming = await self.worker.store.upcoming_deadlines(self.worker.clock() + 2 * self.scan_interval)
+        except Failure as exc:  # the due-scan still finds them
+            log.warning("memory timers not armed: %s", exc)
+            return
+        for thread_id, due_at in upcoming:
             self.arm(thread_id, due_at)
 
     @property

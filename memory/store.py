@@ -319,7 +319,7 @@ class MemoryRecords(Protocol):
         """Conversations whose deadline has passed, earliest first (an index range scan)."""
         ...
 
-    async def upcoming_deadlines(self, limit: int = ...) -> list[tuple[int, float]]:
+    async def upcoming_deadlines(self, before: float, limit: int = ...) -> list[tuple[int, float]]:
         """(thread id, deadline) of every conversation with work pending, to re-arm timers after a restart."""
         ...
 

@@ -302,6 +302,21 @@ async def test_each_message_pushes_the_idle_timer_back(world):
     assert remaining() == pytest.approx(IDLE, abs=5)
 
 
+async def test_start_up_arms_only_the_timers_of_the_next_scans_and_each_scan_arms_the_next(world):
+    """Issue 32: deadlines hours away need no timer at start-up (a thousand servers'); they get one in time."""
+    engine, clock, _ = world
+    await say(engine, GENERAL, "due in two hours")
+    clock.advance(IDLE - 60)
+    await say(engine, RANDOM, "due in two hours from now")
+    near, far = (await engine.stelis.root(GENERAL)).id, (await engine.stelis.root(RANDOM)).id
+    await engine.start_memory()
+    assert engine.scheduler.deadline(near) is not None  # within two scans (60 s each): armed at start
+    assert engine.scheduler.deadline(far) is None  # hours away: the scans arm it later
+    clock.advance(IDLE - 90)
+    await engine.scheduler.arm_upcoming()  # what the scheduler's interval job runs
+    assert engine.scheduler.deadline(far) is not None
+
+
 async def test_prompt_order_labels_and_isolation(world):
     engine, clock, _ = world
     for scope, text in ((GENERAL, "general fact calculator_v2"), (RANDOM, "random fact Tokyo"),

@@ -74,10 +74,11 @@ class RecordsSql(SqlStore):
                                 " AND due_at <= ? ORDER BY due_at LIMIT ?", (now, limit))
         return [row_to.channel(r) for r in rows]
 
-    async def upcoming_deadlines(self, limit: int = 10_000) -> list[tuple[int, float]]:
-        """(thread id, deadline) of every conversation with work pending, to re-arm timers after a restart."""
+    async def upcoming_deadlines(self, before: float, limit: int = 10_000) -> list[tuple[int, float]]:
+        """(thread id, deadline) of the conversations whose memory work falls due before `before`, earliest
+        first (an index range scan): the timers to arm."""
         rows = await self._rows("SELECT thread_id, due_at FROM memory_channels WHERE due_at IS NOT NULL"
-                                " AND paused = 0 ORDER BY due_at LIMIT ?", (limit,))
+                                " AND due_at <= ? AND paused = 0 ORDER BY due_at LIMIT ?", (before, limit))
         return [(int(r[0]), float(r[1])) for r in rows]
 
     async def release_channel(self, thread_id: int, owner: str) -> None:
