@@ -129,6 +129,29 @@ async def test_a_refused_write_is_a_store_error_and_leaves_the_connection_usable
     assert (await store.root_thread("P", Scope.channel(1, 2), 0.8)).kind == "root"
 
 
+async def test_a_write_run_whole_in_the_database_thread_is_kept_whole_or_not_at_all(store):
+    """Issue 32: a message and its count are written in one hop; the count failing leaves no message, and a refused
+    write is a StoreError with the connection still usable."""
+    from memory.settings import ShortTermSettings
+
+    root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    await store._db.execute("CREATE TEMP TRIGGER no_count BEFORE INSERT ON memory_channels"
+                            " BEGIN SELECT RAISE(ABORT, 'counting refused'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="counting refused"):
+        await store.append_counted(root, NewMessage("user", "half a write"), ShortTermSettings().triggers)
+    assert await store.count_messages(root.id) == 0 and not store._db.in_transaction
+    await store._db.execute("DROP TRIGGER no_count")
+    message, created, due = await store.append_counted(root, NewMessage("user", "whole"), ShortTermSettings().triggers)
+    assert created and due is not None and await store.count_messages(root.id) == 1
+    await store._db.execute("PRAGMA query_only = ON")
+    with pytest.raises(StoreError, match="refused a write"):
+        await store.append(root.id, NewMessage("user", "on a full disk"))
+    with pytest.raises(StoreError, match="refused a write"):
+        await store.set_window(root.id, window_start_seq=message.seq)
+    await store._db.execute("PRAGMA query_only = OFF")
+    assert (await store.set_window(root.id, window_start_seq=message.seq)).window_start_seq == message.seq
+
+
 async def test_the_reconnect_look_up_reads_an_index_not_the_thread(store):
     root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
     await store.append_many(root.id, [NewMessage("user", f"m{i}", external_id=1000 + i) for i in range(50)])

@@ -7,11 +7,11 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -40,6 +40,7 @@ from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -69,6 +70,9 @@ _NOTE_MESSAGE = (
     f" due_at = CASE WHEN failures > 0 THEN due_at ELSE {_due('long_term_pending', 'pending_count + 1', ':now')} END"
     " RETURNING due_at"
 )
+_INSERT_MESSAGE = ("INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count,"
+                   " external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                   " ON CONFLICT (external_id) DO NOTHING RETURNING *")
 _RECOMPUTE_DUE = (f"UPDATE memory_channels SET due_at = {_due('long_term_pending', 'pending_count', 'last_message_at')}"
                   " WHERE thread_id = :id")
 # The next version of a memory record: the one rule, for admin edits, imports and the summariser alike.
@@ -162,6 +166,16 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
                 if self._db.in_transaction:
                     await self._db.execute("ROLLBACK")
+                raise StoreError(f"the database refused a write ({exc}); nothing of it was saved") from exc
+
+    async def _atomic(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """A write transaction run whole in the database's thread, in one hop: the write lock is held only while
+        its SQL runs. (Held across several hops, it waited each time for a busy loop to come round: with
+        hundreds of channels answering at once, writes queued for seconds.)"""
+        async with self._write_lock:
+            try:
+                return await _in_thread(self._db, _whole, work)
+            except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
                 raise StoreError(f"the database refused a write ({exc}); nothing of it was saved") from exc
 
     # threads
@@ -263,9 +277,11 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
     async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
         """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write."""
         assignments = ", ".join(f"{k} = ?" for k in checked(state, WINDOW_STATE, "window state"))
-        async with self._transaction() as db:
-            await db.execute(f"UPDATE threads SET {assignments} WHERE id = ?", (*state.values(), thread_id))
-        return await self.thread(thread_id)
+        rows = await self._written(f"UPDATE threads SET {assignments} WHERE id = ? RETURNING *",
+                                   (*state.values(), thread_id))
+        if not rows:
+            raise KeyError(f"no thread {thread_id}")
+        return row_to.thread(rows[0])
 
     # messages
 
@@ -273,23 +289,20 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                       counting: tuple[Thread, Triggers] | None) -> tuple[Message, bool, float | None]:
         tokens = count_tokens(new.content)
         now = self.clock()
-        due: float | None = None
-        async with self._transaction() as db:
-            rows = await db.execute_fetchall(  # one round trip; the stored row comes back without a re-read
-                "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata,"
-                " token_count, external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (external_id) DO NOTHING RETURNING *",
-                (thread_id, new.role, new.author_id, new.author_name, new.content,
-                 json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, now),
-            )
-            row = next(iter(rows), None)
-            if row is not None and counting is not None:
-                thread, triggers = counting
-                noted = await db.execute_fetchall(_NOTE_MESSAGE, {
-                    "id": thread.id, "persona": thread.persona, "guild": thread.guild_id,
-                    "channel": thread.channel_id, "dthread": thread.discord_thread_id, "now": now,
-                    "threshold": triggers.threshold, "idle": triggers.idle_seconds})
-                due = next(iter(noted))[0]
+        inserted = (thread_id, new.role, new.author_id, new.author_name, new.content,
+                    json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, now)
+        noted = None if counting is None else {
+            "id": counting[0].id, "persona": counting[0].persona, "guild": counting[0].guild_id,
+            "channel": counting[0].channel_id, "dthread": counting[0].discord_thread_id, "now": now,
+            "threshold": counting[1].threshold, "idle": counting[1].idle_seconds}
+
+        def store(conn: sqlite3.Connection) -> tuple[sqlite3.Row | None, float | None]:
+            row = next(iter(conn.execute(_INSERT_MESSAGE, inserted).fetchall()), None)
+            if row is None or noted is None:
+                return row, None
+            return row, conn.execute(_NOTE_MESSAGE, noted).fetchall()[0][0]
+
+        row, due = await self._atomic(store)  # the stored row comes back without a re-read
         if row is None:  # a known external id: the message stored before
             row = await self._row("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
             assert row is not None  # the conflict that skipped the insert is that row
@@ -324,9 +337,13 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         """Index for recall the messages stored since the last call, in one batch; how many there were."""
         if self._pending == []:
             return 0
-        async with self._transaction() as db:
-            indexed = await _index_pending(db)
-        self._pending = []
+        before = self._pending
+        count = 0 if before is None else len(before)
+        indexed = await self._atomic(_index_upto)
+        if before is not None and self._pending is before:
+            del before[:count]  # texts stored meanwhile stay pending: this batch may not have reached them
+        elif before is None and self._pending is None:
+            self._pending = []
         return indexed
 
     async def tidy_index(self, pages: int = TIDY_PAGES) -> bool:
@@ -683,12 +700,30 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return list(await self._db.execute_fetchall(sql, tuple(params)))  # one hop to the database thread
 
     async def _written(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self._transaction() as db:
-            return list(await db.execute_fetchall(sql, tuple(params)))
+        return await self._atomic(lambda conn: conn.execute(sql, tuple(params)).fetchall())
 
     async def _changed(self, sql: str, params: Sequence[Any] = ()) -> int:
-        async with self._transaction() as db:
-            return (await db.execute(sql, tuple(params))).rowcount
+        return await self._atomic(lambda conn: conn.execute(sql, tuple(params)).rowcount)
+
+
+def _whole(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """`work` in a transaction of its own, in the database's thread: committed, or rolled back if anything fails."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+async def _in_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: Any) -> T:
+    """Run plain sqlite3 work in the connection's own thread, in one hop: aiosqlite's way of running each of its
+    calls (its `_execute`), with several statements in one call."""
+    result: T = await db._execute(work, db._conn, *args)  # type: ignore[no-untyped-call]
+    return result
 
 
 async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, triggers: Triggers) -> None:
@@ -752,14 +787,19 @@ async def _index_imported(db: aiosqlite.Connection, seqs: list[int]) -> None:
 
 async def _index_pending(db: aiosqlite.Connection) -> int:
     """Index the messages stored above the index's mark, in the caller's transaction; how many seqs that spans."""
-    rows = await db.execute_fetchall(
-        "SELECT upto, (SELECT COALESCE(MAX(seq), 0) FROM messages) FROM fts_progress WHERE name = 'messages'")
-    upto, newest = next(iter(rows))
+    return await _in_thread(db, _index_upto)
+
+
+def _index_upto(conn: sqlite3.Connection) -> int:
+    """_index_pending's SQL, run in the database's thread."""
+    upto, newest = conn.execute(
+        "SELECT upto, (SELECT COALESCE(MAX(seq), 0) FROM messages) FROM fts_progress WHERE name = 'messages'"
+    ).fetchone()
     if newest <= upto:
         return 0
-    await db.execute("INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages"
-                     " WHERE seq > ? AND seq <= ? AND deleted_at IS NULL AND content != ''", (upto, newest))
-    await db.execute("UPDATE fts_progress SET upto = ? WHERE name = 'messages'", (newest,))
+    conn.execute("INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages"
+                 " WHERE seq > ? AND seq <= ? AND deleted_at IS NULL AND content != ''", (upto, newest))
+    conn.execute("UPDATE fts_progress SET upto = ? WHERE name = 'messages'", (newest,))
     return int(newest - upto)
 
 def migration_files() -> list[Path]:
