@@ -174,10 +174,12 @@ class MemoryScheduler:
         self.worker = worker
         self.scan_interval = scan_interval
         self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self._scanning = False
+        self._again = False
 
     async def start(self) -> None:
         self.scheduler.start()
-        self.scheduler.add_job(self.worker.run_due, "interval", seconds=self.scan_interval, id="memory-due-scan",
+        self.scheduler.add_job(self.scan, "interval", seconds=self.scan_interval, id="memory-due-scan",
                                next_run_time=datetime.now(UTC), max_instances=1, coalesce=True)
         self.scheduler.add_job(self.arm_upcoming, "interval", seconds=self.scan_interval, id="memory-timers",
                                max_instances=1, coalesce=True)
@@ -194,6 +196,22 @@ class MemoryScheduler:
         for thread_id, due_at in upcoming:
             self.arm(thread_id, due_at)
 
+    async def scan(self) -> None:
+        """What a timer or the interval runs: one due-scan at a time. A timer that fires meanwhile asks it to look
+        once more when done (it claims what was due when it began); five hundred channels falling due together
+        are one scan, not five hundred of them each reading every due channel."""
+        if self._scanning:
+            self._again = True
+            return
+        self._scanning = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                await self.worker.run_due()
+        finally:
+            self._scanning = False
+
     @property
     def running(self) -> bool:
         return bool(self.scheduler.running)
@@ -209,7 +227,7 @@ class MemoryScheduler:
                 self.scheduler.remove_job(job_id)
             return
         delay = max(0.0, due_at - self.worker.clock())
-        self.scheduler.add_job(self.worker.run_due, "date", id=job_id, replace_existing=True,
+        self.scheduler.add_job(self.scan, "date", id=job_id, replace_existing=True,
                                run_date=datetime.now(UTC) + timedelta(seconds=delay), misfire_grace_time=None)
 
     def deadline(self, thread_id: int) -> datetime | None:

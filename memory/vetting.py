@@ -58,7 +58,8 @@ def echoes(text: str, instructions: str, material: str) -> str | None:
     """Why `text` repeats what it was asked rather than what it was given, or None."""
     if REQUEST_MARKUP.search(text):  # the wrapping of this request, or of the parts a combining request is given
         return "it repeats the request's markup"
-    if _runs(text) & ((_runs(instructions) | _templates()) - _runs(material)):
+    repeated = _runs(text) & (_runs(instructions) | _templates())
+    if repeated and repeated - _runs(material):  # the material (often long) is read only when it could matter
         return "it repeats its instructions"
     return None
 

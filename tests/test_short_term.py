@@ -317,6 +317,34 @@ async def test_start_up_arms_only_the_timers_of_the_next_scans_and_each_scan_arm
     assert engine.scheduler.deadline(far) is not None
 
 
+async def test_timers_that_fire_together_make_one_due_scan_and_one_more_after_it():
+    """Issue 32: five hundred channels falling due at once ran five hundred scans side by side, each reading every
+    due channel (memory work added 80 % to replies' p95); now one runs, and looks once more when it ends."""
+    from types import SimpleNamespace
+
+    from bot.memory_scheduler import MemoryScheduler
+
+    started, release = asyncio.Event(), asyncio.Event()
+    scans = []
+
+    async def run_due():
+        scans.append(1)
+        started.set()
+        await release.wait()
+        return []
+
+    scheduler = MemoryScheduler(SimpleNamespace(run_due=run_due), 60)
+    first = asyncio.create_task(scheduler.scan())
+    await started.wait()
+    await asyncio.gather(*(scheduler.scan() for _ in range(500)))  # each returns at once: one is running
+    assert len(scans) == 1
+    release.set()
+    await first
+    assert len(scans) == 2  # the one more look: channels due after the first began
+    await scheduler.scan()
+    assert len(scans) == 3  # alone, a scan runs once
+
+
 async def test_prompt_order_labels_and_isolation(world):
     engine, clock, _ = world
     for scope, text in ((GENERAL, "general fact calculator_v2"), (RANDOM, "random fact Tokyo"),
