@@ -121,11 +121,18 @@ class Shown:
     memory_lines: set[int] = field(default_factory=set)  # memory lines an earlier turn recalled (their Hit keys)
 
 
+Shared = list[tuple[int, int | None, str | None]]  # a server's shareable conversations: channel, thread, name
+
+
 class Visibilities:
-    """Each conversation's Visibility, rebuilt only when a server may have gained a conversation or sharing changed."""
+    """Each conversation's Visibility, rebuilt only when a server may have gained a conversation or sharing changed.
+
+    What a server shares is read once for all its conversations (and once while read): a server of five hundred
+    channels answering at once asked it a thousand times."""
 
     def __init__(self) -> None:
         self._known: dict[int, tuple[tuple[int, int], Visibility]] = {}
+        self._servers: dict[tuple[str, int], tuple[tuple[int, int], asyncio.Future[Shared]]] = {}
 
     async def of(self, store: Store, root: Thread) -> Visibility:
         if root.guild_id is None:
@@ -133,17 +140,28 @@ class Visibilities:
         stamp = (store.sharing_version, store.conversations)
         found = self._known.get(root.id)
         if found is None or found[0] != stamp:
-            found = self._known[root.id] = (stamp, await visibility(store, root))
+            shared = await self._shared(store, root, stamp)
+            found = self._known[root.id] = (stamp, await visibility(store, root, shared))
         return found[1]
 
+    async def _shared(self, store: Store, root: Thread, stamp: tuple[int, int]) -> Shared:
+        assert root.guild_id is not None
+        key = (root.persona, root.guild_id)
+        found = self._servers.get(key)
+        if found is None or found[0] != stamp or (found[1].done() and found[1].exception() is not None):
+            found = self._servers[key] = (stamp, asyncio.ensure_future(
+                store.visible_conversations(root.persona, root.guild_id)))
+        return await asyncio.shield(found[1])  # one reader cancelled does not cancel the read for the others
 
-async def visibility(store: Store, root: Thread) -> Visibility:
-    """The rules of memory sharing (DESIGN.md section 6): own conversation, shareable channels of its server."""
+
+async def visibility(store: Store, root: Thread, shared: Shared | None = None) -> Visibility:
+    """The rules of memory sharing (DESIGN.md section 6): own conversation, shareable channels of its server
+    (`shared`: what the server shares, when already read)."""
     keys = {root.scope_key: "this conversation"}
     records = {("channel", root.channel_id or 0)}
     if root.guild_id is not None:
         records.add(("workspace", root.guild_id))
-        known = await store.visible_conversations(root.persona, root.guild_id)
+        known = shared if shared is not None else await store.visible_conversations(root.persona, root.guild_id)
         channel_ids = {root.channel_id}
         for channel_id, thread_id, name in known:
             if thread_id is None and channel_id != root.channel_id:

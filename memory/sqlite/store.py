@@ -636,8 +636,10 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
+        # CROSS JOIN keeps the conversations outside: a day's range of each one's messages (an index), never the
+        # whole day of every conversation filtered down to these
         rows = await self._rows(
-            _MATCHED_MESSAGES +
+            f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN messages m ON m.thread_id = t.id"
             " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
             f" AND {_seen_by(scope_keys)} ORDER BY m.created_at DESC LIMIT ?",
             (start, end, persona, *scope_keys, limit),
