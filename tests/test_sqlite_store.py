@@ -175,6 +175,28 @@ async def test_a_days_messages_are_read_conversation_by_conversation_not_the_who
     assert "idx_messages_thread_created" in plan and "idx_messages_created " not in plan, plan
 
 
+async def test_a_servers_shared_channels_are_read_from_an_index_of_the_shared_ones(store, monkeypatch):
+    """Issue 32: among 500 private channels, the look-up for the shared ones walked every one of them."""
+    from memory.settings import ShortTermSettings
+
+    roots = [await store.root_thread("P", Scope.channel(1, 100 + i), 0.8) for i in range(4)]
+    for root in roots:
+        await store.append_counted(root, NewMessage("user", "hi"), ShortTermSettings().triggers)
+    await store.set_channel_flags(roots[1].id, public=1, name="general")
+    asked = []
+    read = store._rows
+
+    async def capture(sql, params=()):
+        asked.append((sql, params))
+        return await read(sql, params)
+
+    monkeypatch.setattr(store, "_rows", capture)
+    assert [c.channel_id for c in await store.shared_channels("P", 1, limit=3, besides=100)] == [101]
+    sql, params = asked[-1]
+    plan = " ".join(str(tuple(r)) for r in await read(f"EXPLAIN QUERY PLAN {sql}", params))
+    assert "idx_memory_channels_shared_activity" in plan, plan
+
+
 async def test_the_reconnect_look_up_reads_an_index_not_the_thread(store):
     root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
     await store.append_many(root.id, [NewMessage("user", f"m{i}", external_id=1000 + i) for i in range(50)])
