@@ -196,3 +196,21 @@ async def test_an_erasure_another_process_makes_reaches_no_later_prompt_here(pos
     await here.close()
     await there.close()
     await postgres_cluster.drop_database(name)
+
+
+def test_recall_ranks_its_hits_as_fts5_does_rare_words_and_short_texts_first():
+    """PostgreSQL's hits are ranked in Python (BM25 as FTS5's bm25(): counting each term in SQL cost more than
+    the look-up): a rarer term weighs more, a shorter text of equal counts ranks higher, ties newest first."""
+    from memory.postgres.store import _ranked
+
+    rows = [  # (key, text, the terms it matched): what _matches gives each hit
+        (1, "the lighthouse and the lighthouse keeper", [0]),
+        (2, "a lighthouse", [0]),
+        (3, "the ferry to the lighthouse, the QUILLWORT garden", [0, 1]),
+        (4, "a lighthouse", [0]),
+    ]
+    best = _ranked(rows, ["lighthouse", "quillwort"], text=1, key=0, limit=3)
+    assert [r[0] for r in best] == [3, 4, 2]  # the rare word (matched in another case), then short texts, newest first
+    twice = [(1, "lighthouse by the lighthouse", [0]), (2, "lighthouse by the old harbour", [0])]
+    assert [r[0] for r in _ranked(twice, ["lighthouse"], text=1, key=0, limit=5)] == [1, 2]  # twice beats once
+    assert _ranked([], ["x"], text=1, key=0, limit=5) == []

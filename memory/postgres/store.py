@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -133,34 +134,34 @@ def _like(term: str) -> str:
     return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _term_frequencies(text: str, first: int, count: int) -> str:
-    """Each term's occurrences in a text, as columns tf0, tf1, ...: as the term is written (lower case), and
-    at least one where the text matched it in another case. Which terms a row matched (`ks`) comes from
-    `_matches`, so no text is lower-cased again (lower() of a long text costs more than the rest of the
-    look-up). Parameters from `first` on come in pairs, a term's ILIKE pattern then the term in lower case."""
-    return ", ".join(
-        f"CASE WHEN {k} = ANY(ks) THEN GREATEST(1.0, (length({text}) - length(replace({text}, ${n + 1}::text,"
-        f" '')))::float8 / GREATEST(length(${n + 1}), 1)) ELSE 0.0 END AS tf{k}"
-        for k, n in enumerate(range(first, first + 2 * count, 2)))
+def _ranked(rows: Sequence[asyncpg.Record], terms: list[str], text: int, key: int, limit: int) -> list[asyncpg.Record]:
+    """The best `limit` of the rows a look-up found, by BM25 over substring hits as FTS5 ranks its trigram matches:
+    each term's occurrences, saturating, weigh more when the term is rare among the hits and the text is short.
+
+    Ranked here rather than in SQL: counting each term in each text there cost more than the look-up itself
+    (2 of 4 ms for a hundred hits). A row's last column lists the terms it matched (`_matches`)."""
+    if not rows:
+        return []
+    lowered = [t.lower() for t in terms]
+    frequencies = [[max(1.0, float(row[text].lower().count(term))) if k in row[-1] else 0.0
+                    for k, term in enumerate(lowered)] for row in rows]
+    lengths = [len(row[text]) for row in rows]
+    average = max(sum(lengths) / len(lengths), 1.0)
+    hits = len(rows)
+    weights = [math.log(1.0 + (hits + 0.5) / (sum(1 for f in frequencies if f[k] > 0) + 0.5))
+               for k in range(len(terms))]  # k1 = 1.2 and b = 0.75, as FTS5's bm25()
+
+    def score(n: int) -> float:
+        norm = 1.2 * (0.25 + 0.75 * lengths[n] / average)
+        return sum(w * tf * 2.2 / (tf + norm) for w, tf in zip(weights, frequencies[n], strict=True))
+
+    order = sorted(range(hits), key=lambda n: (score(n), rows[n][key]), reverse=True)
+    return [rows[n] for n in order[:limit]]
 
 
-def _rank(length: str, count: int) -> str:
-    """BM25 over substring hits, as FTS5 ranks its trigram matches: each term's occurrences (tf0, tf1, ...),
-    saturating, weigh more when the term is rare among the hits and the text is short."""
-    # k1 = 1.2 and b = 0.75, as FTS5's bm25(); float8 throughout (numeric arithmetic costs ten times more)
-    norm = f"1.2 * (0.25 + 0.75 * {length}::float8 / GREATEST(AVG({length}) OVER ()::float8, 1.0))"
-    return " + ".join(f"ln(1.0 + (COUNT(*) OVER ()::float8 + 0.5) / (SUM((tf{k} > 0)::int) OVER ()::float8 + 0.5))"
-                      f" * tf{k} * 2.2 / (tf{k} + {norm})" for k in range(count))
-
-
-def _ranked(source: str, text: str, first: int, count: int) -> str:
-    """`source` (a query with the `ks` of `_matches`) with its `text` column's term frequencies."""
-    return f"SELECT *, length({text}) AS len, {_term_frequencies(text, first, count)} FROM ({source}) AS source"
-
-
-def _term_params(terms: list[str]) -> list[str]:
-    """Each term's ILIKE pattern and its lower-case text, pair by pair (what `_rank` and the filters read)."""
-    return [p for t in terms for p in (_like(t), t.lower())]
+def _patterns(terms: list[str]) -> list[str]:
+    """Each term's ILIKE pattern (what `_matches` reads, from its first parameter on)."""
+    return [_like(t) for t in terms]
 
 
 def _matches(table: str, key: str, column: str, first: int, count: int) -> str:
@@ -168,8 +169,8 @@ def _matches(table: str, key: str, column: str, first: int, count: int) -> str:
 
     One index scan per term: a candidate is rechecked for that term alone, where one scan for all the
     terms would test each candidate against every term until one matched."""
-    each = " UNION ALL ".join(f"SELECT {key}, {k} AS k FROM {table} WHERE {column} ILIKE ${n}"
-                              for k, n in enumerate(range(first, first + 2 * count, 2)))
+    each = " UNION ALL ".join(f"SELECT {key}, {k} AS k FROM {table} WHERE {column} ILIKE ${first + k}"
+                              for k in range(count))
     return f"SELECT {key}, array_agg(k) AS ks FROM ({each}) AS each_term GROUP BY {key}"
 
 
@@ -605,17 +606,13 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         # conversation's every message through its thread index and tests each with ILIKE.
         # Each hit's thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large
         # server's visible conversations for each hit instead).
-        hits = ("SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label,"
-                " found.ks FROM found JOIN messages m ON m.seq = found.seq CROSS JOIN LATERAL (SELECT persona,"
-                " scope_key, kind, label FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t"
-                f" WHERE {_seen_by(1)}")
         rows = await self._searched(
-            f"WITH found AS MATERIALIZED ({_matches('messages', 'seq', 'content', 4, len(terms))}),"
-            f" scored AS MATERIALIZED ({_ranked(hits, 'content', 4, len(terms))})"
-            " SELECT seq, role, author_name, content, created_at, scope_key, kind, label FROM scored"
-            f" ORDER BY {_rank('len', len(terms))} DESC, seq DESC LIMIT $3",
-            persona, list(scope_keys), limit, *_term_params(terms))
-        return [MessageMatch(*row) for row in rows]
+            f"WITH found AS MATERIALIZED ({_matches('messages', 'seq', 'content', 3, len(terms))})"
+            " SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label, found.ks"
+            " FROM found JOIN messages m ON m.seq = found.seq CROSS JOIN LATERAL (SELECT persona, scope_key, kind,"
+            f" label FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t WHERE {_seen_by(1)}",
+            persona, list(scope_keys), *_patterns(terms))
+        return [MessageMatch(*row[:-1]) for row in _ranked(rows, terms, text=3, key=0, limit=limit)]
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
@@ -649,15 +646,14 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                    " (SELECT * FROM memory_records WHERE memory_records.id = f.id OFFSET 0) AS r"
                    " WHERE r.persona = $1 AND r.type = 'short_term' AND r.hidden_by IS NULL"
                    " AND (r.scope, r.scope_id) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))")
-        best = "source, id, text, at, label, scope_key, type, scope, version"
         rows = await self._searched(
-            f"WITH found_chronicles AS MATERIALIZED ({_matches('threads', 'id', 'chronicle_summary', 6, n)}),"
-            f" found_records AS MATERIALIZED ({_matches('memory_records', 'id', 'content', 6, n)})"
-            f" (SELECT {best} FROM ({_ranked(chronicles, 'text', 6, n)}) AS c ORDER BY {_rank('len', n)} DESC, id DESC"
-            f" LIMIT $5) UNION ALL (SELECT {best} FROM ({_ranked(records, 'text', 6, n)}) AS r"
-            f" ORDER BY {_rank('len', n)} DESC, id DESC LIMIT $5)",
-            persona, list(scope_keys), [s for s, _ in scopes], [i for _, i in scopes], limit, *_term_params(terms))
-        return [NoteMatch(*row) for row in rows]
+            f"WITH found_chronicles AS MATERIALIZED ({_matches('threads', 'id', 'chronicle_summary', 5, n)}),"
+            f" found_records AS MATERIALIZED ({_matches('memory_records', 'id', 'content', 5, n)})"
+            f" {chronicles} UNION ALL {records}",
+            persona, list(scope_keys), [s for s, _ in scopes], [i for _, i in scopes], *_patterns(terms))
+        found = [_ranked([r for r in rows if r[0] == source], terms, text=2, key=1, limit=limit)
+                 for source in ("chronicle", "record")]
+        return [NoteMatch(*row[:-1]) for row in found[0] + found[1]]
 
     # settings
 
