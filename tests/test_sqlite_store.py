@@ -159,19 +159,10 @@ async def test_a_days_messages_are_read_conversation_by_conversation_not_the_who
     roots = [await store.root_thread("P", Scope.channel(1, 100 + i), 0.8) for i in range(3)]
     for root in roots:
         await store.append_many(root.id, [NewMessage("user", f"note {i}") for i in range(5)])
-    asked = []
-    read = store._rows
-
-    async def capture(sql, params=()):
-        asked.append((sql, params))
-        return await read(sql, params)
-
-    monkeypatch.setattr(store, "_rows", capture)
     now = _time.time()
-    found = await store.messages_between("P", (roots[1].scope_key,), now - 3600, now + 60, 20)
+    found, plan = await _planned(store, monkeypatch,
+                                 store.messages_between("P", (roots[1].scope_key,), now - 3600, now + 60, 20))
     assert len(found) == 5 and {m.content for m in found} == {f"note {i}" for i in range(5)}
-    sql, params = asked[-1]
-    plan = " ".join(str(tuple(r)) for r in await read(f"EXPLAIN QUERY PLAN {sql}", params))
     assert "idx_messages_thread_created" in plan and "idx_messages_created " not in plan, plan
 
 
@@ -183,6 +174,13 @@ async def test_a_servers_shared_channels_are_read_from_an_index_of_the_shared_on
     for root in roots:
         await store.append_counted(root, NewMessage("user", "hi"), ShortTermSettings().triggers)
     await store.set_channel_flags(roots[1].id, public=1, name="general")
+    found, plan = await _planned(store, monkeypatch, store.shared_channels("P", 1, limit=3, besides=100))
+    assert [c.channel_id for c in found] == [101]
+    assert "idx_memory_channels_shared_activity" in plan, plan
+
+
+async def _planned(store, monkeypatch, call):
+    """What a store call returns, and SQLite's query plan for the last statement it read with."""
     asked = []
     read = store._rows
 
@@ -191,10 +189,9 @@ async def test_a_servers_shared_channels_are_read_from_an_index_of_the_shared_on
         return await read(sql, params)
 
     monkeypatch.setattr(store, "_rows", capture)
-    assert [c.channel_id for c in await store.shared_channels("P", 1, limit=3, besides=100)] == [101]
+    result = await call
     sql, params = asked[-1]
-    plan = " ".join(str(tuple(r)) for r in await read(f"EXPLAIN QUERY PLAN {sql}", params))
-    assert "idx_memory_channels_shared_activity" in plan, plan
+    return result, " ".join(str(tuple(r)) for r in await read(f"EXPLAIN QUERY PLAN {sql}", params))
 
 
 async def test_the_reconnect_look_up_reads_an_index_not_the_thread(store):
