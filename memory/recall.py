@@ -148,7 +148,8 @@ class Visibilities:
         assert root.guild_id is not None
         key = (root.persona, root.guild_id)
         found = self._servers.get(key)
-        if found is None or found[0] != stamp or (found[1].done() and found[1].exception() is not None):
+        if found is None or found[0] != stamp or (found[1].done() and (
+                found[1].cancelled() or found[1].exception() is not None)):  # a failed read is not kept
             found = self._servers[key] = (stamp, asyncio.ensure_future(
                 store.visible_conversations(root.persona, root.guild_id)))
         return await asyncio.shield(found[1])  # one reader cancelled does not cancel the read for the others

@@ -304,3 +304,37 @@ async def test_a_memory_line_an_earlier_turn_recalled_is_not_recalled_again(engi
     assert line.key not in {h.key for h in again if h.kind == "memory"}
     other = await recall.search(engine.store, seen, "the basalt lamp?", recall.Shown(memory_lines={line.key}))
     assert any("basalt lamp" in h.text for h in other)  # the record's other lines still are
+
+
+async def test_a_server_s_shared_conversations_are_read_once_for_all_its_conversations():
+    """Issue 32: 500 channels of one server answering at once read what the server shares 1,000 times."""
+    import asyncio as _asyncio
+    from types import SimpleNamespace
+
+    from memory.recall import Visibilities
+    from memory.records import Thread
+
+    reads: list[int] = []
+    failing = [True]
+
+    async def visible_conversations(persona, guild_id):
+        reads.append(guild_id)
+        await _asyncio.sleep(0.01)
+        if failing[0]:
+            failing[0] = False
+            raise OSError("the database went away")
+        return [(7, None, "general")]
+
+    store = SimpleNamespace(sharing_version=0, conversations=0, visible_conversations=visible_conversations)
+    roots = [Thread(id=i, persona="P", kind="root", parent_thread_id=None, depth=0, window_ratio=0.8,
+                    status="active", label=None, chronicle_summary=None, chronicle_prompt=None, branch_id=None,
+                    scope_key=f"guild:1:channel:{i}", guild_id=1, channel_id=i, discord_thread_id=None, run_id=None,
+                    created_at=0.0, completed_at=None) for i in range(1, 6)]
+    seen = Visibilities()
+    with pytest.raises(OSError):
+        await seen.of(store, roots[0])
+    found = await _asyncio.gather(*(seen.of(store, r) for r in roots))  # a failed read is not kept
+    assert len(reads) == 2 and all("guild:1:channel:7" in v.scope_keys for v in found)
+    store.sharing_version += 1  # a channel became private, say: read again, once
+    await _asyncio.gather(*(seen.of(store, r) for r in roots))
+    assert len(reads) == 3
