@@ -225,13 +225,11 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     short = [t for t in own if len(t) < 3]
     if not rare and not short and not days:
         return []
-    hits = await _on_days(store, seen, shown, days)
-    if rare:
-        hits += await _indexed(store, seen, shown, rare, _candidate_terms(rare))
-    for term in short:
-        for row in await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4):
-            if row.seq not in shown.messages:
-                hits.append(_message_hit(row, seen))
+    # Every look-up at once: on PostgreSQL each has a connection of its own (SQLite runs them back to back)
+    lookups = [_on_days(store, seen, shown, days), *([_indexed(store, seen, shown, rare, _candidate_terms(rare))]
+                                                      if rare else []),
+               *(_scanned(store, seen, shown, term) for term in short)]
+    hits = [hit for found in await asyncio.gather(*lookups) for hit in found]
     # A word in no message may still be in a chronicle or a memory; one found nowhere cannot help rank.
     found = " ".join(f"{h.who} {h.text}".lower() for h in hits)
     weights = {t: math.log(1 + total / max(n, 1)) for t, n in rare.items() if n or t in found}
@@ -242,6 +240,12 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     tie = math.log(1 + total / COMMON_CAP) / 3  # what a context word adds: less than any word of the message
     ties = {t: tie for t in query_terms(context) if t not in weights}
     return rank(hits, weights, ties, asks_for(text), 2 * tie, named)[:limit]
+
+
+async def _scanned(store: Store, seen: Visibility, shown: Shown, term: str) -> list[Hit]:
+    """A word too short for trigrams, looked for in the newest messages."""
+    rows = await store.scan_messages(term, seen.persona, seen.scope_keys, SCAN_WINDOW, CANDIDATES // 4)
+    return [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
 
 
 async def _on_days(store: Store, seen: Visibility, shown: Shown, days: list[date]) -> list[Hit]:

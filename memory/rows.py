@@ -13,8 +13,13 @@ class Row(Protocol):
     def __getitem__(self, key: Any) -> Any: ...
 
 
+# Columns a backend derives from others for its own look-ups (PostgreSQL's lower-cased message text): never part
+# of a record, never copied (the target derives its own).
+DERIVED = frozenset({"content_folded"})
+
+
 def columns(row: Row, leave_out: str = "") -> dict[str, Any]:
-    return {k: row[k] for k in row.keys() if k != leave_out}  # noqa: SIM118 - sqlite3.Row is not a mapping
+    return {k: row[k] for k in row.keys() if k != leave_out and k not in DERIVED}  # noqa: SIM118 - sqlite3.Row
 
 
 def thread(row: Row, leave_out: str = "") -> Thread:

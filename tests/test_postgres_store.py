@@ -75,8 +75,8 @@ async def test_recall_reads_the_trigram_index(store):
     async with store._transaction() as con:
         await con.execute("SET LOCAL enable_seqscan = off")  # a tiny table: ask whether the index can answer
         plan = "\n".join(r[0] for r in await con.fetch(
-            "EXPLAIN SELECT seq FROM messages WHERE content ILIKE '%東京タワー%'"))
-    assert "idx_messages_trgm" in plan
+            "EXPLAIN SELECT seq FROM messages WHERE content_folded LIKE '%東京タワー%'"))
+    assert "idx_messages_folded_trgm" in plan
 
 
 async def test_a_second_process_sweeps_only_the_threads_of_a_process_that_stopped_beating(postgres_cluster,

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 MIGRATION_LOCK = 0x5374656C6973  # "Stelis": one process migrates, the others wait for it
-TRIGRAM_INDEXES = ("idx_messages_trgm", "idx_records_trgm", "idx_chronicles_trgm")
+MIGRATION_SECONDS = 6 * 3600.0
+TRIGRAM_INDEXES = ("idx_messages_folded_trgm", "idx_records_trgm", "idx_chronicles_trgm")
 # Tables whose key the database numbers: after rows arrive with their own, numbering goes on above them.
 IDENTITIES = {"threads": "id", "messages": "seq", "memory_records": "id", "memory_pins": "id", "playbook_runs": "id",
               "playbook_steps": "id", "tasks": "id", "autonomy_log": "id"}
@@ -130,8 +131,9 @@ def _count(status: str) -> int:
 
 
 def _like(term: str) -> str:
-    """A case-insensitive substring pattern for ILIKE (what an FTS5 trigram phrase matches)."""
-    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    """A case-insensitive substring pattern (what an FTS5 trigram phrase matches): for ILIKE, and for LIKE on a
+    text folded to lower case."""
+    return "%" + term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _ranked(rows: Sequence[asyncpg.Record], terms: list[str], text: int, key: int, limit: int) -> list[asyncpg.Record]:
@@ -169,8 +171,9 @@ def _matches(table: str, key: str, column: str, first: int, count: int) -> str:
 
     One index scan per term: a candidate is rechecked for that term alone, where one scan for all the
     terms would test each candidate against every term until one matched."""
-    each = " UNION ALL ".join(f"SELECT {key}, {k} AS k FROM {table} WHERE {column} ILIKE ${first + k}"
-                              for k in range(count))
+    # messages keep their text folded to lower case (content_folded): LIKE on it needs no folding per row
+    test = "content_folded LIKE" if (table, column) == ("messages", "content") else f"{column} ILIKE"
+    each = " UNION ALL ".join(f"SELECT {key}, {k} AS k FROM {table} WHERE {test} ${first + k}" for k in range(count))
     return f"SELECT {key}, array_agg(k) AS ks FROM ({each}) AS each_term GROUP BY {key}"
 
 
@@ -231,8 +234,10 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                     raise StoreError(f"database schema version {current} is newer than this Stelis understands "
                                      f"({latest}); upgrade Stelis or use another database")
                 for version in range(current + 1, latest + 1):
+                    log.info("applying schema migration %s", migrations[version - 1].name)
                     async with con.transaction():
-                        await con.execute(migrations[version - 1].read_text())
+                        # a migration may rewrite a large table: it is not held to a query's usual timeout
+                        await con.execute(migrations[version - 1].read_text(), timeout=MIGRATION_SECONDS)
                         await con.execute("INSERT INTO schema_version VALUES ($1, $2)", version, time.time())
                     log.info("applied schema migration %s", migrations[version - 1].name)
             finally:
@@ -594,7 +599,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     # recall: substring look-ups through pg_trgm, always filtered to what one conversation may see
 
     async def match_counts(self, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
-        counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE content ILIKE ${i + 2}"
+        counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE content_folded LIKE ${i + 2}"
                          " AND deleted_at IS NULL LIMIT $1) AS hits)" for i in range(len(terms)))
         (row,) = await self._searched(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}", cap,
                                       *(_like(t) for t in terms))
@@ -627,7 +632,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                             limit: int) -> list[MessageMatch]:
         rows = await self._all(
             _MATCHED_MESSAGES +
-            " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - $1 AND strpos(lower(m.content), $2) > 0"
+            " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - $1 AND strpos(m.content_folded, $2) > 0"
             f" AND {_seen_by(3)} ORDER BY m.seq DESC LIMIT $5", window, needle, persona, list(scope_keys), limit)
         return [MessageMatch(*row) for row in rows]
 
