@@ -189,7 +189,7 @@ class MemoryScheduler:
         """Timers for the deadlines of the next two scan intervals: at start-up a thousand servers' deadlines
         hours away need none yet (start-up stays flat), and each interval arms the next before they fall due."""
         try:
-            upcoming = await self.worker.store.upcoming_deadlines(self.worker.clock() + 2 * self.scan_interval)
+            upcoming = await self.worker.store.upcoming_deadlines(self.worker.clock() + self.horizon)
         except Failure as exc:  # the due-scan still finds them
             log.warning("memory timers not armed: %s", exc)
             return
@@ -213,20 +213,26 @@ class MemoryScheduler:
             self._scanning = False
 
     @property
+    def horizon(self) -> float:
+        """How far ahead a deadline gets its timer: two scans, so the scan before it always arms it in time."""
+        return 2.0 * self.scan_interval
+
+    @property
     def running(self) -> bool:
         return bool(self.scheduler.running)
 
     def arm(self, thread_id: int, due_at: float | None) -> None:
         """(Re)set a channel's timer: each message moves it to the new deadline (before start, nothing: the
-        deadline is stored, and start arms what is due)."""
+        deadline is stored, and start arms what is due). A deadline beyond the horizon gets none yet: a busy
+        bot would keep a timer per active channel, each message rescheduling one."""
         if not self.running:
             return
         job_id = f"memory-{thread_id}"
-        if due_at is None:
+        delay = None if due_at is None else max(0.0, due_at - self.worker.clock())
+        if delay is None or delay > self.horizon:  # none, or hours away: a later scan arms it (arm_upcoming)
             if self.scheduler.get_job(job_id):
                 self.scheduler.remove_job(job_id)
             return
-        delay = max(0.0, due_at - self.worker.clock())
         self.scheduler.add_job(self.scan, "date", id=job_id, replace_existing=True,
                                run_date=datetime.now(UTC) + timedelta(seconds=delay), misfire_grace_time=None)
 

@@ -293,13 +293,15 @@ async def test_each_message_pushes_the_idle_timer_back(world):
         return (engine.scheduler.deadline(thread_id) - datetime.now(UTC)).total_seconds()
 
     await say(engine, GENERAL, "one")
-    assert remaining() == pytest.approx(IDLE, abs=5)
-    clock.advance(600)
-    ch = await engine.store.memory_channel(thread_id)
-    engine.scheduler.arm(thread_id, ch.due_at)  # ten quiet minutes later the deadline is nearer
-    assert remaining() == pytest.approx(IDLE - 600, abs=5)
-    await say(engine, GENERAL, "two")  # a message pushes it back
-    assert remaining() == pytest.approx(IDLE, abs=5)
+    assert engine.scheduler.deadline(thread_id) is None  # two hours away: no timer yet (issue 32)
+    clock.advance(IDLE - 60)
+    await engine.scheduler.arm_upcoming()  # a minute before the deadline, the scheduler's scan arms it
+    assert remaining() == pytest.approx(60, abs=5)
+    await say(engine, GENERAL, "two")  # a message pushes it back two hours: the timer goes
+    assert engine.scheduler.deadline(thread_id) is None
+    clock.advance(IDLE - 30)
+    await engine.scheduler.arm_upcoming()
+    assert remaining() == pytest.approx(30, abs=5)
 
 
 async def test_start_up_arms_only_the_timers_of_the_next_scans_and_each_scan_arms_the_next(world):
