@@ -439,6 +439,9 @@ async def test_a_server_or_a_channel_gives_the_persona_a_name_of_its_own_and_its
     assert guild.me.nick == "Stelis"  # the configured name: the test bot's user name is FakeApp
     assert (await engine.settings.effective(guild.id, here)).persona.name == "Stelis"
     assert "80" in said(await run(cog.config_set, cog, "guild", "persona.name", "x" * 81))
+    long = "Seraphina of the Whispering Glade, Keeper"  # over Discord's 32: the prompt has it, the nickname not
+    assert "32 characters at most" in said(await run(cog.persona_name, cog, long))
+    assert guild.me.nick == "Stelis" and (await engine.settings.effective(guild.id, here)).persona.name == long
 
 
 async def test_usage_shows_this_servers_calls_today_and_this_month_to_managers_only(admin):

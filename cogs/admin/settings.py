@@ -21,6 +21,7 @@ from cogs.admin.base import MAX_CHOICES, AdminBase
 from cogs.interactions import MANAGE, manager_only
 from cogs.long_text import long_text
 
+MAX_NICKNAME = 32  # Discord's limit; a persona's name may be longer
 WHERE = [app_commands.Choice(name="this server", value="guild"),
          app_commands.Choice(name="this channel", value="channel")]
 
@@ -183,6 +184,8 @@ class SettingsCommands(AdminBase):
         wanted = None if name == guild.me.name else name
         if guild.me.nick == wanted:
             return ""
+        if wanted is not None and len(wanted) > MAX_NICKNAME:
+            return f" Discord allows nicknames of {MAX_NICKNAME} characters at most, so the bot's stays as it is."
         try:
             await guild.me.edit(nick=wanted)
         except discord.HTTPException:  # Forbidden included: no Change Nickname permission
