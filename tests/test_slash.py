@@ -476,3 +476,11 @@ async def test_a_channel_can_have_a_persona_card_and_model_of_its_own(admin):
     assert (await engine.settings.effective(guild, here)).persona.models.standard == "claude-haiku-5-5"
     assert (await engine.settings.effective(guild, elsewhere)).persona.models.standard != "claude-haiku-5-5"
     assert "Manage Server" in said(await run(cog.persona_set, cog, "x", None, "channel", as_admin=False))
+    form = (await run(cog.persona_set, cog, None, None, "channel")).response.modal  # no text: the channel's form
+    assert form.text.default == "You are Stelis, a pirate."
+    form.text._value = "You are Stelis, a pirate who sings."
+    submitted = interaction()
+    await form.on_submit(submitted)
+    assert "for this channel" in said(submitted)
+    assert (await engine.settings.effective(guild, here)).persona.card == "You are Stelis, a pirate who sings."
+    assert (await engine.settings.effective(guild, elsewhere)).persona.card == "You are Stelis, a lighthouse keeper."
