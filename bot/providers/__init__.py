@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import threading
+
 from bot.config import Config
 from memory.llm import LLM
+
+MODULES = {"anthropic": "bot.providers.anthropic_llm", "openai": "bot.providers.openai_llm"}
+
+
+def preload(config: Config) -> None:
+    """Import the provider's SDK in the background while the rest starts (the Anthropic SDK alone takes most of a
+    second to import); make_llm then finds it imported, or waits for the import under way."""
+    module = MODULES.get(config.llm.resolved_provider())
+    if module is not None:
+        threading.Thread(target=_import, args=(module,), name="preload-provider", daemon=True).start()
+
+
+def _import(module: str) -> None:
+    with contextlib.suppress(ImportError):  # a missing extra: make_llm imports it again and says what to install
+        importlib.import_module(module)
 
 
 def make_llm(config: Config) -> LLM:
