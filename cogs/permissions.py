@@ -16,6 +16,7 @@ USES = {
     "send_messages_in_threads": "answering in threads",
     "create_public_threads": "opening a task's thread",
     "add_reactions": "marking a message that waits for the cooldown (⏳)",
+    "change_nickname": "taking the name the persona has in this server (/persona name) as its nickname",
 }
 NEEDED = discord.Permissions(**dict.fromkeys(USES, True))
 
