@@ -56,3 +56,22 @@ async def test_memory_quality_previews_a_question_without_storing_or_erasing_any
     assert "where did Kai move?" in str(request)
     assert await engine.store.count_messages(root.id) == before and (await engine.store.thread(root.id)).revision == 0
     await engine.close()
+
+
+async def test_bench_startup_fills_servers_with_pending_memory_work_and_times_a_reply_after(monkeypatch, tmp_path):
+    """bench startup's database is what it says: every conversation with its history and memory work pending."""
+    import random
+
+    from bench import startup
+    from memory.backends import open_store
+
+    store = await open_store(tmp_path / "s.sqlite3")
+    await startup.fill(store, 2, random.Random(1))
+    channels = await store.upcoming_deadlines(store.clock() + 10 * 86_400)
+    assert len(channels) == 1 + 2 * startup.CHANNELS  # every conversation has a deadline
+    assert await store.count_rows("messages") == len(channels) * startup.MESSAGES and store.unindexed == 0
+    await store.close()
+    monkeypatch.setattr(startup, "SAMPLES", 1)
+    lines = await startup.run((0, 2))
+    assert [line["servers"] for line in lines] == [0, 2] and lines[0]["ready_ratio"] == 1.0
+    assert all(line["first_reply_ms"] > 0 and line["recall_warm_ms"] >= line["ready_ms"] for line in lines)
