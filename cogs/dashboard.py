@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 
 import discord
-from discord import app_commands
 from discord.ext import commands
 
 from bot.dashboard.server import Dashboard
-from cogs.interactions import answer, engine_of, manager_only
+from cogs.interactions import answer, engine_of, manager_command
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +75,8 @@ class DashboardCog(commands.Cog, name="Dashboard"):
     async def cog_unload(self) -> None:
         await self.dashboard.stop()
 
-    @app_commands.command(name="dashboard", description="A one-time link to this server's memory dashboard "
-                                                        "(Manage Server)")
-    @app_commands.guild_only()
-    @app_commands.default_permissions(manage_guild=True)
-    @manager_only("The dashboard")
+    @manager_command("dashboard", "A one-time link to this server's memory dashboard (Manage Server)",
+                     "The dashboard")
     async def open(self, interaction: discord.Interaction) -> None:
         assert interaction.guild_id is not None
         link = self.dashboard.sign_in_link(interaction.guild_id, interaction.user.id)

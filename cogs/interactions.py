@@ -55,6 +55,17 @@ def manager_only(what: str) -> Callable[[T], T]:
     return app_commands.check(predicate)
 
 
+def manager_command(name: str, description: str, what: str) -> Callable[[Callable[..., Any]], Any]:
+    """A command of its own (in no group) for server managers: only in servers, hidden from members
+    (default_permissions), and Manage Server checked on the server side before it runs (manager_only)."""
+
+    def command(func: Callable[..., Any]) -> Any:
+        checked = app_commands.default_permissions(manage_guild=True)(manager_only(what)(func))
+        return app_commands.command(name=name, description=description)(app_commands.guild_only()(checked))
+
+    return command
+
+
 class ManagerGroup(app_commands.Group):
     """A group whose every command changes things: Manage Server, checked on the server side before any of them
     runs (default_permissions only hides them); the refusal, saying what the group does, is answered here and

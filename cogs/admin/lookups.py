@@ -12,7 +12,7 @@ from bot.report import (
     usage_lines,
 )
 from cogs.admin.base import AdminBase
-from cogs.interactions import manager_only
+from cogs.interactions import manager_command
 
 
 class LookupCommands(AdminBase):
@@ -33,11 +33,8 @@ class LookupCommands(AdminBase):
 
     # /usage
 
-    @app_commands.command(name="usage", description="Model calls, tokens and estimated cost in this server, today "
-                                                    "and this month (Manage Server)")
-    @app_commands.guild_only()
-    @app_commands.default_permissions(manage_guild=True)
-    @manager_only("Usage and cost")
+    @manager_command("usage", "Model calls, tokens and estimated cost in this server, today and this month "
+                              "(Manage Server)", "Usage and cost")
     async def usage(self, interaction: discord.Interaction) -> None:
         assert interaction.guild_id is not None
         spending = self.engine.spending
