@@ -145,8 +145,9 @@ def _ranked(rows: Sequence[asyncpg.Record], terms: list[str], text: int, key: in
     if not rows:
         return []
     lowered = [t.lower() for t in terms]
-    frequencies = [[max(1.0, float(row[text].lower().count(term))) if k in row[-1] else 0.0
-                    for k, term in enumerate(lowered)] for row in rows]
+    folded = [row[text].lower() for row in rows]  # each text once, whatever the number of terms
+    frequencies = [[max(1.0, float(f.count(term))) if k in row[-1] else 0.0 for k, term in enumerate(lowered)]
+                   for row, f in zip(rows, folded, strict=True)]
     lengths = [len(row[text]) for row in rows]
     average = max(sum(lengths) / len(lengths), 1.0)
     hits = len(rows)
@@ -162,17 +163,23 @@ def _ranked(rows: Sequence[asyncpg.Record], terms: list[str], text: int, key: in
 
 
 def _patterns(terms: list[str]) -> list[str]:
-    """Each term's ILIKE pattern (what `_matches` reads, from its first parameter on)."""
+    """Each term's pattern (what `_matches` and the counts read, one parameter per term)."""
     return [_like(t) for t in terms]
 
 
-def _matches(table: str, key: str, column: str, first: int, count: int) -> str:
-    """The rows matching any term through the trigram index, each with the terms it matched (`ks`).
+# How each searched text is matched against a term's pattern: messages keep theirs folded to lower case
+# (content_folded), so LIKE needs no folding per row; the rest fold as ILIKE does.
+MESSAGES_MATCH = "content_folded LIKE"
+CHRONICLES_MATCH = "chronicle_summary ILIKE"
+RECORDS_MATCH = "content ILIKE"
+
+
+def _matches(table: str, key: str, test: str, first: int, count: int) -> str:
+    """The rows matching any term through the trigram index (`test`: the column and its operator), each with the
+    terms it matched (`ks`).
 
     One index scan per term: a candidate is rechecked for that term alone, where one scan for all the
     terms would test each candidate against every term until one matched."""
-    # messages keep their text folded to lower case (content_folded): LIKE on it needs no folding per row
-    test = "content_folded LIKE" if (table, column) == ("messages", "content") else f"{column} ILIKE"
     each = " UNION ALL ".join(f"SELECT {key}, {k} AS k FROM {table} WHERE {test} ${first + k}" for k in range(count))
     return f"SELECT {key}, array_agg(k) AS ks FROM ({each}) AS each_term GROUP BY {key}"
 
@@ -599,10 +606,10 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     # recall: substring look-ups through pg_trgm, always filtered to what one conversation may see
 
     async def match_counts(self, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
-        counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE content_folded LIKE ${i + 2}"
+        counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE {MESSAGES_MATCH} ${i + 2}"
                          " AND deleted_at IS NULL LIMIT $1) AS hits)" for i in range(len(terms)))
         (row,) = await self._searched(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}", cap,
-                                      *(_like(t) for t in terms))
+                                      *_patterns(terms))
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
@@ -612,7 +619,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         # Each hit's thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large
         # server's visible conversations for each hit instead).
         rows = await self._searched(
-            f"WITH found AS MATERIALIZED ({_matches('messages', 'seq', 'content', 3, len(terms))})"
+            f"WITH found AS MATERIALIZED ({_matches('messages', 'seq', MESSAGES_MATCH, 3, len(terms))})"
             " SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label, found.ks"
             " FROM found JOIN messages m ON m.seq = found.seq CROSS JOIN LATERAL (SELECT persona, scope_key, kind,"
             f" label FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t WHERE {_seen_by(1)}",
@@ -652,8 +659,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                    " WHERE r.persona = $1 AND r.type = 'short_term' AND r.hidden_by IS NULL"
                    " AND (r.scope, r.scope_id) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))")
         rows = await self._searched(
-            f"WITH found_chronicles AS MATERIALIZED ({_matches('threads', 'id', 'chronicle_summary', 5, n)}),"
-            f" found_records AS MATERIALIZED ({_matches('memory_records', 'id', 'content', 5, n)})"
+            f"WITH found_chronicles AS MATERIALIZED ({_matches('threads', 'id', CHRONICLES_MATCH, 5, n)}),"
+            f" found_records AS MATERIALIZED ({_matches('memory_records', 'id', RECORDS_MATCH, 5, n)})"
             f" {chronicles} UNION ALL {records}",
             persona, list(scope_keys), [s for s, _ in scopes], [i for _, i in scopes], *_patterns(terms))
         found = [_ranked([r for r in rows if r[0] == source], terms, text=2, key=1, limit=limit)
