@@ -390,7 +390,7 @@ class Config(_Model):
     companions: list[Path] = Field(default_factory=list, description=(
         "Other personas this process runs beside this one on Discord: each a config file with its own "
         "persona.name, discord.token and data_dir (or database.url); relative paths are beside this file. Each "
-        "bot answers the others as persona bots. STELIS_* and DISCORD_TOKEN variables are this persona's only."))
+        "bot answers the others as persona bots. STELIS_*, DISCORD_TOKEN and DATABASE_URL are this persona's only."))
     database: DatabaseConfig = DatabaseConfig()
     discord: DiscordConfig = DiscordConfig()
     llm: LLMConfig = LLMConfig()

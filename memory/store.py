@@ -320,7 +320,8 @@ class MemoryRecords(Protocol):
         ...
 
     async def upcoming_deadlines(self, before: float, limit: int = ...) -> list[tuple[int, float]]:
-        """(thread id, deadline) of every conversation with work pending, to re-arm timers after a restart."""
+        """(thread id, deadline) of the conversations whose memory work falls due before `before`, earliest first:
+        the timers to arm."""
         ...
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,

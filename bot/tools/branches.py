@@ -9,11 +9,10 @@ from bot.tools.registry import ToolError, ToolScope, ToolSpec
 from memory.records import BRANCH_KINDS
 
 STATUSES = ("active", "suspended", "completed")
-KINDS = BRANCH_KINDS
 
 
 async def _list(where: ToolScope, args: dict[str, Any]) -> str:
-    lines = await where.services.branch_lines(where.scope, tuple(args.get("kinds") or KINDS))
+    lines = await where.services.branch_lines(where.scope, tuple(args.get("kinds") or BRANCH_KINDS))
     return "\n".join(lines) if lines else "No branches here yet."
 
 
@@ -32,7 +31,7 @@ async def _update(where: ToolScope, args: dict[str, Any]) -> str:
 LIST = ToolSpec(
     "branch_list", "Every branch of your activity in this server (all statuses), newest activity first, with its id.",
     {"type": "object", "properties": {
-        "kinds": {"type": "array", "items": {"type": "string", "enum": list(KINDS)},
+        "kinds": {"type": "array", "items": {"type": "string", "enum": list(BRANCH_KINDS)},
                   "description": "only these kinds (default: all)"},
     }}, _list)
 CREATE = ToolSpec(

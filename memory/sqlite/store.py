@@ -166,7 +166,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
                 if self._db.in_transaction:
                     await self._db.execute("ROLLBACK")
-                raise StoreError(f"the database refused a write ({exc}); nothing of it was saved") from exc
+                raise _refused(exc) from exc
 
     async def _atomic(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """A write transaction run whole in the database's thread, in one hop: the write lock is held only while
@@ -176,7 +176,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             try:
                 return await _in_thread(self._db, _whole, work)
             except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
-                raise StoreError(f"the database refused a write ({exc}); nothing of it was saved") from exc
+                raise _refused(exc) from exc
 
     # threads
 
@@ -339,7 +339,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             return 0
         before = self._pending
         count = 0 if before is None else len(before)
-        indexed = await self._atomic(_index_upto)
+        indexed = await self._atomic(_index_pending)
         if before is not None and self._pending is before:
             del before[:count]  # texts stored meanwhile stay pending: this batch may not have reached them
         elif before is None and self._pending is None:
@@ -708,6 +708,10 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return await self._atomic(lambda conn: conn.execute(sql, tuple(params)).rowcount)
 
 
+def _refused(exc: sqlite3.OperationalError) -> StoreError:
+    return StoreError(f"the database refused a write ({exc}); nothing of it was saved")
+
+
 def _whole(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
     """`work` in a transaction of its own, in the database's thread: committed, or rolled back if anything fails."""
     conn.execute("BEGIN IMMEDIATE")
@@ -784,16 +788,12 @@ async def _index_imported(db: aiosqlite.Connection, seqs: list[int]) -> None:
         "INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE seq = ?"
         " AND deleted_at IS NULL AND content != '' AND seq <= (SELECT upto FROM fts_progress WHERE name = 'messages')",
         [(s,) for s in seqs])
-    await _index_pending(db)
+    await _in_thread(db, _index_pending)
 
 
-async def _index_pending(db: aiosqlite.Connection) -> int:
-    """Index the messages stored above the index's mark, in the caller's transaction; how many seqs that spans."""
-    return await _in_thread(db, _index_upto)
-
-
-def _index_upto(conn: sqlite3.Connection) -> int:
-    """_index_pending's SQL, run in the database's thread."""
+def _index_pending(conn: sqlite3.Connection) -> int:
+    """Index the messages stored above the index's mark, in the caller's transaction (in the database's thread);
+    how many seqs that spans."""
     upto, newest = conn.execute(
         "SELECT upto, (SELECT COALESCE(MAX(seq), 0) FROM messages) FROM fts_progress WHERE name = 'messages'"
     ).fetchone()
