@@ -177,6 +177,7 @@ async def test_forget_me_leaves_no_quote_no_anchor_copy_and_no_bytes_in_any_file
     for path in _raw_files(engine, config, request):
         data = path.read_bytes()
         assert b"ZX4471Q" not in data, f"{path} still holds the forgotten words"
+        assert b"zx4471q" not in data, f"{path} still holds them folded to lower case (PostgreSQL's search copy)"
 
 
 async def test_an_edit_brings_back_neither_erased_nor_opted_out_words(world):
