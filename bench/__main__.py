@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from bench import (
     cache_efficiency,
@@ -48,7 +49,7 @@ COMPARED = {"concurrency": ("channels", ("wall_s",)),
             "ingest": ("channels", ("per_second",))}
 
 
-def streaming(quick: bool) -> dict[str, Callable[[], Awaitable[list[dict]]]]:
+def streaming(quick: bool, data: Path | None = None) -> dict[str, Callable[[], Awaitable[list[dict]]]]:
     """The long benchmarks, printing each line as it is measured; `quick`: a smaller run of each, for a first look."""
     return {
         "cache_efficiency": lambda: cache_efficiency.run(
@@ -56,7 +57,7 @@ def streaming(quick: bool) -> dict[str, Callable[[], Awaitable[list[dict]]]]:
             cache_efficiency.BUDGETS[:2] if quick else cache_efficiency.BUDGETS, _print_line),
         "memory_quality": lambda: memory_quality.run(
             memory_quality.QUICK_CONVERSATIONS if quick else memory_quality.CONVERSATIONS,
-            memory_quality.BUDGETS, _print_line),
+            memory_quality.BUDGETS, _print_line, data),
     }
 
 
@@ -68,9 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="cache_efficiency over 400 turns at 8k and 16k, memory_quality over 3 conversations: a "
                              "first look in about a minute each (figures differ from the full run's)")
+    parser.add_argument("--data", type=Path, help="memory_quality on conversations in the LoCoMo format (a JSON "
+                        "file of samples or a directory of them) instead of the generated ones")
     args = parser.parse_args(argv)
     names = list(BENCHES) if args.name == "all" else [args.name]
-    live = streaming(args.quick)
+    live = streaming(args.quick, args.data)
     for name in names:
         if name in live:
             asyncio.run(live[name]())  # printed as measured

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import Report
+from bench import Report, locomo
 from bench.conversations import Conversation, generate
 from bot.config import ConfigError, validate
 from bot.engine import Engine
@@ -227,9 +227,10 @@ QUICK_CONVERSATIONS = 3  # --quick
 
 
 async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUDGETS,
-              report: Report | None = None) -> list[dict]:
-    """One line per budget, each to `report` as soon as it is measured."""
-    convs = [generate(seed) for seed in range(conversations)]
+              report: Report | None = None, data: Path | None = None) -> list[dict]:
+    """One line per budget, each to `report` as soon as it is measured; `data`: conversations in the LoCoMo
+    format instead of the generated ones (the first `conversations` of them)."""
+    convs = locomo.load(data)[:conversations] if data else [generate(seed) for seed in range(conversations)]
     lines = []
     for budget in budgets:
         started = time.perf_counter()
@@ -250,7 +251,8 @@ async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUD
                     mine.kinds[k][1] += n
             for k, v in extra.items():
                 extras[k].append(v)
-        line = {"bench": "memory_quality", "budget": budget, "conversations": len(convs),
+        line = {"bench": "memory_quality", "data": data.name if data else "generated", "budget": budget,
+                "conversations": len(convs),
                 "questions": total_s.questions, **total_s.shares("stelis"), **total_r.shares("recency"),
                 "cache_read_share": round(statistics.mean(extras["cache_read_share"] or [0]), 3),
                 "summary_calls": int(sum(extras["summary_calls"])), "replies": int(sum(extras["replies"])),

@@ -19,7 +19,8 @@ MIN_TAIL = 32  # the time line alone needs about this much
 MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at all
 RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it ...
 MIN_RECALL = 256  # ... but never less than about two hit lines, or a small context would recall nothing
-MOST_RECALL = 400  # a message points back at a few things, whatever the context's size: four or so hit lines
+MOST_RECALL = 400  # a remark points back at a few things, whatever the context's size: four or so hit lines
+MOST_ASKED = 1_600  # a question about the past, where recall answers: up to the sixteen hits a search returns
 
 
 class ContextError(Failure):
@@ -54,11 +55,16 @@ class Plan:
     system: int
     memory: int  # the most the memory layers may take
     tail: int
-    recall: int  # recall's room, however full or empty the window is
+    recall: int  # recall's room for a remark, however full or empty the window is
+    asked: int = 0  # ... and for a question: its share, growing with the context up to MOST_ASKED
 
     @property
     def rest(self) -> int:
         return self.input - self.system
+
+    def recall_room(self, question: bool) -> int:
+        """Recall's room: a question is where recall answers, and is given more of a large context for it."""
+        return max(self.recall, self.asked) if question else self.recall
 
     @property
     def recall_floor(self) -> int:
@@ -80,9 +86,10 @@ def plan(budget: Budget, system_tokens: int) -> Plan:
             "shorten persona.card or raise llm.context_tokens"
         )
     shares = budget.shares
+    recall = int(rest * shares.recall_share)
     p = Plan(budget.input, system_tokens, memory=int(rest * shares.memory_share),
              tail=max(MIN_TAIL, int(rest * shares.tail_share)),
-             recall=min(MOST_RECALL, int(rest * shares.recall_share)))
+             recall=min(MOST_RECALL, recall), asked=min(MOST_ASKED, recall))
     # However small the context, the conversation itself keeps at least half of what the card leaves.
     most = rest // 2 - MIN_TAIL - p.recall_floor
     return replace(p, memory=max(0, min(p.memory, most)))

@@ -501,7 +501,7 @@ class Assembler:
             await asyncio.sleep(0)  # let it send its first query
         try:
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
-                                       own_budget, cut, shape, searching)
+                                       own_budget, cut, shape, searching, bool(query) and recall.asks(query or ""))
         finally:
             if searching is not None and not searching.done():
                 searching.cancel()
@@ -511,8 +511,9 @@ class Assembler:
     async def _lay_out(self, thread: Thread, chain: list[Thread], persona: Persona, system_text: str,
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
                        seen: Rendering, own_budget: int, cut: bool, shape: Shape,
-                       searching: asyncio.Future[list[recall.Hit]] | None) -> Assembly:
-        """The request itself, recall's hits (being looked up meanwhile) placed last.
+                       searching: asyncio.Future[list[recall.Hit]] | None, asked: bool = False) -> Assembly:
+        """The request itself, recall's hits (being looked up meanwhile) placed last; `asked`: the message is a
+        question, given recall's larger room.
 
         The new message closes the cached history, so the next turn reads it from the cache; only
         the tail (time, recall) after it is paid in full each turn.
@@ -557,7 +558,8 @@ class Assembler:
         parts["tail"] = cached_tokens(tail_text)
         recalled: list[recall.Hit] = []
         if searching is not None:
-            room = min(budget.recall, budget.input - sum(parts.values()))  # the tail is paid in full every turn
+            # the tail is paid in full every turn: a remark gets a few hit lines, a question more of a large context
+            room = min(budget.recall_room(asked), budget.input - sum(parts.values()))
             recall_text, recalled = recall.render(await searching, room)
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))

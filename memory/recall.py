@@ -307,6 +307,16 @@ _TIME = re.compile(r"\d|\b(?:yesterday|today|tomorrow|ago|last|next|morning|even
                    re.IGNORECASE)
 
 
+_QUESTION = re.compile(r"[?？]|^\s*(?:what|when|where|who|whom|whose|which|why|how|do|does|did|is|are|was|were|"
+                       r"have|has|can|could|would|will)\b|\bremember\b|覚えて|いつ|どこ|だれ|誰|なに|何|どう|か[。．]?\s*$",
+                       re.IGNORECASE)
+
+
+def asks(text: str) -> bool:
+    """Whether a message asks something (where recall answers, not merely reminds)."""
+    return bool(_QUESTION.search(text))
+
+
 def asks_for(question: str) -> re.Pattern[str] | None:
     """How an answer to this question looks (a number, a time), when its question words say."""
     if _ASKS_TIME.search(question):

@@ -4,6 +4,8 @@ import pytest
 
 from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
+from memory import recall
+from memory.budget import MOST_ASKED, MOST_RECALL
 from memory.records import NewMessage, Scope
 
 GENERAL = Scope.channel(10, 100)
@@ -338,3 +340,28 @@ async def test_a_server_s_shared_conversations_are_read_once_for_all_its_convers
     store.sharing_version += 1  # a channel became private, say: read again, once
     await _asyncio.gather(*(seen.of(store, r) for r in roots))
     assert len(reads) == 3
+
+
+async def test_a_question_gets_more_of_a_large_context_for_recall_than_a_remark(make_config, database):
+    e = await Engine.open(make_config(llm={"context_tokens": 16_384, "max_output_tokens": 512},
+                                      snapshots={"interval_seconds": 0}, database=database), OfflineLLM())
+    for scope, (name, public) in PLACES.items():
+        await e.admin.describe(scope, name=name, public=public)
+    for i in range(30):  # said in another public channel: none of it is in this channel's window
+        text = f"saw quokka number {i} near the ferry pier this morning; it had a limp in its left hind leg ({i})"
+        await e.conversations.hear(RANDOM, text, author_name="ana", external_id=i + 1)
+    remark = await e.conversations.preview(GENERAL, "quokka near the ferry pier", author_name="ben")
+    question = await e.conversations.preview(GENERAL, "what about the quokka near the ferry pier?",
+                                             author_name="ben")
+    assert remark.parts["recall"] <= MOST_RECALL < question.parts["recall"] <= MOST_ASKED
+    recalled = [h.text for h in question.recalled]
+    assert len(recalled) > len(remark.recalled) and all("quokka" in text for text in recalled)
+    await e.close()
+
+
+def test_what_asks_and_what_only_remarks():
+    for text in ("where does Odalys live?", "When did we go hiking", "do you remember the lantern",
+                 "Caroline's birthday — remember it?", "いつ京都に行ったっけ", "猫の名前は何だった"):
+        assert recall.asks(text), text
+    for text in ("I went hiking today", "the lantern is in room 4.", "今日は晴れだね", "Whenever works for me."):
+        assert not recall.asks(text), text
