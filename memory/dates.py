@@ -149,30 +149,41 @@ def _ja_month(d: date, delta: int) -> str:
 
 @lru_cache(maxsize=1_024)  # the same messages come back turn after turn in recall and transcripts
 def resolve_relative(text: str, said_at: float) -> str:
-    """Text with each relative time followed by the date it meant, for example "yesterday (7 May 2023)".
+    """Text with the date each relative time meant noted after its sentence: "I went yesterday. (yesterday:
+    7 May 2023)".
 
-    Only for text as it was said: a phrase already followed by a parenthesis is left alone, so
-    resolved text passed through again does not change. One pass: at each place the first rule
-    that matches wins, so "the day before yesterday" is never read as "yesterday".
+    The words said stay as they were, so what was said can still be quoted and found whole. Resolved text
+    passed through again does not change (a phrase already noted is left alone). One pass: at each place the
+    first rule that matches wins, so "the day before yesterday" is never read as "yesterday".
     """
     d = None
-    out: list[str] = []
-    at = 0
+    notes: dict[int, list[str]] = {}
     for found in _matches(text):
-        start, end = found.span()
-        if text[end:].startswith((" (", "（")):
-            continue
         index = int(found.lastgroup[1:])  # type: ignore[index]  # every alternative of the pattern is named
         pattern, resolve = _RULES[index]
-        match = pattern.match(text, start)
+        match = pattern.match(text, found.start())
         if match is None:  # pragma: no cover - the rule matched here as part of the alternation
             continue
+        phrase = match.group(0)
+        ascii_phrase = phrase.isascii()
+        if f"{phrase}: " in text or f"{phrase}：" in text:  # noted already
+            continue
         d = d or day_of(said_at)
-        resolved = resolve(match, d)
-        note = f" ({resolved})" if match.group(0).isascii() else f"（{resolved}）"
-        out += [text[at:end], note]
-        at = end
-    return "".join(out) + text[at:] if out else text
+        end = _SENTENCE_END.search(text, found.end())
+        at = end.end() if end else len(text)
+        notes.setdefault(at, []).append(f"{phrase}: {resolve(match, d)}" if ascii_phrase
+                                        else f"{phrase}：{resolve(match, d)}")
+    if not notes:
+        return text
+    out, start = [], 0
+    for at, said in sorted(notes.items()):
+        wide = not said[0].isascii() and "：" in said[0]
+        out += [text[start:at], f"（{'、'.join(said)}）" if wide else f" ({'; '.join(said)})"]
+        start = at
+    return "".join(out) + text[start:]
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]")
 
 
 def _matches(text: str) -> list[re.Match[str]]:

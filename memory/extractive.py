@@ -33,9 +33,11 @@ BOILERPLATE = ("#", "[Stelis thread", "Also mentioned:", "Kept from", "Pinned:",
 # The wrapping of a summary request (and of the part summaries a combining request is given): never quoted,
 # though a part's material or a reply repeats it, or a stored memory would read as an echoed request.
 REQUEST_MARKUP = re.compile(r"</?transcript>|\[part \d+ of \d+\]", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+# A sentence ends at its stop, or after the date note that follows it ("... powerful. (yesterday: 7 May 2023)").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?!\()|(?<=\d{4}\))\s+|(?<=[。！？])(?!（)|(?<=[日月年]）)")
 _MORE = re.compile(r"\(\+(\d+) more\)\s*$")
-_DATE_NOTE = re.compile(r"\((?:\d{1,2} [A-Z][a-z]+ \d{4}|the week|the weekend|around|[A-Z][a-z]+ \d{4}|\d{4})")
+_DATE_NOTE = re.compile(r"[(;] ?(?:[^():;]{1,30}: )?(?:\d{1,2} [A-Z][a-z]+ \d{4}|the week|the weekend|around|"
+                        r"[A-Z][a-z]+ \d{4}|\d{4})")
 
 
 @dataclass

@@ -11,13 +11,15 @@ MONDAY = 1_683_540_000.0  # Monday 8 May 2023, 10:00 UTC
 
 
 @pytest.mark.parametrize(("said", "resolved"), [
-    ("I went yesterday", "I went yesterday (7 May 2023)"),
-    ("the day before yesterday", "the day before yesterday (6 May 2023)"),  # not read as "yesterday"
-    ("3 days ago and two weeks ago", "3 days ago (5 May 2023) and two weeks ago (around 24 April 2023)"),
-    ("see you next Friday", "see you next Friday (12 May 2023)"),
-    ("last weekend", "last weekend (the weekend of 6 May 2023)"),
-    ("last month, next year", "last month (April 2023), next year (2024)"),
-    ("一昨日と昨日", "一昨日（2023年5月6日）と昨日（2023年5月7日）"),
+    ("I went yesterday", "I went yesterday (yesterday: 7 May 2023)"),
+    ("the day before yesterday", "the day before yesterday (the day before yesterday: 6 May 2023)"),  # not "yesterday"
+    ("3 days ago and two weeks ago", "3 days ago and two weeks ago (3 days ago: 5 May 2023; two weeks ago: around "
+                                     "24 April 2023)"),
+    ("see you next Friday! Bye.", "see you next Friday! (next Friday: 12 May 2023) Bye."),  # after its sentence
+    ("last weekend", "last weekend (last weekend: the weekend of 6 May 2023)"),
+    ("last month, next year", "last month, next year (last month: April 2023; next year: 2024)"),
+    ("一昨日と昨日", "一昨日と昨日（一昨日：2023年5月6日、昨日：2023年5月7日）"),
+    ("昨日は雨。いい", "昨日は雨。（昨日：2023年5月7日）いい"),
     ("nothing relative here", "nothing relative here"),
 ])
 def test_relative_times_get_the_date_they_meant(said, resolved):

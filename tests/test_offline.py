@@ -59,7 +59,8 @@ def test_summary_fills_its_budget_with_distinct_informative_sentences():
 def test_summary_says_who_and_when_and_never_quotes_boilerplate_or_offline_replies():
     material = "\n".join([
         "[Monday, 8 May 2023]",
-        "[Caroline]: I went to the LGBTQ support group yesterday (7 May 2023) and it was powerful.",
+        "[Caroline]: I went to the LGBTQ support group yesterday and it was powerful. (yesterday: 7 May 2023) "
+        "Thanks for asking.",
         f"[Stelis]: {OFFLINE_TAG} Stelis here: no language model is configured, so I can listen.",
         "You said: \"something\"",
         "[Tuesday, 9 May 2023]",
@@ -69,7 +70,7 @@ def test_summary_says_who_and_when_and_never_quotes_boilerplate_or_offline_repli
     ])
     summary = extractive_summary(material, 200)
     assert summary.splitlines()[:2] == ["[8 May 2023]", "Caroline: I went to the LGBTQ support group yesterday "
-                                                         "(7 May 2023) and it was powerful."]
+                                                         "and it was powerful. (yesterday: 7 May 2023)"]
     assert "[9 May 2023]\nMelanie: I painted a lake sunrise for my art class." in summary
     for junk in (OFFLINE_TAG, "You said", "# Memory"):
         assert junk not in summary
