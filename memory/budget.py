@@ -20,7 +20,7 @@ MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at a
 RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it ...
 MIN_RECALL = 256  # ... but never less than about two hit lines, or a small context would recall nothing
 MOST_RECALL = 400  # a remark points back at a few things, whatever the context's size: four or so hit lines
-MOST_ASKED = 1_600  # a question about the past, where recall answers: up to the sixteen hits a search returns
+MOST_ASKED = 1_600  # a question, where recall answers: what the window leaves, up to the sixteen hits a search returns
 
 
 class ContextError(Failure):
@@ -56,15 +56,15 @@ class Plan:
     memory: int  # the most the memory layers may take
     tail: int
     recall: int  # recall's room for a remark, however full or empty the window is
-    asked: int = 0  # ... and for a question: its share, growing with the context up to MOST_ASKED
 
     @property
     def rest(self) -> int:
         return self.input - self.system
 
     def recall_room(self, question: bool) -> int:
-        """Recall's room: a question is where recall answers, and is given more of a large context for it."""
-        return max(self.recall, self.asked) if question else self.recall
+        """Recall's most: a question is where recall answers, and may have whatever room the window leaves
+        (right after a cut, a quarter of the request), up to MOST_ASKED."""
+        return max(self.recall, MOST_ASKED) if question else self.recall
 
     @property
     def recall_floor(self) -> int:
@@ -86,10 +86,9 @@ def plan(budget: Budget, system_tokens: int) -> Plan:
             "shorten persona.card or raise llm.context_tokens"
         )
     shares = budget.shares
-    recall = int(rest * shares.recall_share)
     p = Plan(budget.input, system_tokens, memory=int(rest * shares.memory_share),
              tail=max(MIN_TAIL, int(rest * shares.tail_share)),
-             recall=min(MOST_RECALL, recall), asked=min(MOST_ASKED, recall))
+             recall=min(MOST_RECALL, int(rest * shares.recall_share)))
     # However small the context, the conversation itself keeps at least half of what the card leaves.
     most = rest // 2 - MIN_TAIL - p.recall_floor
     return replace(p, memory=max(0, min(p.memory, most)))
