@@ -501,7 +501,7 @@ class Assembler:
             await asyncio.sleep(0)  # let it send its first query
         try:
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
-                                       own_budget, cut, shape, searching, bool(query) and recall.asks(query or ""))
+                                       own_budget, cut, shape, searching, recall.asks(query or ""))
         finally:
             if searching is not None and not searching.done():
                 searching.cancel()
