@@ -558,8 +558,9 @@ class Assembler:
         parts["tail"] = cached_tokens(tail_text)
         recalled: list[recall.Hit] = []
         if searching is not None:
-            # the tail is paid in full every turn: a remark gets a few hit lines, a question more of a large context
-            room = min(budget.recall_room(asked), budget.input - sum(parts.values()))
+            # The tail is paid in full every turn: a remark gets a few hit lines, a question what the window leaves
+            # (but where a reply's tail stays in the window, a large one would hasten the next cut: a remark's room).
+            room = min(budget.recall_room(asked and not self.keep_tails), budget.input - sum(parts.values()))
             recall_text, recalled = recall.render(await searching, room)
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))

@@ -43,7 +43,8 @@ class ContextSettings(Section):
     recall_share: float = Field(0.10, ge=0.0, le=0.4, description=(
         "Recall of older messages, chronicles and memories in the tail. The tail is sent uncached on every turn, "
         "so for a remark recall takes no more than this, nor more than about 400 tokens (a few hit lines); a "
-        "question (where recall answers) may have whatever room the window leaves, up to about 1,600 tokens."))
+        "question (where recall answers) may have whatever room the window leaves, up to about 1,600 tokens, "
+        "except on a local server, where each reply's tail stays in the window."))
     tail_share: float = Field(0.04, ge=0.01, le=0.2, description=(
         "The volatile tail: the time, live Stelis threads, news from the parent."))
     summary_share: float = Field(0.15, ge=0.02, le=0.4, description=(

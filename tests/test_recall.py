@@ -342,7 +342,7 @@ async def test_a_server_s_shared_conversations_are_read_once_for_all_its_convers
     assert len(reads) == 3
 
 
-async def test_a_question_gets_more_of_a_large_context_for_recall_than_a_remark(make_config, database):
+async def test_a_question_gets_more_recall_room_than_a_remark_but_not_where_tails_stay(make_config, database):
     e = await Engine.open(make_config(llm={"context_tokens": 16_384, "max_output_tokens": 512},
                                       snapshots={"interval_seconds": 0}, database=database), OfflineLLM())
     for scope, (name, public) in PLACES.items():
@@ -356,6 +356,9 @@ async def test_a_question_gets_more_of_a_large_context_for_recall_than_a_remark(
     assert remark.parts["recall"] <= MOST_RECALL < question.parts["recall"] <= MOST_ASKED
     recalled = [h.text for h in question.recalled]
     assert len(recalled) > len(remark.recalled) and all("quokka" in text for text in recalled)
+    e.assembler.keep_tails = True  # a local server: each reply's tail stays in the window, so it stays small
+    kept = await e.conversations.preview(GENERAL, "what about the quokka near the ferry pier?", author_name="ben")
+    assert kept.parts["recall"] <= MOST_RECALL
     await e.close()
 
 
