@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import tempfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +69,16 @@ class Step:
         return sum(count_tokens(m.content) for m in self.said)
 
 
-def script(turns: int, rare: float, seed: int = 600) -> list[Step]:
+def script(turns: int, rare: float, seed: int = 600, ask_every: int = 0) -> list[Step]:
+    """The turns; with `ask_every`, every such user message is a question (recall is given more room for one)."""
     rng = random.Random(seed)
     steps = []
     for turn in range(turns):
         said = tool_pair(rng, turn, rare) if turn % 15 == 7 else []
-        said.append(user_message(rng, turn, rare))
+        message = user_message(rng, turn, rare)
+        if ask_every and turn % ask_every == 0:
+            message = replace(message, content=f"what about {message.content}?")
+        said.append(message)
         steps.append(Step(said, sentence(rng, 30, 260, rare)))
     return steps
 
@@ -95,8 +99,9 @@ class Scripted:
 Reply = Callable[[Step], Awaitable[None]]
 
 
-async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: str = "zipf") -> dict:
-    steps = script(turns, VOCABULARIES[vocabulary])
+async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: str = "zipf",
+                   ask_every: int = 0) -> dict:
+    steps = script(turns, VOCABULARIES[vocabulary], ask_every=ask_every)
     scripted = Scripted()
     server = await FakeAnthropic(responder=scripted).start()
     llm = AnthropicLLM(AnthropicConfig(api_key="bench", base_url=server.base_url, max_retries=0, stream=False),

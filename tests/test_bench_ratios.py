@@ -75,3 +75,13 @@ async def test_bench_startup_fills_servers_with_pending_memory_work_and_times_a_
     lines = await startup.run((0, 2))
     assert [line["servers"] for line in lines] == [0, 2] and lines[0]["ready_ratio"] == 1.0
     assert all(line["first_reply_ms"] > 0 and line["recall_warm_ms"] >= line["ready_ms"] for line in lines)
+
+
+def test_cache_efficiency_can_script_a_question_every_few_turns():
+    from bench.cache_efficiency import script
+    from memory.recall import asks
+
+    plain, asking = script(9, 0.2), script(9, 0.2, ask_every=3)
+    assert not any(asks(step.said[-1].content) for step in plain)
+    assert [n for n, step in enumerate(asking) if asks(step.said[-1].content)] == [0, 3, 6]
+    assert [step.reply for step in plain] == [step.reply for step in asking]  # the same conversation otherwise
