@@ -631,9 +631,10 @@ class Assembler:
                 already.memory_lines.add(hit.key)
             else:
                 already.chronicles.add(hit.key)
+        reach = recall.QUESTION if recall.asks(query) and not self.keep_tails else recall.REMARK
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), query, already,
                                    context=before, frequencies=self.frequencies, unindexed_ok=len(window),
-                                   now=self.clock())
+                                   now=self.clock(), reach=reach)
         return hits
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:

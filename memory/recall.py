@@ -30,7 +30,7 @@ COMMON_SHARE = 0.15  # a word in more than this share of messages is dropped fro
 COMMON_CAP = 500  # ... and counting its matches stops here, so a look-up stays bounded
 SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked for in
 DAY_MESSAGES = 24  # what was said on a day a question names, newest first, at most
-CANDIDATES = 16  # messages ranked per look-up: 16 find as much as 24 on memory_quality, for less time
+CANDIDATES = 16  # messages ranked per look-up for a remark: 16 find as much as 24 on memory_quality, for less time
 CANDIDATE_ROWS = 200  # matches the message look-up may rank, whatever the archive's size
 MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
 HIT_CHARS = 400  # longer texts are shown (and judged) by their densest stretch of query words
@@ -197,9 +197,24 @@ def _stem(word: str) -> str:
     return word
 
 
+@dataclass(frozen=True)
+class Reach:
+    """How far a look-up goes: candidates ranked per index, hits kept, and the share of the query a hit must carry."""
+
+    candidates: int = CANDIDATES
+    limit: int = 16
+    coverage: float = MIN_COVERAGE
+
+
+REMARK = Reach()
+# A question is where recall answers, and has the room for it: twice the hits, and weaker ones (a question's
+# words are seldom its answer's, so its evidence carries less of them).
+QUESTION = Reach(2 * CANDIDATES, 32, 0.2)
+
+
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
                  context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0,
-                 now: float | None = None) -> list[Hit]:
+                 now: float | None = None, reach: Reach | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
     Words of `context` (the turn before the new message) only break ties between hits: they are
@@ -207,8 +222,10 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     out of the index (a reply passes its window's length: every one of its thread's among them is
     in the window); their words are still counted, or the conversation's own words would look rare.
     More, and the index is brought up to date first. A day the text names ("on 3 May", "yesterday", as of
-    `now`) is looked up too: what was said that day counts as a match of a rare word.
+    `now`) is looked up too: what was said that day counts as a match of a rare word. `reach` (how far to look)
+    overrides `limit`.
     """
+    reach = reach or replace(REMARK, limit=limit)
     own = query_terms(text)
     days = dates.days_named(text, now) if now is not None else []
     if not own and not days:
@@ -226,8 +243,8 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     if not rare and not short and not days:
         return []
     # Every look-up at once: on PostgreSQL each has a connection of its own (SQLite runs them back to back)
-    lookups = [_on_days(store, seen, shown, days), *([_indexed(store, seen, shown, rare, _candidate_terms(rare))]
-                                                      if rare else []),
+    lookups = [_on_days(store, seen, shown, days),
+               *([_indexed(store, seen, shown, rare, _candidate_terms(rare), reach.candidates)] if rare else []),
                *(_scanned(store, seen, shown, term) for term in short)]
     hits = [hit for found in await asyncio.gather(*lookups) for hit in found]
     # A word in no message may still be in a chronicle or a memory; one found nowhere cannot help rank.
@@ -239,7 +256,7 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
         return []
     tie = math.log(1 + total / COMMON_CAP) / 3  # what a context word adds: less than any word of the message
     ties = {t: tie for t in query_terms(context) if t not in weights}
-    return rank(hits, weights, ties, asks_for(text), 2 * tie, named)[:limit]
+    return rank(hits, weights, ties, asks_for(text), 2 * tie, named, reach.coverage)[:reach.limit]
 
 
 async def _scanned(store: Store, seen: Visibility, shown: Shown, term: str) -> list[Hit]:
@@ -275,14 +292,14 @@ def _candidate_terms(df: dict[str, int]) -> list[str]:
 
 
 async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str],
-                   message_terms: list[str]) -> list[Hit]:
+                   message_terms: list[str], candidates: int = CANDIDATES) -> list[Hit]:
     """Hits of the full-text indexes: messages (for the rarest words), chronicles and memory versions."""
-    notes = store.recall_notes(list(terms), seen.persona, seen.scope_keys, seen.records, CANDIDATES // 4)
+    notes = store.recall_notes(list(terms), seen.persona, seen.scope_keys, seen.records, candidates // 4)
     rows: list[MessageMatch] = []
     found: list[NoteMatch] = []
     if message_terms:  # both queued at once: the database runs them back to back
         rows, found = await asyncio.gather(store.recall_messages(
-            message_terms, seen.persona, seen.scope_keys, CANDIDATES), notes)
+            message_terms, seen.persona, seen.scope_keys, candidates), notes)
     else:
         found = await notes
     hits = [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
@@ -326,13 +343,14 @@ def asks_for(question: str) -> re.Pattern[str] | None:
 
 def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] | None = None,
          answer: re.Pattern[str] | None = None, answer_weight: float = 0.0,
-         days: dict[date, float] | None = None) -> list[Hit]:
+         days: dict[date, float] | None = None, coverage: float = MIN_COVERAGE) -> list[Hit]:
     """Hits whose excerpt carries enough of the query's information, the most first; newer first among equals.
 
     Who said it counts as a match too: "what did Kai buy" is about Kai's own messages. `ties` add
     to a hit's score but not to what it must cover, and so does `answer_weight` for an excerpt that
     looks like an answer (`answer`: "how old" is answered by a number). A hit from a day the question names
-    (`days`, each with its weight) matches that day. Each hit comes back as its excerpt.
+    (`days`, each with its weight) matches that day. A hit must carry `coverage` of the query's weight. Each hit
+    comes back as its excerpt.
     """
     days = days or {}
     ties = ties or {}
@@ -343,7 +361,7 @@ def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] 
         by_speaker = {t for t in weights if excerpts.contains(t, who)}
         shown = excerpts.best(hit.text, {t: w for t, w in weights.items() if t not in by_speaker}, HIT_CHARS)
         score = shown.score + sum(weights[t] for t in by_speaker) + days.get(dates.day_of(hit.at), 0.0)
-        if score < MIN_COVERAGE * whole:
+        if score < coverage * whole:
             continue
         lowered = shown.text.lower()
         score += sum(w for t, w in ties.items() if excerpts.contains(t, lowered))

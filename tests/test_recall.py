@@ -368,3 +368,13 @@ def test_what_asks_and_what_only_remarks():
         assert recall.asks(text), text
     for text in ("I went hiking today", "the lantern is in room 4.", "今日は晴れだね", "Whenever works for me."):
         assert not recall.asks(text), text
+
+
+def test_a_question_reaches_further_than_a_remark_for_weaker_hits():
+    from memory.recall import QUESTION, REMARK, Hit, rank
+
+    weights = {"osprey": 2.0, "varnish": 2.0, "harbour": 2.0, "mara": 2.0}
+    weak = Hit("message", 1, "the osprey needs a new coat this spring", 0.0, "ana", "here", 0.0)  # 1 of 4 words
+    assert rank([weak], weights, coverage=REMARK.coverage) == []
+    assert [h.key for h in rank([weak], weights, coverage=QUESTION.coverage)] == [1]
+    assert QUESTION.candidates > REMARK.candidates and QUESTION.limit > REMARK.limit
