@@ -9,6 +9,7 @@ import random
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench.backends import bare_window_select, place
@@ -85,22 +86,27 @@ async def measure(size: int, backend: str = "sqlite") -> dict:
         await assembler.frequencies.warm(store)  # as the bot does at start-up
         gc.collect()
         gc.freeze()  # as the bot does after start-up
-        timings: dict[bool, list[float]] = {True: [], False: []}
+        timings: dict[str, list[float]] = {"remark": [], "off": [], "question": []}
         bare: list[float] = []
-        for i in range(2 * SAMPLES):
-            assembler.recall_enabled = i % 2 == 0
-            await store.append(thread_id, user_message(rng, size + i))
+        for i in range(3 * SAMPLES):
+            mode = ("remark", "off", "question")[i % 3]
+            assembler.recall_enabled = mode != "off"
+            said = user_message(rng, size + i)
+            if mode == "question":  # a question reaches further in recall (recall.QUESTION)
+                said = replace(said, content=f"what about {said.content}?")
+            await store.append(thread_id, said)
             started = time.perf_counter()
             await assembler.assemble(thread_id)
-            timings[assembler.recall_enabled].append((time.perf_counter() - started) * 1000)
+            timings[mode].append((time.perf_counter() - started) * 1000)
             bare.append(await _bare_select(store, thread_id))
             await store.append(thread_id, assistant_message(rng, size + i))
             await settle_index(store)
         await store.close()
-    on, off = sorted(timings[True]), sorted(timings[False])
+    on, off = sorted(timings["remark"]), sorted(timings["off"])
     floor = statistics.median(bare)
     return {"bench": "context_latency", "backend": backend, "messages": size, "p50_ms": round(statistics.median(on), 2),
             "p95_ms": round(on[int(len(on) * 0.95) - 1], 2), "p50_ms_without_recall": round(statistics.median(off), 2),
+            "p50_ms_question": round(statistics.median(timings["question"]), 2),
             "recall_p50_ms": round(statistics.median(on) - statistics.median(off), 2),
             "bare_select_p50_ms": round(floor, 2), "ratio_to_bare": round(statistics.median(on) / floor, 1)}
 

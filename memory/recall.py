@@ -208,8 +208,8 @@ class Reach:
 
 REMARK = Reach()
 # A question is where recall answers, and has the room for it: twice the hits, and weaker ones (a question's
-# words are seldom its answer's, so its evidence carries less of them).
-QUESTION = Reach(2 * CANDIDATES, 32, 0.2)
+# words are seldom its answer's, so its evidence carries less of them). Twice the candidates found no more.
+QUESTION = Reach(CANDIDATES, 32, 0.2)
 
 
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
