@@ -493,15 +493,19 @@ class Assembler:
         trigger = window[-1] if window and window[-1].role == "user" else None
         query = trigger.content if trigger is not None else shape.recall_for
         searching = None
+        # A question reaches further, and may have more room, unless each reply's tail stays in the window.
+        asked = recall.asks(query or "") and not self.keep_tails
         if query and self.recall_enabled and shape.with_recall and not shape.naive:
             # Recall's look-ups run in the database's thread while the history is rendered here.
             before = window[:-1] if trigger is not None else window
             tails = [seen.tails[m.seq] for m in window if m.seq in seen.tails]
-            searching = asyncio.ensure_future(self._recall(chain[-1], query, before, protected + window, layers, tails))
+            searching = asyncio.ensure_future(self._recall(
+                chain[-1], query, before, protected + window, layers, tails,
+                recall.QUESTION if asked else recall.REMARK))
             await asyncio.sleep(0)  # let it send its first query
         try:
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
-                                       own_budget, cut, shape, searching, recall.asks(query or ""))
+                                       own_budget, cut, shape, searching, asked)
         finally:
             if searching is not None and not searching.done():
                 searching.cancel()
@@ -512,8 +516,8 @@ class Assembler:
                        budget: Plan, layers: Layers, protected: list[Message], window: list[Message],
                        seen: Rendering, own_budget: int, cut: bool, shape: Shape,
                        searching: asyncio.Future[list[recall.Hit]] | None, asked: bool = False) -> Assembly:
-        """The request itself, recall's hits (being looked up meanwhile) placed last; `asked`: the message is a
-        question, given recall's larger room.
+        """The request itself, recall's hits (being looked up meanwhile) placed last; `asked`: recall answers a
+        question, and may take the room the window leaves.
 
         The new message closes the cached history, so the next turn reads it from the cache; only
         the tail (time, recall) after it is paid in full each turn.
@@ -558,9 +562,8 @@ class Assembler:
         parts["tail"] = cached_tokens(tail_text)
         recalled: list[recall.Hit] = []
         if searching is not None:
-            # The tail is paid in full every turn: a remark gets a few hit lines, a question what the window leaves
-            # (but where a reply's tail stays in the window, a large one would hasten the next cut: a remark's room).
-            room = min(budget.recall_room(asked and not self.keep_tails), budget.input - sum(parts.values()))
+            # The tail is paid in full every turn: a remark gets a few hit lines, a question what the window leaves.
+            room = min(budget.recall_room(asked), budget.input - sum(parts.values()))
             recall_text, recalled = recall.render(await searching, room)
             if recall_text:
                 tail.append(Piece("user", Block(recall_text)))
@@ -617,7 +620,8 @@ class Assembler:
         return found[1]
 
     async def _recall(self, root: Thread, query: str, window: list[Message], shown: list[Message],
-                      layers: Layers, tails: Iterable[KeptTail] = ()) -> list[recall.Hit]:
+                      layers: Layers, tails: Iterable[KeptTail] = (), reach: recall.Reach = recall.REMARK
+                      ) -> list[recall.Hit]:
         """Recall's hits for the new message (or a task) and the turn before it, best first; none the
         request already carries (in its window, its memory, or an earlier reply's kept tail)."""
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
@@ -631,7 +635,6 @@ class Assembler:
                 already.memory_lines.add(hit.key)
             else:
                 already.chronicles.add(hit.key)
-        reach = recall.QUESTION if recall.asks(query) and not self.keep_tails else recall.REMARK
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), query, already,
                                    context=before, frequencies=self.frequencies, unindexed_ok=len(window),
                                    now=self.clock(), reach=reach)
