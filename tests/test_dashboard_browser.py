@@ -53,13 +53,17 @@ class Browser:
 
     async def click(self, css: str) -> str:
         """Follow a link or submit a form, and wait for the page it leads to."""
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
         def follow() -> None:
             old = self.driver.find_element("tag name", "html")
             self.driver.find_element("css selector", css).click()
-            WebDriverWait(self.driver, 10).until(expected_conditions.staleness_of(old))
+            # Asked while the old page is being torn down, Chromium may answer "node does not belong to the
+            # document" instead of "stale": that is asked again, and the next answer is "stale".
+            WebDriverWait(self.driver, 10, ignored_exceptions=(WebDriverException,)).until(
+                expected_conditions.staleness_of(old))
 
         await self._do(follow)
         return await self.text()
