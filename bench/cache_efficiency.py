@@ -25,12 +25,12 @@ from __future__ import annotations
 import random
 import tempfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import Report
-from bench.history import RARE_SHARE, sentence, tool_pair, user_message
+from bench.history import RARE_SHARE, asking, sentence, tool_pair, user_message
 from bench.letta_style import LettaStyle
 from bot.config import AnthropicConfig, ModelTiers, validate
 from bot.engine import Engine
@@ -77,7 +77,7 @@ def script(turns: int, rare: float, seed: int = 600, ask_every: int = 0) -> list
         said = tool_pair(rng, turn, rare) if turn % 15 == 7 else []
         message = user_message(rng, turn, rare)
         if ask_every and turn % ask_every == 0:
-            message = replace(message, content=f"what about {message.content}?")
+            message = asking(message)
         said.append(message)
         steps.append(Step(said, sentence(rng, 30, 260, rare)))
     return steps

@@ -9,11 +9,10 @@ import random
 import statistics
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from bench.backends import bare_window_select, place
-from bench.history import assistant_message, tool_pair, user_message
+from bench.history import asking, assistant_message, tool_pair, user_message
 from memory import threads
 from memory.backends import open_store
 from memory.context import Assembler, Budget, Persona
@@ -93,7 +92,7 @@ async def measure(size: int, backend: str = "sqlite") -> dict:
             assembler.recall_enabled = mode != "off"
             said = user_message(rng, size + i)
             if mode == "question":  # a question reaches further in recall (recall.QUESTION)
-                said = replace(said, content=f"what about {said.content}?")
+                said = asking(said)
             await store.append(thread_id, said)
             started = time.perf_counter()
             await assembler.assemble(thread_id)

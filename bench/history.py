@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from memory.records import NewMessage
 
@@ -29,6 +30,11 @@ def sentence(rng: random.Random, low: int, high: int, rare_share: float = RARE_S
 def user_message(rng: random.Random, n: int, rare_share: float = RARE_SHARE) -> NewMessage:
     return NewMessage("user", f"({n}) " + sentence(rng, 8, 120, rare_share),
                       author_name=rng.choice(["mahe", "eris", "kai"]))
+
+
+def asking(message: NewMessage) -> NewMessage:
+    """The same message as a question (recall reaches further for one)."""
+    return replace(message, content=f"what about {message.content}?")
 
 
 def assistant_message(rng: random.Random, n: int) -> NewMessage:

@@ -64,7 +64,7 @@ class Plan:
     def recall_room(self, question: bool) -> int:
         """Recall's most: a question is where recall answers, and may have whatever room the window leaves
         (right after a cut, a quarter of the request), up to MOST_ASKED."""
-        return max(self.recall, MOST_ASKED) if question else self.recall
+        return MOST_ASKED if question else self.recall  # a remark's is never more than MOST_RECALL
 
     @property
     def recall_floor(self) -> int:

@@ -177,7 +177,7 @@ def resolve_relative(text: str, said_at: float) -> str:
         return text
     out, start = [], 0
     for at, said in sorted(notes.items()):
-        wide = not said[0].isascii() and "：" in said[0]
+        wide = "：" in said[0]  # the first phrase noted there was Japanese
         out += [text[start:at], f"（{'、'.join(said)}）" if wide else f" ({'; '.join(said)})"]
         start = at
     return "".join(out) + text[start:]

@@ -212,9 +212,9 @@ REMARK = Reach()
 QUESTION = Reach(CANDIDATES, 32, 0.2)
 
 
-async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit: int = 16,
+async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach: Reach = REMARK,
                  context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0,
-                 now: float | None = None, reach: Reach | None = None) -> list[Hit]:
+                 now: float | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
     Words of `context` (the turn before the new message) only break ties between hits: they are
@@ -222,10 +222,8 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, limit:
     out of the index (a reply passes its window's length: every one of its thread's among them is
     in the window); their words are still counted, or the conversation's own words would look rare.
     More, and the index is brought up to date first. A day the text names ("on 3 May", "yesterday", as of
-    `now`) is looked up too: what was said that day counts as a match of a rare word. `reach` (how far to look)
-    overrides `limit`.
+    `now`) is looked up too: what was said that day counts as a match of a rare word. `reach`: how far to look.
     """
-    reach = reach or replace(REMARK, limit=limit)
     own = query_terms(text)
     days = dates.days_named(text, now) if now is not None else []
     if not own and not days:

@@ -6,6 +6,8 @@ of the replies (`Conversations`) and the replies can be given their tools when t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.services.snapshots import Snapshots
 from bot.services.stelis import StelisThreads
 from memory import recall
@@ -27,7 +29,7 @@ class Archive:
         """What recall finds for a query in a conversation, under the same visibility rules as replies."""
         root = await self._stelis.root(scope)
         seen = await self._assembler.visibilities.of(self._store, root)
-        return await recall.search(self._store, seen, query, recall.Shown(), limit=limit,
+        return await recall.search(self._store, seen, query, recall.Shown(), replace(recall.REMARK, limit=limit),
                                    frequencies=self._assembler.frequencies, now=self._store.clock())
 
     async def said(self, scope: Scope, text: str) -> Message:
