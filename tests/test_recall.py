@@ -378,3 +378,28 @@ def test_a_question_reaches_further_than_a_remark_for_weaker_hits():
     assert rank([weak], weights, coverage=REMARK.coverage) == []
     assert [h.key for h in rank([weak], weights, coverage=QUESTION.coverage)] == [1]
     assert QUESTION.limit > REMARK.limit
+
+
+async def test_a_question_s_further_reach_stays_inside_what_the_conversation_may_see_and_who_was_forgotten(engine):
+    for i, scope in enumerate(PLACES):
+        await engine.conversations.hear(scope, f"ana's zephyrine lantern glows in room {i}", author_name="ana",
+                                        author_id=1001, external_id=10 + i)
+        await engine.conversations.hear(scope, f"the zephyrine went quiet ({i})", author_name="cyd", author_id=1003,
+                                        external_id=20 + i)  # one word of the question's four: a weak hit
+        await engine.conversations.hear(scope, f"a glowing lantern by the harbour ({i})", author_name="ben",
+                                        external_id=30 + i)  # the question's other words: as rare as "zephyrine"
+        for n in range(3):
+            await engine.conversations.hear(scope, f"plain chatter number {n} about the weather", author_name="ben",
+                                            external_id=100 * (i + 1) + n)
+    await engine.forgetting.forget_person(1001, guild_id=GENERAL.guild_id)
+    question = "what about the zephyrine lantern glowing in the harbour?"
+    assert recall.asks(question)
+    request = (await engine.conversations.preview(GENERAL, question, author_name="ben")).request
+    said = " ".join(b.text for t in request.turns for b in t.blocks)
+    assert "the zephyrine went quiet (1)" in said  # a weak hit in a shared channel: the question's reach
+    assert "glows in room" not in said  # what the forgotten member said, anywhere
+    for elsewhere in ("(2)", "(3)", "(4)"):  # a private channel, another server, a DM
+        assert f"the zephyrine went quiet {elsewhere}" not in said and f"by the harbour {elsewhere}" not in said
+    engine.assembler.keep_tails = True  # a remark's reach: the weak hit is not shown at all
+    request = (await engine.conversations.preview(GENERAL, question, author_name="ben")).request
+    assert "the zephyrine went quiet (1)" not in " ".join(b.text for t in request.turns for b in t.blocks)
