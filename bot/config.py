@@ -360,10 +360,10 @@ class DatabaseConfig(_Model):
         "postgresql://user:password@host:5432/dbname to share one PostgreSQL among bot processes (sharding); "
         "or set DATABASE_URL. The database needs the pg_trgm extension (trusted since PostgreSQL 13) and a "
         "UTF-8 locale other than C."))
-    pool_size: int = Field(20, ge=1, le=200, description=(
-        "PostgreSQL connections this process may open at once. Each reply holds one for its recall look-up, so "
-        "many channels answered at once queue behind a small pool (500 at once: 18.5 s with 10, 2.0 s with 20; "
-        "bench concurrency); PostgreSQL allows 100 by default, shared by every process."))
+    pool_size: int = Field(20, ge=2, le=200, description=(
+        "PostgreSQL connections this process may open at once, a quarter of them (at least one) for recall's "
+        "look-ups. Each reply holds one for a moment, so many channels answered at once queue behind a small "
+        "pool (bench concurrency); PostgreSQL allows 100 by default, shared by every process."))
 
     @field_validator("url")
     @classmethod

@@ -111,6 +111,27 @@ async def test_the_pool_reports_its_use(store):
         assert store.pool_usage()[0] >= 1
 
 
+async def test_a_look_up_reads_the_trigram_index_where_the_planner_would_rather_scan(store):
+    """A table of a few rows is cheaper to scan, so the planner scans it; recall's connections never do (on a
+    large table its guess goes wrong: 40 ms for 2), and a look-up is one statement, no transaction around it."""
+    thread = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    await store.append_many(thread.id, [NewMessage("user", f"the kestrel number {n}") for n in range(5)])
+    look_up = "EXPLAIN SELECT seq FROM messages WHERE content_folded LIKE $1"
+    assert "Seq Scan" in "\n".join(r[0] for r in await store._all(look_up, "%kestrel%"))
+    assert "idx_messages_folded_trgm" in "\n".join(r[0] for r in await store._searched(look_up, "%kestrel%"))
+    found = await store.recall_messages(["kestrel"], "Stelis", (thread.scope_key,), 3)
+    assert len(found) == 3 and store.pool_usage()[1] == 10  # the search pool is counted in database.pool_size
+
+
+@pytest.mark.parametrize(("size", "main", "search"), [(2, 1, 1), (3, 2, 1), (20, 15, 5)])
+async def test_database_pool_size_bounds_both_pools(postgres_cluster, size, main, search):
+    name = await postgres_cluster.fresh_database()
+    opened = await PostgresStore.open(postgres_cluster.url_for(name), pool_size=size)
+    assert (opened._pool.get_max_size(), opened._search.get_max_size()) == (main, search)
+    await opened.close()
+    await postgres_cluster.drop_database(name)
+
+
 async def test_bot_processes_sharing_a_database_take_turns_to_log_in(postgres_cluster, make_config, monkeypatch):
     from discord.ext import commands
 

@@ -6,6 +6,7 @@ and a lease, versions are numbered inside their write transaction, and nothing r
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -54,6 +55,11 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 MIGRATION_LOCK = 0x5374656C6973  # "Stelis": one process migrates, the others wait for it
 MIGRATION_SECONDS = 6 * 3600.0
+DEFAULT_POOL = 10  # connections in all when database.pool_size is not given (asyncpg's default)
+SEARCH_SHARE = 4  # one connection in four serves recall's look-ups
+# The planner prices a trigram ILIKE as cheap and would rather read every row (40 ms at 10k messages) than the
+# index (2 ms). Set per session, a look-up is one round trip: SET LOCAL in a transaction made it four.
+SEARCH_SETTINGS = {"enable_seqscan": "off"}
 TRIGRAM_INDEXES = ("idx_messages_folded_trgm", "idx_records_trgm", "idx_chronicles_trgm")
 # Tables whose key the database numbers: after rows arrive with their own, numbering goes on above them.
 IDENTITIES = {"threads": "id", "messages": "seq", "memory_records": "id", "memory_pins": "id", "playbook_runs": "id",
@@ -187,39 +193,43 @@ def _matches(table: str, key: str, test: str, first: int, count: int) -> str:
 class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, UsageSql, CopyingSql):
     """PostgreSQL's own SQL (leases, trigram recall, shared changes); the rest is memory/sql's, numbered here."""
 
-    def __init__(self, pool: asyncpg.Pool, clock: Clock = time.time):
+    def __init__(self, pool: asyncpg.Pool, search: asyncpg.Pool, clock: Clock = time.time):
         super().__init__(clock)
         self._pool = pool
+        self._search = search  # recall's look-ups: its connections never plan a scan of a whole table
         self._shared_seen: int | None = None  # shared_changes as this process last read it
 
     @classmethod
     async def open(cls, url: str, clock: Clock = time.time, pool_size: int | None = None) -> PostgresStore:
-        """Connect (a pool of `pool_size`, else asyncpg's) and migrate; anything unusable is a StoreError."""
+        """Connect (`pool_size` connections in all, else asyncpg's ten) and migrate; anything unusable is a
+        StoreError."""
+        size = pool_size or DEFAULT_POOL
+        searchers = max(1, size // SEARCH_SHARE)
+        pools: list[asyncpg.Pool] = []
         try:
-            if pool_size:
-                pool = await asyncpg.create_pool(url, command_timeout=60, min_size=1, max_size=pool_size,
-                                                 reset=_keep_session)
-            else:
-                pool = await asyncpg.create_pool(url, command_timeout=60, min_size=1, reset=_keep_session)
+            for most, settings in ((max(1, size - searchers), {}), (searchers, SEARCH_SETTINGS)):
+                pools.append(await asyncpg.create_pool(url, command_timeout=60, min_size=1, max_size=most,
+                                                       reset=_keep_session, server_settings=settings))
         except (OSError, asyncpg.PostgresError, ValueError) as exc:
+            await asyncio.gather(*(pool.close() for pool in pools))
             raise StoreError(f"cannot reach the database {safe_url(url)}: {exc}") from None
-        store = cls(pool, clock)
+        store = cls(*pools, clock=clock)
         try:
             await store.migrate()
         except BaseException as exc:
-            await pool.close()
+            await store.close()
             if isinstance(exc, asyncpg.PostgresError):
                 raise StoreError(f"the database {safe_url(url)} cannot be used ({exc})") from None
             raise
         return store
 
     async def close(self) -> None:
-        await self._pool.close()
+        await asyncio.gather(self._pool.close(), self._search.close())
 
     def pool_usage(self) -> tuple[int, int]:
-        """Connections in use and the pool's size, for the metrics."""
-        size = self._pool.get_size()
-        return size - self._pool.get_idle_size(), self._pool.get_max_size()
+        """Connections in use and the most this process may open, for the metrics."""
+        pools = (self._pool, self._search)
+        return (sum(p.get_size() - p.get_idle_size() for p in pools), sum(p.get_max_size() for p in pools))
 
     async def schema_version(self) -> int:
         exists = await self._value("SELECT to_regclass('schema_version') IS NOT NULL")
@@ -708,11 +718,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             return list(await self._pool.fetch(sql, *params))
 
     async def _searched(self, sql: str, *params: Any) -> list[asyncpg.Record]:
-        """A look-up through the trigram indexes. The planner prices ILIKE as cheap and would rather read
-        every row (40 ms at 10k messages) than the index (2 ms), so scans are ruled out for this query."""
-        async with self._transaction() as con:
-            await con.execute("SET LOCAL enable_seqscan = off")
-            return list(await con.fetch(sql, *params))
+        """A look-up through the trigram indexes, on a connection of the search pool (SEARCH_SETTINGS)."""
+        with _refusals():
+            return list(await self._search.fetch(sql, *params))
 
     async def _value(self, sql: str, *params: Any) -> Any:
         with _refusals():
