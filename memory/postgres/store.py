@@ -213,7 +213,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         except (OSError, asyncpg.PostgresError, ValueError) as exc:
             await asyncio.gather(*(pool.close() for pool in pools))
             raise StoreError(f"cannot reach the database {safe_url(url)}: {exc}") from None
-        store = cls(*pools, clock=clock)
+        store = cls(pools[0], pools[1], clock)
         try:
             await store.migrate()
         except BaseException as exc:
