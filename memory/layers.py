@@ -13,7 +13,10 @@ prompt at the window's next cut, not in the middle of a cached prefix.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import Literal, TypeVar
 
 from memory import dates, extractive
 from memory.records import MemoryRecord, Thread
@@ -21,6 +24,7 @@ from memory.store import Store
 from memory.tokens import cached_tokens
 
 OWN, OTHER, SERVER, THREAD = "own", "other", "server", "thread"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,36 +69,53 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
 
 async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int,
                       as_of: int | None) -> list[_Piece]:
-    persona = root.persona
-    own_section = (50, OWN)
-    pieces: list[_Piece] = []
-    pins = await store.pins(persona, "channel", root.channel_id or 0)
+    # The reads do not wait for each other: on PostgreSQL each is a round trip of its own connection
+    # (SQLite runs them back to back in its thread, as before).
+    persona, guild_id = root.persona, root.guild_id
+    own, thread_version, server, others = await asyncio.gather(
+        _own(store, persona, root.channel_id or 0, versions, as_of),
+        _value(thread.discord_thread_id is not None and store.latest_record(
+            persona, "thread", thread.discord_thread_id or 0, "short_term", as_of)),
+        _value(guild_id is not None and store.latest_record(persona, "workspace", guild_id or 0, "long_term", as_of)),
+        _value(guild_id is not None and store.shared_channels(persona, guild_id or 0, limit=shared,
+                                                              besides=root.channel_id)))
+    pieces = own
+    if thread_version:
+        pieces.append(_Piece(2, (90, THREAD), 0, _short_term_text(thread_version, "Latest"), thread_version))
+    if server:
+        pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(server), server))
+    # Seed 004: each shared channel's newest versions too, oldest first; a tight room drops its oldest versions
+    # before another channel's newest (a channel's long-term memory comes before its versions). The most recently
+    # active are nearest this conversation.
+    for found in await asyncio.gather(*(
+            _channel(store, persona, other.channel_id or 0, (49 - rank, f"#{other.name or other.channel_id}"),
+                     versions, as_of, (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
+            for rank, other in enumerate(others or []))):
+        pieces += found
+    return pieces
+
+
+async def _value(read: Awaitable[T] | Literal[False]) -> T | None:
+    """What a read returns, or None where it does not apply."""
+    return None if read is False else await read
+
+
+async def _own(store: Store, persona: str, channel_id: int, versions: int, as_of: int | None) -> list[_Piece]:
+    """This conversation's pinned facts, long-term memory and newest versions."""
+    section = (50, OWN)
+    pins, pieces = await asyncio.gather(store.pins(persona, "channel", channel_id),
+                                        _channel(store, persona, channel_id, section, versions, as_of, (1, 3, 5)))
     if pins:
-        pieces.append(_Piece(0, own_section, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins)))
-    pieces += await _channel(store, persona, root.channel_id or 0, own_section, versions, as_of, (1, 3, 5))
-    if thread.discord_thread_id is not None:
-        found = await store.latest_record(persona, "thread", thread.discord_thread_id, "short_term", as_of)
-        if found:
-            pieces.append(_Piece(2, (90, THREAD), 0, _short_term_text(found, "Latest"), found))
-    if root.guild_id is not None:
-        found = await store.latest_record(persona, "workspace", root.guild_id, "long_term", as_of)
-        if found:
-            pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(found), found))
-        others = await store.shared_channels(persona, root.guild_id, limit=shared, besides=root.channel_id)
-        for rank, other in enumerate(others):  # the most recently active nearest this conversation
-            # Seed 004: each shared channel's newest versions too, oldest first; a tight room drops its oldest
-            # versions before another channel's newest (a channel's long-term memory comes before its versions).
-            section = (49 - rank, f"#{other.name or other.channel_id}")
-            pieces += await _channel(store, persona, other.channel_id or 0, section, versions, as_of,
-                                     (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
+        pieces.insert(0, _Piece(0, section, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins)))
     return pieces
 
 
 async def _channel(store: Store, persona: str, channel_id: int, section: tuple[int, str], versions: int,
                    as_of: int | None, priorities: tuple[int, int, int]) -> list[_Piece]:
     """A channel's long-term memory and its newest versions, oldest first, each with its priority."""
-    long_term = await store.latest_record(persona, "channel", channel_id, "long_term", as_of)
-    recent = await store.recent_records(persona, "channel", channel_id, "short_term", versions, as_of)
+    long_term, recent = await asyncio.gather(
+        store.latest_record(persona, "channel", channel_id, "long_term", as_of),
+        store.recent_records(persona, "channel", channel_id, "short_term", versions, as_of))
     pieces = [_Piece(priorities[0], section, 0, _long_term_text(long_term), long_term)] if long_term else []
     for age, record in enumerate(reversed(recent)):
         label = "Newest" if age == 0 else ("Oldest shown" if age == len(recent) - 1 else "Earlier")

@@ -235,3 +235,14 @@ def test_recall_ranks_its_hits_as_fts5_does_rare_words_and_short_texts_first():
     twice = [(1, "lighthouse by the lighthouse", [0]), (2, "lighthouse by the old harbour", [0])]
     assert [r[0] for r in _ranked(twice, ["lighthouse"], text=1, key=0, limit=5)] == [1, 2]  # twice beats once
     assert _ranked([], ["x"], text=1, key=0, limit=5) == []
+
+
+def test_named_parameters_are_numbered_in_order_of_first_use():
+    from memory.postgres.store import named
+
+    sql = "UPDATE t SET due = $now::float8 WHERE n >= $threshold AND at < $now AND id = $thread_id"
+    assert named(sql, thread_id=7, now=1.5, threshold=3) == (
+        "UPDATE t SET due = $1::float8 WHERE n >= $2 AND at < $1 AND id = $3", 1.5, 3, 7)
+    assert named(sql, thread_id=8, now=2.5, threshold=4)[1:] == (2.5, 4, 8)  # parsed once, bound each time
+    with pytest.raises(KeyError):
+        named(sql, now=1.0)

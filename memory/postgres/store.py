@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -112,23 +113,26 @@ def numbered(sql: str) -> str:
 
 
 def named(sql: str, **params: Any) -> tuple[Any, ...]:
-    """`$name` placeholders to asyncpg's `$n`, in order of first use."""
+    """`$name` placeholders to asyncpg's `$n`, in order of first use: the arguments of fetch(...)."""
+    text, order = _numbered_names(sql)
+    return (text, *(params[n] for n in order))
+
+
+@functools.lru_cache(maxsize=256)
+def _numbered_names(sql: str) -> tuple[str, tuple[str, ...]]:
+    """A statement's `$name`s numbered, and the names in their order (each statement parsed once: a burst of
+    replies parsed the same few thousand times)."""
     order: list[str] = []
-    out, i = [], 0
-    while i < len(sql):
-        if sql[i] == "$" and i + 1 < len(sql) and (sql[i + 1].isalpha() or sql[i + 1] == "_"):
-            j = i + 1
-            while j < len(sql) and (sql[j].isalnum() or sql[j] == "_"):
-                j += 1
-            name = sql[i + 1:j]
-            if name not in order:
-                order.append(name)
-            out.append(f"${order.index(name) + 1}")
-            i = j
-        else:
-            out.append(sql[i])
-            i += 1
-    return ("".join(out), *(params[n] for n in order))  # the arguments of fetch(...), in order
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in order:
+            order.append(match[1])
+        return f"${order.index(match[1]) + 1}"
+
+    return _NAME.sub(number, sql), tuple(order)
+
+
+_NAME = re.compile(r"\$([A-Za-z_]\w*)")
 
 
 def _count(status: str) -> int:
