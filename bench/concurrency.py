@@ -10,6 +10,7 @@ short-term version due, so versions are written during the burst; its p95 is com
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import tempfile
 import time
@@ -69,6 +70,8 @@ async def _stelis(backend: str, channels: int, *, memory_work: bool) -> tuple[fl
                            "snapshots": {"interval_seconds": 0}, "llm": {"reply_tools": False},
                            "short_term_history": {"message_threshold": THRESHOLD if memory_work else 10_000}})
         engine = await Engine.open(config, SlowModel())
+        gc.collect()
+        gc.freeze()  # as the bot does after start-up (bot/__main__.py): full collections skip what start-up made
         scopes = [Scope.channel(1, 1_000 + c) for c in range(channels)]
         for scope in scopes:  # each conversation exists and has said something before
             await engine.conversations.hear(scope, "good morning", author_name="ana")
@@ -93,6 +96,7 @@ async def _stelis(backend: str, channels: int, *, memory_work: bool) -> tuple[fl
         await ticker
         versions = await engine.store.count_rows("memory_records")  # written during the burst (and its tail)
         await engine.close()
+        gc.unfreeze()  # the next run's start-up is its own
         return wall, list(replies), max(stalls, default=0.0), versions
 
 

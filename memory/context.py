@@ -22,6 +22,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from memory import anchors, dates, recall
@@ -441,7 +442,7 @@ class Assembler:
     async def _system(self, chain: list[Thread], tools: tuple[Tool, ...]) -> tuple[Persona, str, Plan]:
         """The persona, its system prompt, and the request's budget shared out around it."""
         persona = (await self.conversation_of(chain[-1])).persona
-        system_text = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
+        system_text = _system_prompt(persona.name, persona.card)
         return persona, system_text, plan(self.budget, cached_tokens(system_text) + tool_tokens(tools))
 
     async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
@@ -930,6 +931,12 @@ def _kept(seq: int, thread: Thread) -> bool:
     """Whether a message from the window's start on is shown: not in a trimmed window's gap."""
     gap_from, gap_to = thread.window_gap_from, thread.window_gap_to
     return gap_from is None or gap_to is None or not gap_from <= seq < gap_to
+
+
+@lru_cache(maxsize=64)
+def _system_prompt(name: str, card: str) -> str:
+    """The persona's system prompt, rendered once per persona card (every request opens with it)."""
+    return render("system.md.j2", persona_name=name, persona_card=card.strip())
 
 
 def _shown(messages: list[Message], thread: Thread) -> list[Message]:

@@ -20,6 +20,7 @@ def _environment(directory: Path) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=False,
         autoescape=False,
+        auto_reload=False,  # they ship with the code: a lookup per prompt need not stat the file (a restart reloads)
     )
 
 
