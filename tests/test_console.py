@@ -4,11 +4,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from bot.clock import Clock
 from bot.console import Console
 from bot.engine import Engine
 from bot.providers.offline import OFFLINE_TAG, OfflineLLM
@@ -406,8 +408,11 @@ async def test_tasks_and_branches_in_the_console(make_config):
 
 
 async def test_autonomy_in_the_console_runs_pulses_when_idle(make_config):
+    # Noon today: the script's 2 h 40 min of /idle stays inside one day's budget and outside the late quiet hours,
+    # whenever the suite runs (from 21:20 UTC on, "Today" was tomorrow by the end)
+    noon = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0).timestamp()
     engine = await Engine.open(make_config(snapshots={"interval_seconds": 0}, autonomy={"quiet_minutes": 0}),
-                               OfflineLLM())
+                               OfflineLLM(), clock=Clock(noon - time.time()))
     script = "\n".join([
         "/autonomy", "/idle 7200", "/autonomy on", "/autonomy interval 2", "/autonomy quiet late",
         "/autonomy interval 30", "/autonomy budget 12 50000", "/branches create Star map | listing constellations",
