@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from bench import (
     startup,
 )
 from bench.backends import BACKENDS
+from bot import event_loop
 
 BENCHES: dict[str, Callable[[], Awaitable[list[dict]]]] = {
     "cache_efficiency": cache_efficiency.run,
@@ -76,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     live = streaming(args.quick, args.data)
     for name in names:
         if name in live:
-            asyncio.run(live[name]())  # printed as measured
+            event_loop.run(live[name]())  # printed as measured
             continue
         if name not in ON_EITHER_BACKEND:
-            _print(asyncio.run(BENCHES[name]()))
+            _print(event_loop.run(BENCHES[name]()))
             continue
         backends = BACKENDS if args.backend == "both" else (args.backend,)
-        by_backend = {backend: asyncio.run(ON_EITHER_BACKEND[name](backend)) for backend in backends}
+        by_backend = {backend: event_loop.run(ON_EITHER_BACKEND[name](backend)) for backend in backends}
         for lines in by_backend.values():
             _print(lines)
         if len(by_backend) == 2:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import getpass
 import json
@@ -14,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
-from bot import logs
+from bot import event_loop, logs
 from bot.companions import load_companions
 from bot.config import Config, ConfigError, LoadedConfig, load_config, masked_dump
 from memory.errors import Failure
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         from bot.migrate import migrate
 
         logs.configure(loaded.config.log_level, loaded.config.secrets())
-        return asyncio.run(migrate(args.source, args.target))
+        return event_loop.run(migrate(args.source, args.target))
     from memory.store import StoreError
 
     try:
@@ -168,16 +167,16 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace, companion
     config = loaded.config
     if command == "snapshot":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
-        return asyncio.run(_snapshot(loaded, args))
+        return event_loop.run(_snapshot(loaded, args))
     if command == "memory-worker":
         from bot.memory_only import run_memory_worker
 
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log", screen=True,
                        json_lines=config.log_format == "json")
-        return asyncio.run(run_memory_worker(config, until_idle=args.until_idle))
+        return event_loop.run(run_memory_worker(config, until_idle=args.until_idle))
     if command == "duet":
         logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
-        return asyncio.run(_duet(loaded, args))
+        return event_loop.run(_duet(loaded, args))
     if command == "discord" or (command == "run" and config.discord.token is not None):
         from bot.discord_bot import run_discord
 
@@ -185,13 +184,13 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace, companion
                        json_lines=config.log_format == "json")
         for persona in (config, *companions):
             log.info("%s: data in %s", persona.persona.name, persona.data_dir.resolve())
-        return asyncio.run(run_discord(config, companions))
+        return event_loop.run(run_discord(config, companions))
     logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
     from bot.providers import preload
 
     preload(config)  # the SDK imports while the engine does: the first reply comes sooner
     try:
-        return asyncio.run(_console(loaded))
+        return event_loop.run(_console(loaded))
     except KeyboardInterrupt:  # the store closed in _console's finally; everything said is saved
         print(file=sys.stderr)
         return 130
