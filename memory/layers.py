@@ -14,9 +14,7 @@ prompt at the window's next cut, not in the middle of a cached prefix.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
 
 from memory import dates, extractive
 from memory.records import MemoryRecord, Thread
@@ -24,7 +22,6 @@ from memory.store import Store
 from memory.tokens import cached_tokens
 
 OWN, OTHER, SERVER, THREAD = "own", "other", "server", "thread"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -74,11 +71,11 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     persona, guild_id = root.persona, root.guild_id
     own, thread_version, server, others = await asyncio.gather(
         _own(store, persona, root.channel_id or 0, versions, as_of),
-        _value(thread.discord_thread_id is not None and store.latest_record(
-            persona, "thread", thread.discord_thread_id or 0, "short_term", as_of)),
-        _value(guild_id is not None and store.latest_record(persona, "workspace", guild_id or 0, "long_term", as_of)),
-        _value(guild_id is not None and store.shared_channels(persona, guild_id or 0, limit=shared,
-                                                              besides=root.channel_id)))
+        _none() if thread.discord_thread_id is None else store.latest_record(
+            persona, "thread", thread.discord_thread_id, "short_term", as_of),
+        _none() if guild_id is None else store.latest_record(persona, "workspace", guild_id, "long_term", as_of),
+        _none() if guild_id is None else store.shared_channels(persona, guild_id, limit=shared,
+                                                               besides=root.channel_id))
     pieces = own
     if thread_version:
         pieces.append(_Piece(2, (90, THREAD), 0, _short_term_text(thread_version, "Latest"), thread_version))
@@ -95,9 +92,9 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     return pieces
 
 
-async def _value(read: Awaitable[T] | Literal[False]) -> T | None:
-    """What a read returns, or None where it does not apply."""
-    return None if read is False else await read
+async def _none() -> None:
+    """A read that does not apply here (no Discord thread, no server)."""
+    return None
 
 
 async def _own(store: Store, persona: str, channel_id: int, versions: int, as_of: int | None) -> list[_Piece]:
