@@ -35,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bot import event_loop
 from bot.config import validate
 from bot.console import Console
 from bot.engine import Engine
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         log = Path(folder) / "server.log"
         server, url = _start_server(args.server_python, args.ctx, log)
         try:
-            figures = asyncio.run(_converse(url, args.ctx, Path(folder) / "data", log))
+            figures = event_loop.run(_converse(url, args.ctx, Path(folder) / "data", log))
         finally:
             server.terminate()
             server.wait(timeout=30)
