@@ -104,6 +104,26 @@ async def test_a_second_process_sweeps_only_the_threads_of_a_process_that_stoppe
     await postgres_cluster.drop_database(name)
 
 
+async def test_a_search_pool_that_cannot_connect_closes_the_pool_already_open(postgres_cluster, monkeypatch):
+    """The server refusing the second pool's connections (its limit reached meanwhile) is a StoreError, and the
+    first pool's connections are closed, not left open until the process ends."""
+    name = await postgres_cluster.fresh_database()
+    opened: list[asyncpg.Pool] = []
+    real = asyncpg.create_pool
+
+    async def second_refused(*args, **kwargs):
+        if opened:
+            raise asyncpg.TooManyConnectionsError("sorry, too many clients already")
+        opened.append(await real(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(asyncpg, "create_pool", second_refused)
+    with pytest.raises(StoreError, match="too many clients"):
+        await PostgresStore.open(postgres_cluster.url_for(name))
+    assert opened and opened[0].is_closing()
+    await postgres_cluster.drop_database(name)  # refused while a connection to it is still open
+
+
 async def test_the_pool_reports_its_use(store):
     in_use, size = store.pool_usage()
     assert size == 10 and 0 <= in_use <= size  # asyncpg's default size when database.pool_size is not given
