@@ -20,21 +20,28 @@ from bench.backends import bare_burst, place
 from bot.config import validate
 from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
-from memory.llm import LLMRequest, LLMResult, TextSink
+from memory.llm import LLMRequest, LLMResult, TextSink, Usage
 from memory.records import Scope
 
 DELAY = 1.0
 SIZES = (1, 10, 100, 500)
 THRESHOLD = 2  # messages before a version is due: the burst's message is each channel's second
+REPLY = "Standup at ten, then the release review after lunch; the deploy window opens at four."
+REPLY_TOKENS = 20  # about REPLY's, as the API would report it
 
 
 class SlowModel(OfflineLLM):
-    """The offline model answering replies after DELAY seconds, as a real one would (summaries at once)."""
+    """A remote model: a reply comes after DELAY seconds and costs this process nothing but the wait, as the bare
+    loop's does (the offline model would write it here, counting the whole prompt's tokens for its usage: CPU a
+    model behind an API spends elsewhere). Summaries are the offline model's, at once."""
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResult:
-        if request.purpose == "reply":
-            await asyncio.sleep(DELAY)
-        return await super().complete(request, on_text)
+        if request.purpose != "reply":
+            return await super().complete(request, on_text)
+        await asyncio.sleep(DELAY)
+        if on_text:
+            on_text(REPLY)
+        return LLMResult(text=REPLY, usage=Usage(input_tokens=1_000, output_tokens=REPLY_TOKENS), model="remote")
 
 
 async def run(backend: str = "sqlite", sizes: tuple[int, ...] = SIZES) -> list[dict]:
