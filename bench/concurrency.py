@@ -22,12 +22,13 @@ from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
 from memory.llm import LLMRequest, LLMResult, TextSink, Usage
 from memory.records import Scope
+from memory.tokens import count_tokens
 
 DELAY = 1.0
 SIZES = (1, 10, 100, 500)
 THRESHOLD = 2  # messages before a version is due: the burst's message is each channel's second
 REPLY = "Standup at ten, then the release review after lunch; the deploy window opens at four."
-REPLY_TOKENS = 20  # about REPLY's, as the API would report it
+REPLY_TOKENS = count_tokens(REPLY)  # as the API would report it
 
 
 class SlowModel(OfflineLLM):

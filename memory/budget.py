@@ -20,7 +20,7 @@ MIN_CONVERSATION = 256  # below this the persona cannot hold a conversation at a
 RECALL_FLOOR = 1 / 3  # of recall's share: what a full window still leaves it ...
 MIN_RECALL = 256  # ... but never less than about two hit lines, or a small context would recall nothing
 MOST_RECALL = 400  # a remark points back at a few things, whatever the context's size: four or so hit lines
-MOST_ASKED = 1_600  # a question, where recall answers: what the window leaves, up to the sixteen hits a search returns
+MOST_ASKED = 1_600  # a question, where recall answers: what the window leaves, up to about sixteen hit lines
 
 
 class ContextError(Failure):

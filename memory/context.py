@@ -442,7 +442,7 @@ class Assembler:
     async def _system(self, chain: list[Thread], tools: tuple[Tool, ...]) -> tuple[Persona, str, Plan]:
         """The persona, its system prompt, and the request's budget shared out around it."""
         persona = (await self.conversation_of(chain[-1])).persona
-        system_text = _system_prompt(persona.name, persona.card)
+        system_text = system_prompt(persona.name, persona.card)
         return persona, system_text, plan(self.budget, cached_tokens(system_text) + tool_tokens(tools))
 
     async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
@@ -934,8 +934,9 @@ def _kept(seq: int, thread: Thread) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _system_prompt(name: str, card: str) -> str:
-    """The persona's system prompt, rendered once per persona card (every request opens with it)."""
+def system_prompt(name: str, card: str) -> str:
+    """The persona's system prompt, rendered once per persona card: every reply and every playbook request that
+    speaks as the persona opens with it, byte for byte (the cache's prefix)."""
     return render("system.md.j2", persona_name=name, persona_card=card.strip())
 
 

@@ -13,11 +13,10 @@ from typing import Any
 
 from bot.playbooks.model import Profile
 from memory.anchors import exchange_lines
-from memory.context import Assembler, Persona, Shape, tool_tokens
+from memory.context import Assembler, Persona, Shape, system_prompt, tool_tokens
 from memory.llm import Block, LLMRequest, Tier, Tool, Turn
 from memory.observation import reduce_message
 from memory.store import Store
-from memory.templates import render
 from memory.threads import lineage
 from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
 
@@ -50,7 +49,7 @@ async def request_for(profile: Profile, instruction: str, *, thread_id: int, sta
         request = assembly.request
     elif profile == "router":
         persona = await _persona(assembler, store, thread_id)
-        system = render("system.md.j2", persona_name=persona.name, persona_card=persona.card.strip())
+        system = system_prompt(persona.name, persona.card)
         room = _room(assembler, system, tools)
         task = _within(instruction, room * 2 // 3)
         recent = exchange_lines(await store.last_exchanges(thread_id, 2 * assembler.policy.locked_turns))
