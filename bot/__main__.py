@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,10 +21,23 @@ log = logging.getLogger("stelis")
 
 
 def _version() -> str:
+    from importlib import metadata  # tens of ms that only --version needs
+
     try:
         return metadata.version("stelis")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown (not installed)"
+
+
+class _Version(argparse.Action):
+    """`--version`, looked up only when asked: finding the installed package costs every start tens of ms."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"stelis {_version()}")
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="shards across all processes (discord.shard_count)")
     parser = argparse.ArgumentParser(prog="stelis", description="Stelis persona bot (python -m bot works too)",
                                      parents=[common])
-    parser.add_argument("--version", action="version", version=f"stelis {_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command")
 
     def command(name: str, text: str, within: Any = sub) -> argparse.ArgumentParser:

@@ -14,7 +14,6 @@ from bot.character_card import card_file
 from bot.config import OVERRIDABLE, ConfigError, shown_value
 from bot.dashboard.access import CONSOLE
 from bot.engine import Engine, ReplyFailed, ReplyUnsaved
-from bot.line_editor import LineEditor
 from bot.logs import Held
 from bot.report import (
     autonomy_lines,
@@ -53,8 +52,9 @@ from memory.short_term import Outcome
 from memory.store import StoreError
 from memory.threads import Run
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a terminal's line editor (prompt_toolkit) is imported only where there is a terminal
     from bot.dashboard.server import Dashboard
+    from bot.line_editor import LineEditor
 
 HELP = """Commands:
   /thread new <label>   start a Stelis working thread under the current one

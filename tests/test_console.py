@@ -45,6 +45,16 @@ def test_piped_console_replies_per_line_and_remembers_across_runs(tmp_path):
     assert (tmp_path / "data" / "stelis.sqlite3").exists()
 
 
+def test_the_console_starts_without_what_only_a_terminal_or_another_provider_needs():
+    # A first reply waits for every import on its way (issue 32: 1.5 s at most): the line editor is for a terminal,
+    # the SDKs for their providers, Discord for the bot.
+    probe = ("import sys, bot.__main__, bot.console; "
+             "print(sorted(m for m in ('prompt_toolkit', 'anthropic', 'openai', 'discord') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_console_refuses_a_bad_config_with_the_key_named(tmp_path):
     env = {**os.environ, "STELIS_DATA_DIR": str(tmp_path), "STELIS_LLM_MAX_OUTPUT_TOKENS": "0"}
     bad = subprocess.run([sys.executable, "-m", "bot", "console"], input="", capture_output=True,
