@@ -28,6 +28,7 @@ run: install
 	$(PY) -m bot
 
 test: dev
+	$(BYTECODE)
 	$(PY) -m pytest -q
 
 # The README's dashboard pictures, taken by the browser tests (Chromium: apt-get install chromium chromium-driver).
