@@ -143,6 +143,20 @@ async def test_a_look_up_reads_the_trigram_index_where_the_planner_would_rather_
     assert len(found) == 3 and store.pool_usage()[1] == 10  # the search pool is counted in database.pool_size
 
 
+async def test_long_texts_are_written_compressed_with_lz4_and_read_back_whole(store):
+    """A look-up decompresses each candidate it reads: lz4 does it in a fraction of pglz's time (migration 9)."""
+    thread = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    long = "The kestrel hovered over the ridge while Mahe counted the hawks. " * 80  # ~5 kB: stored compressed
+    await store.append(thread.id, NewMessage("user", long))
+    record = await store.add_record("Stelis", "channel", 2, "short_term", long, 1, 1)
+    compression = await store._one(
+        "SELECT pg_column_compression(m.content), pg_column_compression(m.content_folded),"
+        " pg_column_compression(r.content) FROM messages m, memory_records r WHERE r.id = $1", record.id)
+    assert tuple(compression or ()) == ("lz4", "lz4", "lz4")
+    (found,) = await store.recall_messages(["kestrel"], "Stelis", (thread.scope_key,), 3)
+    assert found.content == long
+
+
 @pytest.mark.parametrize(("size", "main", "search"), [(2, 1, 1), (3, 2, 1), (20, 15, 5)])
 async def test_database_pool_size_bounds_both_pools(postgres_cluster, size, main, search):
     name = await postgres_cluster.fresh_database()
