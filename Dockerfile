@@ -9,7 +9,10 @@ COPY bench ./bench
 COPY templates ./templates
 COPY config.yaml ./
 # The openai extra too: an OpenAI-compatible endpoint (Ollama, vLLM) is one variable away.
+# The project's bytecode written at build: the app runs as a user who cannot write it beside the sources, so
+# every start would compile them again.
 RUN pip install --no-cache-dir -e '.[openai]' \
+    && python -m compileall -q bot memory cogs \
     && useradd --create-home --uid 10001 stelis \
     && mkdir -p /data && chown stelis /data
 USER stelis

@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # Our own modules' bytecode, written once: where PYTHONDONTWRITEBYTECODE is set (container images set it) every start
 # would compile them again, 0.1-0.2 s of a first reply.
-BYTECODE := $(PY) -m compileall -q bot memory
+BYTECODE := $(PY) -m compileall -q bot memory cogs
 
 .PHONY: run test lint bench e2e screenshots readme install dev clean
 

@@ -171,6 +171,9 @@ REPO = Path(__file__).resolve().parent.parent
 def test_the_container_runs_as_a_user_with_every_extra_a_health_check_and_the_bot_only():
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "pip install --no-cache-dir -e '.[openai]'" in dockerfile
+    # its user cannot write bytecode beside the sources: compiled at build, or every start compiles them again
+    compiled = re.search(r"python -m compileall -q ([\w ]+)", dockerfile)
+    assert compiled and {"bot", "memory", "cogs"} <= set(compiled.group(1).split())
     users = re.findall(r"^USER (\S+)", dockerfile, re.MULTILINE)
     assert users and users[-1] not in ("root", "0")
     assert re.search(r"^HEALTHCHECK .*\"bot\", \"health\"", dockerfile, re.MULTILINE)
