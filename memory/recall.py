@@ -204,12 +204,15 @@ class Reach:
     candidates: int = CANDIDATES
     limit: int = 16
     coverage: float = MIN_COVERAGE
+    replies: int = 0  # the best message hits whose replies are hits too (REPLY_SHARE)
 
 
 REMARK = Reach()
 # A question is where recall answers, and has the room for it: twice the hits, and weaker ones (a question's
 # words are seldom its answer's, so its evidence carries less of them). Twice the candidates found no more.
-QUESTION = Reach(CANDIDATES, 32, 0.2)
+# Its best message hits bring the replies they had: an answer seldom repeats the question's words.
+QUESTION = Reach(CANDIDATES, 32, 0.2, replies=8)
+REPLY_SHARE = 0.5  # a reply found through the message it answers ranks at this share of that message's score
 
 
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach: Reach = REMARK,
@@ -254,7 +257,27 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
         return []
     tie = math.log(1 + total / COMMON_CAP) / 3  # what a context word adds: less than any word of the message
     ties = {t: tie for t in query_terms(context) if t not in weights}
-    return rank(hits, weights, ties, asks_for(text), 2 * tie, named, reach.coverage)[:reach.limit]
+    ranked = rank(hits, weights, ties, asks_for(text), 2 * tie, named, reach.coverage)[:reach.limit]
+    if reach.replies:
+        ranked = await _with_replies(store, seen, shown, ranked, reach.replies)
+    return ranked[:reach.limit]
+
+
+async def _with_replies(store: Store, seen: Visibility, shown: Shown, ranked: list[Hit], parents: int) -> list[Hit]:
+    """The hits and what was said back to the best message hits: in conversation the answer follows the question,
+    in words of its own ("What flowers are those?" "Peruvian lilies."). A reply ranks at half its message's score."""
+    found = [hit for hit in ranked if hit.kind == "message"][:parents]
+    replies = await store.replies_to([hit.key for hit in found], seen.persona, seen.scope_keys) if found else {}
+    have = {(hit.kind, hit.key) for hit in ranked}
+    more = []
+    for hit in found:
+        row = replies.get(hit.key)
+        if row is None or ("message", row.seq) in have or row.seq in shown.messages:
+            continue
+        have.add(("message", row.seq))
+        reply = _message_hit(row, seen)
+        more.append(replace(reply, text=excerpts.best(reply.text, {}, HIT_CHARS).text, score=hit.score * REPLY_SHARE))
+    return _best_first(ranked + more) if more else ranked
 
 
 async def _scanned(store: Store, seen: Visibility, shown: Shown, term: str) -> list[Hit]:
@@ -366,8 +389,12 @@ def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] 
         if answer is not None and answer.search(shown.text):
             score += answer_weight
         best.setdefault((hit.kind, hit.key), replace(hit, text=shown.text, score=score))
+    return _best_first(best.values())
+
+
+def _best_first(hits: Iterable[Hit]) -> list[Hit]:
     # Among equals, a message before a summary quoting it (it has the exact day and speaker), then newer first.
-    return sorted(best.values(), key=lambda h: (-h.score, h.kind != "message", -h.at))
+    return sorted(hits, key=lambda h: (-h.score, h.kind != "message", -h.at))
 
 
 def _message_hit(row: MessageMatch, seen: Visibility) -> Hit:

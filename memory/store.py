@@ -528,6 +528,11 @@ class RecallIndex(Protocol):
         """Messages containing a text too short for trigrams, among the newest `window` only."""
         ...
 
+    async def replies_to(self, seqs: list[int], persona: str, scope_keys: tuple[str, ...]) -> dict[int, MessageMatch]:
+        """For each of these messages, the next one someone else said in its thread (tool results, placeholders and
+        deleted messages passed over), where these conversations may see it: message seq -> that reply."""
+        ...
+
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
         """Chronicles and short-term memory versions matching any of the terms, best first within each

@@ -403,3 +403,29 @@ async def test_a_question_s_further_reach_stays_inside_what_the_conversation_may
     engine.assembler.keep_tails = True  # a remark's reach: the weak hit is not shown at all
     request = (await engine.conversations.preview(GENERAL, question, author_name="ben")).request
     assert "the zephyrine went quiet (1)" not in " ".join(b.text for t in request.turns for b in t.blocks)
+
+
+async def test_a_question_brings_the_reply_its_best_message_hits_had_and_only_where_it_may_see(engine):
+    """"What flowers are those?" "Peruvian lilies." The answer repeats none of the question's words."""
+    for n, (scope, answer) in enumerate(((RANDOM, "Peruvian lilies, a gift from my aunt"),
+                                         (SECRET, "Secret orchids from the greenhouse"),
+                                         (OTHER_GUILD, "Plastic tulips from the market"))):
+        await engine.conversations.hear(scope, "what are those orange flowers on your windowsill?", author_name="ana",
+                                        external_id=10 * n + 1)
+        await engine.conversations.hear(scope, answer, author_name="ben", external_id=10 * n + 2)
+        for i in range(3):
+            await engine.conversations.hear(scope, f"plain chatter number {i} about the weather", author_name="cyd",
+                                            external_id=10 * n + 3 + i)
+    await engine.conversations.hear(GENERAL, "good morning", author_name="ana", external_id=99)
+
+    def said(request):
+        return " ".join(b.text for t in request.turns for b in t.blocks)
+
+    question = (await engine.conversations.preview(GENERAL, "which flowers were on the windowsill?",
+                                                   author_name="ana")).request
+    assert "orange flowers on your windowsill" in said(question)  # the message found
+    assert "Peruvian lilies, a gift from my aunt" in said(question)  # and what was said back to it
+    assert "Secret orchids" not in said(question) and "Plastic tulips" not in said(question)
+    remark = (await engine.conversations.preview(GENERAL, "the flowers on the windowsill", author_name="ana")).request
+    assert not recall.asks("the flowers on the windowsill")  # a remark's recall: the message found, not its reply
+    assert "orange flowers on your windowsill" in said(remark) and "Peruvian lilies" not in said(remark)

@@ -10,6 +10,7 @@ from memory.backends import open_store
 from memory.records import NewMessage, Scope
 from memory.settings import Triggers
 from memory.store import StaleUpdate, Store, StoreError
+from memory.store_common import REPLY_WITHIN
 from memory.tokens import count_tokens
 
 TRIGGERS = Triggers(idle_seconds=7_200, threshold=50)
@@ -160,6 +161,38 @@ async def test_recall_counts_and_scans(store):
     assert {m.seq for m in short} == {seqs[4], seqs[5]}
     await store.purge(external_id=None, author_id=None)  # nothing named: nothing erased
     assert len(await store.recall_messages(["東京タワー"], "Stelis", (key,), 10)) == 2
+
+
+async def test_a_message_s_reply_is_the_next_thing_someone_else_said_in_its_thread_where_it_may_be_seen(store):
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    said = [("user", "ana", 11, "what flowers are those?", {}), ("user", "ana", 11, "they look lovely", {}),
+            ("tool", None, None, "a tool's result", {}), ("user", "ben", 12, "an image, described soon",
+                                                         {"placeholder": True}),
+            ("user", "cyd", 13, "gone", {}), ("user", "ben", 12, "Peruvian lilies, from my aunt", {}),
+            ("assistant", "Stelis", None, "They suit the window.", {}), ("user", "ben", 12, "thanks!", {})]
+    seqs = [(await store.append(root.id, NewMessage(role, text, author_name=name, author_id=who,
+                                                    external_id=900 + n, metadata=meta)))[0].seq
+            for n, (role, name, who, text, meta) in enumerate(said)]
+    assert await store.delete_message(904)  # cyd's "gone"
+    elsewhere = await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    hidden, _ = await store.append(elsewhere.id, NewMessage("user", "in another channel", author_name="ana"))
+    await store.append(elsewhere.id, NewMessage("user", "its reply", author_name="ben"))
+
+    replies = await store.replies_to([seqs[0], seqs[5], seqs[6], seqs[7], hidden.seq], "Stelis", (root.scope_key,))
+    # ana's own second message, the tool result, the placeholder and the deleted message are passed over
+    assert {k: v.content for k, v in replies.items()} == {
+        seqs[0]: "Peruvian lilies, from my aunt", seqs[5]: "They suit the window.", seqs[6]: "thanks!"}
+    assert replies[seqs[0]].author_name == "ben" and replies[seqs[0]].scope_key == root.scope_key
+    assert await store.replies_to([hidden.seq], "Stelis", (root.scope_key,)) == {}  # not a conversation it may see
+    assert await store.replies_to([hidden.seq], "Other", (elsewhere.scope_key,)) == {}  # nor another persona's
+    assert (await store.replies_to([hidden.seq], "Stelis", (elsewhere.scope_key,)))[hidden.seq].content == "its reply"
+    assert await store.replies_to([], "Stelis", (root.scope_key,)) == {}
+    # a reply is among the next REPLY_WITHIN messages of the thread: after a long monologue, nothing is one
+    monologue = [(await store.append(elsewhere.id, NewMessage("user", f"and {n}", author_name="dee")))[0].seq
+                 for n in range(REPLY_WITHIN + 1)]
+    await store.append(elsewhere.id, NewMessage("user", "finally, an answer", author_name="eve"))
+    replies = await store.replies_to(monologue[:2], "Stelis", (elsewhere.scope_key,))
+    assert monologue[0] not in replies and replies[monologue[1]].content == "finally, an answer"
 
 
 async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_visible_scopes(store):

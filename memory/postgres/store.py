@@ -43,7 +43,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, next_reply
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,7 @@ _NOT_PLACEHOLDER = "(m.metadata::jsonb -> 'placeholder') IS NULL"
 # What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
+_NEXT_REPLY = next_reply("IS DISTINCT FROM", _NOT_PLACEHOLDER.replace("m.", "c."))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -656,6 +657,19 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - $1 AND strpos(m.content_folded, $2) > 0"
             f" AND {_seen_by(3)} ORDER BY m.seq DESC LIMIT $5", window, needle, persona, list(scope_keys), limit)
         return [MessageMatch(*row) for row in rows]
+
+    async def replies_to(self, seqs: list[int], persona: str, scope_keys: tuple[str, ...]) -> dict[int, MessageMatch]:
+        if not seqs:
+            return {}
+        # Each reply by its key, then its thread by its key (as recall's look-ups: OFFSET 0 keeps the planner from
+        # walking every thread of the persona for each).
+        rows = await self._all(
+            f"WITH next AS MATERIALIZED (SELECT p.seq AS parent, ({_NEXT_REPLY}) AS seq FROM messages p"
+            f" WHERE p.seq = ANY($1::bigint[])) SELECT next.parent, {_MATCH_COLUMNS} FROM next"
+            " JOIN messages m ON m.seq = next.seq CROSS JOIN LATERAL (SELECT persona, scope_key, kind, label"
+            f" FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t WHERE {_seen_by(2)}",
+            seqs, persona, list(scope_keys))
+        return {int(row[0]): MessageMatch(*row[1:]) for row in rows}
 
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:

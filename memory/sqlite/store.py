@@ -36,7 +36,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, next_reply
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -657,6 +657,15 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         )
         return [MessageMatch(*row) for row in rows]
 
+    async def replies_to(self, seqs: list[int], persona: str, scope_keys: tuple[str, ...]) -> dict[int, MessageMatch]:
+        if not seqs:
+            return {}
+        rows = await self._rows(
+            f"SELECT p.seq, {_MATCH_COLUMNS} FROM messages p JOIN messages m ON m.seq = ({_NEXT_REPLY})"
+            f" JOIN threads t ON t.id = m.thread_id WHERE p.seq IN ({', '.join('?' * len(seqs))})"
+            f" AND {_seen_by(scope_keys)}", (*seqs, persona, *scope_keys))
+        return {int(row[0]): MessageMatch(*row[1:]) for row in rows}
+
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
         """Chronicles and short-term memory versions matching any of the terms, best first within each
@@ -749,6 +758,7 @@ def _seen_by(scope_keys: tuple[str, ...]) -> str:
 # What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
+_NEXT_REPLY = next_reply("!=", _NOT_PLACEHOLDER.replace("m.", "c."))
 
 
 async def _revise(db: aiosqlite.Connection, thread_ids: list[int]) -> None:
