@@ -29,21 +29,6 @@ QUOTING = (("playbook_steps", "id", "summary", "text", "at"), ("autonomy_log", "
            ("memory_pins", "id", "fact", "row", None))
 
 
-REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
-
-
-def next_reply(differs: str, not_placeholder: str) -> str:
-    """SQL for the seq of the next message someone else said after message `p` in its thread: the thread's index
-    read in order for a few rows, however long the thread (`differs`: the backend's row inequality;
-    `not_placeholder`: its test of a message `c`)."""
-    return ("SELECT c.seq FROM (SELECT n.seq, n.role, n.author_id, n.author_name, n.deleted_at, n.metadata"
-            f" FROM messages n WHERE n.thread_id = p.thread_id AND n.seq > p.seq ORDER BY n.seq LIMIT {REPLY_WITHIN})"
-            " AS c WHERE c.role IN ('user', 'assistant') AND c.deleted_at IS NULL"
-            " AND (c.role, COALESCE(c.author_id, 0), COALESCE(c.author_name, ''))"
-            f" {differs} (p.role, COALESCE(p.author_id, 0), COALESCE(p.author_name, ''))"
-            f" AND {not_placeholder} ORDER BY c.seq LIMIT 1")
-
-
 def erased_value(kind: str) -> str:
     """What a quoting column holds once what it quoted is erased."""
     return {"json": json.dumps({"erased": ERASED}), "list": "[]"}.get(kind, ERASED)

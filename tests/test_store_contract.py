@@ -9,8 +9,8 @@ import pytest
 from memory.backends import open_store
 from memory.records import NewMessage, Scope
 from memory.settings import Triggers
+from memory.sql.threads import REPLY_WITHIN
 from memory.store import StaleUpdate, Store, StoreError
-from memory.store_common import REPLY_WITHIN
 from memory.tokens import count_tokens
 
 TRIGGERS = Triggers(idle_seconds=7_200, threshold=50)

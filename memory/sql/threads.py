@@ -9,6 +9,20 @@ from memory import rows as row_to
 from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
 
+REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
+
+
+def next_reply(differs: str, not_placeholder: str) -> str:
+    """SQL for the seq of the next message someone else said after message `p` in its thread: the thread's index
+    read in order for a few rows, however long the thread (`differs`: the backend's row inequality;
+    `not_placeholder`: its test of a message `c`)."""
+    return ("SELECT c.seq FROM (SELECT n.seq, n.role, n.author_id, n.author_name, n.deleted_at, n.metadata"
+            f" FROM messages n WHERE n.thread_id = p.thread_id AND n.seq > p.seq ORDER BY n.seq LIMIT {REPLY_WITHIN})"
+            " AS c WHERE c.role IN ('user', 'assistant') AND c.deleted_at IS NULL"
+            " AND (c.role, COALESCE(c.author_id, 0), COALESCE(c.author_name, ''))"
+            f" {differs} (p.role, COALESCE(p.author_id, 0), COALESCE(p.author_name, ''))"
+            f" AND {not_placeholder} ORDER BY c.seq LIMIT 1")
+
 
 class ThreadsSql(SqlStore):
     # threads
