@@ -265,7 +265,8 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
 
 async def _with_replies(store: Store, seen: Visibility, shown: Shown, ranked: list[Hit], parents: int) -> list[Hit]:
     """The hits and what was said back to the best message hits: in conversation the answer follows the question,
-    in words of its own ("What flowers are those?" "Peruvian lilies."). A reply ranks at half its message's score."""
+    in words of its own ("What flowers are those?" "Peruvian lilies."). A reply ranks at REPLY_SHARE of its message's
+    score."""
     found = [hit for hit in ranked if hit.kind == "message"][:parents]
     replies = await store.replies_to([hit.key for hit in found], seen.persona, seen.scope_keys) if found else {}
     have = {(hit.kind, hit.key) for hit in ranked}

@@ -529,8 +529,9 @@ class RecallIndex(Protocol):
         ...
 
     async def replies_to(self, seqs: list[int], persona: str, scope_keys: tuple[str, ...]) -> dict[int, MessageMatch]:
-        """For each of these messages, the next one someone else said in its thread (tool results, placeholders and
-        deleted messages passed over), where these conversations may see it: message seq -> that reply."""
+        """For each of these messages, the next one someone else said in its thread among the next REPLY_WITHIN
+        (tool results, placeholders and deleted messages passed over), where these conversations may see it:
+        message seq -> that reply."""
         ...
 
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
