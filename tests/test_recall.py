@@ -429,3 +429,8 @@ async def test_a_question_brings_the_reply_its_best_message_hits_had_and_only_wh
     remark = (await engine.conversations.preview(GENERAL, "the flowers on the windowsill", author_name="ana")).request
     assert not recall.asks("the flowers on the windowsill")  # a remark's recall: the message found, not its reply
     assert "orange flowers on your windowsill" in said(remark) and "Peruvian lilies" not in said(remark)
+    # The persona's recall tool looks something up: it brings the replies too; /recall shows the messages found.
+    looked_up = "\n".join(await engine.tools.recall_text(GENERAL, "orange flowers windowsill", 5))
+    assert "Peruvian lilies, a gift from my aunt" in looked_up
+    assert "Secret orchids" not in looked_up and "Plastic tulips" not in looked_up
+    assert all("Peruvian" not in h.text for h in await engine.archive.recall(GENERAL, "orange flowers windowsill"))

@@ -25,11 +25,13 @@ class Archive:
         self._snapshots = snapshots
         self._persona = persona
 
-    async def recall(self, scope: Scope, query: str, limit: int = 10) -> list[recall.Hit]:
-        """What recall finds for a query in a conversation, under the same visibility rules as replies."""
+    async def recall(self, scope: Scope, query: str, limit: int = 10, *, replies: bool = False) -> list[recall.Hit]:
+        """What recall finds for a query in a conversation, under the same visibility rules as replies; with
+        `replies`, what was said back to the messages found too (as for a question)."""
         root = await self._stelis.root(scope)
         seen = await self._assembler.visibilities.of(self._store, root)
-        return await recall.search(self._store, seen, query, recall.Shown(), replace(recall.REMARK, limit=limit),
+        reach = replace(recall.REMARK, limit=limit, replies=recall.QUESTION.replies if replies else 0)
+        return await recall.search(self._store, seen, query, recall.Shown(), reach,
                                    frequencies=self._assembler.frequencies, now=self._store.clock())
 
     async def said(self, scope: Scope, text: str) -> Message:

@@ -71,7 +71,7 @@ class EngineTools:
         self._clock = clock
 
     async def recall_text(self, scope: Scope, query: str, limit: int) -> list[str]:
-        hits = await self._archive.recall(scope, query, limit)
+        hits = await self._archive.recall(scope, query, limit, replies=True)  # the model looks up: answers too
         text, _ = recall.render(hits, RECALL_TOKENS)
         return text.splitlines() if hits else []
 
