@@ -434,3 +434,24 @@ async def test_a_question_brings_the_reply_its_best_message_hits_had_and_only_wh
     assert "Peruvian lilies, a gift from my aunt" in looked_up
     assert "Secret orchids" not in looked_up and "Plastic tulips" not in looked_up
     assert all("Peruvian" not in h.text for h in await engine.archive.recall(GENERAL, "orange flowers windowsill"))
+
+
+async def test_a_forgotten_member_s_reply_is_never_brought_back(engine):
+    await engine.conversations.hear(RANDOM, "who painted the blue windowsill frame?", author_name="ana", external_id=1)
+    await engine.conversations.hear(RANDOM, "I did, with cobalt from Porto", author_name="dee", author_id=1004,
+                                    external_id=2)
+    await engine.conversations.hear(RANDOM, "it turned out lovely", author_name="ben", external_id=3)
+    for i in range(3):
+        await engine.conversations.hear(RANDOM, f"plain chatter number {i} about the weather", author_name="cyd",
+                                        external_id=4 + i)
+    await engine.conversations.hear(GENERAL, "good morning", author_name="ana", external_id=99)
+    looked_up = "\n".join(await engine.tools.recall_text(GENERAL, "painted windowsill frame", 5))
+    assert "cobalt from Porto" in looked_up  # before: dee's answer is the reply
+    await engine.forgetting.forget_person(1004, guild_id=GENERAL.guild_id)
+    asked = await engine.conversations.preview(GENERAL, "who painted the windowsill frame?", author_name="ana")
+    request = asked.request
+    said = " ".join(b.text for t in request.turns for b in t.blocks)
+    assert "blue windowsill frame" in said and "cobalt" not in said and "Porto" not in said
+    assert "it turned out lovely" in said  # the next thing someone else said stands in
+    looked_up = "\n".join(await engine.tools.recall_text(GENERAL, "painted windowsill frame", 5))
+    assert "cobalt" not in looked_up and "Porto" not in looked_up
