@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from memory import dates, extractive
 from memory.records import MemoryRecord, Thread
-from memory.store import Store
+from memory.store import Store, Versions
 from memory.tokens import cached_tokens
 
 OWN, OTHER, SERVER, THREAD = "own", "other", "server", "thread"
@@ -66,54 +66,54 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
 
 async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int,
                       as_of: int | None) -> list[_Piece]:
-    # The reads do not wait for each other: on PostgreSQL each is a round trip of its own connection
-    # (SQLite runs them back to back in its thread, as before).
-    persona, guild_id = root.persona, root.guild_id
-    own, thread_version, server, others = await asyncio.gather(
-        _own(store, persona, root.channel_id or 0, versions, as_of),
-        _none() if thread.discord_thread_id is None else store.latest_record(
-            persona, "thread", thread.discord_thread_id, "short_term", as_of),
-        _none() if guild_id is None else store.latest_record(persona, "workspace", guild_id, "long_term", as_of),
-        _none() if guild_id is None else store.shared_channels(persona, guild_id, limit=shared,
-                                                               besides=root.channel_id))
-    pieces = own
+    persona, guild_id, channel_id = root.persona, root.guild_id, root.channel_id or 0
+    asked: list[Versions] = [*_channel_versions(channel_id, versions)]
+    if thread.discord_thread_id is not None:
+        asked.append(("thread", thread.discord_thread_id, "short_term", 1))
+    if guild_id is not None:
+        asked.append(("workspace", guild_id, "long_term", 1))
+    # Two round trips in all, whatever the server shares: the pins and this conversation's versions and the
+    # server's, then the shared channels' versions at once.
+    pins, found, others = await asyncio.gather(
+        store.pins(persona, "channel", channel_id), store.newest_records(persona, asked, as_of),
+        _none() if guild_id is None else store.shared_channels(persona, guild_id, limit=shared, besides=channel_id))
+    own = (50, OWN)
+    pieces = [_Piece(0, own, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins))] if pins else []
+    long_term, recent, *rest = found
+    pieces += _channel(own, long_term, recent, (1, 3, 5))
+    thread_version = rest.pop(0) if thread.discord_thread_id is not None else []
+    server = rest.pop(0) if guild_id is not None else []
     if thread_version:
-        pieces.append(_Piece(2, (90, THREAD), 0, _short_term_text(thread_version, "Latest"), thread_version))
+        pieces.append(_Piece(2, (90, THREAD), 0, _short_term_text(thread_version[0], "Latest"), thread_version[0]))
     if server:
-        pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(server), server))
+        pieces.append(_Piece(4, (0, SERVER), 0, _long_term_text(server[0]), server[0]))
     # Seed 004: each shared channel's newest versions too, oldest first; a tight room drops its oldest versions
     # before another channel's newest (a channel's long-term memory comes before its versions). The most recently
     # active are nearest this conversation.
-    for found in await asyncio.gather(*(
-            _channel(store, persona, other.channel_id or 0, (49 - rank, f"#{other.name or other.channel_id}"),
-                     versions, as_of, (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
-            for rank, other in enumerate(others or []))):
-        pieces += found
+    others = others or []
+    theirs = await store.newest_records(
+        persona, [ask for other in others for ask in _channel_versions(other.channel_id or 0, versions)], as_of) \
+        if others else []
+    for rank, other in enumerate(others):
+        pieces += _channel((49 - rank, f"#{other.name or other.channel_id}"), theirs[2 * rank],
+                           theirs[2 * rank + 1], (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
     return pieces
 
 
 async def _none() -> None:
-    """A read that does not apply here (no Discord thread, no server)."""
+    """A read that does not apply here (no server)."""
     return None
 
 
-async def _own(store: Store, persona: str, channel_id: int, versions: int, as_of: int | None) -> list[_Piece]:
-    """This conversation's pinned facts, long-term memory and newest versions."""
-    section = (50, OWN)
-    pins, pieces = await asyncio.gather(store.pins(persona, "channel", channel_id),
-                                        _channel(store, persona, channel_id, section, versions, as_of, (1, 3, 5)))
-    if pins:
-        pieces.insert(0, _Piece(0, section, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins)))
-    return pieces
+def _channel_versions(channel_id: int, versions: int) -> tuple[Versions, Versions]:
+    """What a channel shows: its long-term memory, then its newest versions."""
+    return ("channel", channel_id, "long_term", 1), ("channel", channel_id, "short_term", versions)
 
 
-async def _channel(store: Store, persona: str, channel_id: int, section: tuple[int, str], versions: int,
-                   as_of: int | None, priorities: tuple[int, int, int]) -> list[_Piece]:
+def _channel(section: tuple[int, str], long_term: list[MemoryRecord], recent: list[MemoryRecord],
+             priorities: tuple[int, int, int]) -> list[_Piece]:
     """A channel's long-term memory and its newest versions, oldest first, each with its priority."""
-    long_term, recent = await asyncio.gather(
-        store.latest_record(persona, "channel", channel_id, "long_term", as_of),
-        store.recent_records(persona, "channel", channel_id, "short_term", versions, as_of))
-    pieces = [_Piece(priorities[0], section, 0, _long_term_text(long_term), long_term)] if long_term else []
+    pieces = [_Piece(priorities[0], section, 0, _long_term_text(long_term[0]), long_term[0])] if long_term else []
     for age, record in enumerate(reversed(recent)):
         label = "Newest" if age == 0 else ("Oldest shown" if age == len(recent) - 1 else "Earlier")
         priority = priorities[1] if age == 0 else priorities[2] + age

@@ -11,6 +11,7 @@ from memory.records import Branch, MemoryChannel, MemoryRecord, Message, Playboo
 class Row(Protocol):
     def keys(self) -> Any: ...
     def __getitem__(self, key: Any) -> Any: ...
+    def __iter__(self) -> Any: ...
 
 
 # Columns a backend derives from others for its own look-ups (PostgreSQL's lower-cased message text): never part
@@ -19,15 +20,18 @@ DERIVED = frozenset({"content_folded"})
 
 
 def columns(row: Row, leave_out: str = "") -> dict[str, Any]:
-    return {k: row[k] for k in row.keys() if k != leave_out and k not in DERIVED}  # noqa: SIM118 - sqlite3.Row
+    data = dict(zip(row.keys(), row, strict=True))  # both backends' rows iterate their values in the keys' order
+    for name in (leave_out, *DERIVED):
+        data.pop(name, None)
+    return data
 
 
 def thread(row: Row, leave_out: str = "") -> Thread:
     return Thread(**columns(row, leave_out))
 
 
-def record(row: Row) -> MemoryRecord:
-    data = columns(row)
+def record(row: Row, leave_out: str = "") -> MemoryRecord:
+    data = columns(row, leave_out)
     data["metadata"] = json.loads(data["metadata"])
     return MemoryRecord(**data)
 

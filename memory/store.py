@@ -64,6 +64,10 @@ def copy_keys(table: str) -> tuple[str, ...]:
     return COPIED_TABLES[table]
 
 
+# What newest_records is asked for: a scope, its id, a type, and how many of its newest versions.
+Versions = tuple[str, int, str, int]
+
+
 class StoreError(Failure):
     """The database cannot be used as it is (for example, written by a newer Stelis, or a full disk)."""
 
@@ -293,6 +297,11 @@ class MemoryRecords(Protocol):
 
     async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str,
                             as_of: int | None = None) -> MemoryRecord | None:
+        ...
+
+    async def newest_records(self, persona: str, asked: Sequence[Versions],
+                             as_of: int | None = None) -> list[list[MemoryRecord]]:
+        """recent_records for each of `asked`, in one statement (a prompt's memory layers read at once)."""
         ...
 
     async def add_record(self, persona: str, scope: str, scope_id: int, type_: str, content: str,

@@ -42,3 +42,41 @@ async def test_each_shared_channel_shows_its_newest_versions_oldest_first_and_a_
     tight = await memory_layers(store, here, here, versions=5, shared=3, budget=layers.tokens - 30)
     assert "fact number 3" in tight.text and tight.text.count("fact number 1") < 2  # an oldest went first
     assert "kitchen fact number 3" in tight.text and "garden fact number 3" in tight.text  # each newest stays
+
+
+async def test_the_layers_are_read_in_the_same_few_statements_however_many_channels_share(store, monkeypatch):
+    """Issue 32: the pins, this conversation's, its Discord thread's and the server's versions, then every shared
+    channel's, each read at once: a prompt's memory costs the same few round trips in a busy server."""
+    from dataclasses import replace
+
+    from memory.layers import memory_layers
+    from memory.records import Scope
+
+    here = await store.root_thread("P", Scope.channel(1, 10), 0.8)
+    thread = replace(here, id=here.id + 1000, discord_thread_id=11)  # a public Discord thread of it
+    await store.add_record("P", "thread", 11, "short_term", "the thread's own")
+    await store.add_record("P", "workspace", 1, "long_term", "the server's memory")
+    await store.add_record("P", "channel", 10, "long_term", "this channel's memory")
+    await store.pin("P", "channel", 10, "a pinned fact")
+    reads: list[str] = []
+    real = type(store)._rows
+
+    async def counted(self, sql, params=()):
+        reads.append(sql)
+        return await real(self, sql, params)
+
+    monkeypatch.setattr(type(store), "_rows", counted)
+    statements = []
+    for channels in (1, 4):
+        for channel in range(20, 20 + channels):
+            root = await store.root_thread("P", Scope.channel(1, channel), 0.8)
+            await store.ensure_memory_channel(root)
+            await store.set_channel_flags(root.id, public=1, name=f"c{channel}")
+            await store.add_record("P", "channel", channel, "short_term", f"c{channel} said so")
+        reads.clear()
+        layers = await memory_layers(store, thread, here, versions=3, shared=5)
+        statements.append(len(reads))
+        assert all(f"c{c} said so" in layers.text for c in range(20, 20 + channels))
+        for text in ("the thread's own", "the server's memory", "this channel's memory", "a pinned fact"):
+            assert text in layers.text
+    assert statements[0] == statements[1] <= 4

@@ -152,6 +152,37 @@ async def test_a_write_run_whole_in_the_database_thread_is_kept_whole_or_not_at_
     assert (await store.set_window(root.id, window_start_seq=message.seq)).window_start_seq == message.seq
 
 
+async def test_one_hop_writes_do_not_queue_on_the_lock_but_wait_for_a_transaction_of_several_hops(store):
+    """Issue 32: a write run whole in the database's thread goes straight to it (the thread runs them one at a
+    time anyway); while a transaction of several hops is open it waits, so it never lands inside that one."""
+    from memory.settings import ShortTermSettings
+
+    root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    locked: list[bool] = []  # whether each hop held the lock
+    real = store_module._in_thread
+
+    async def counted(*args):
+        locked.append(store._write_lock.locked())
+        return await real(*args)
+
+    store_module._in_thread = counted
+    try:
+        await asyncio.gather(*(store.append(root.id, NewMessage("user", f"at once {n}")) for n in range(20)))
+        assert locked == [False] * 20
+        async with store._transaction() as db:  # several hops: a one-hop write must not run between them
+            await db.execute("INSERT INTO settings (scope, scope_id, key, value, updated_at)"
+                             " VALUES ('guild', 1, 'k', '1', 0)")
+            waiting = asyncio.create_task(store.append_counted(root, NewMessage("user", "after it"),
+                                                               ShortTermSettings().triggers))
+            await asyncio.sleep(0.05)
+            assert not waiting.done()  # held back until the open transaction commits
+            await db.execute("UPDATE settings SET value = '2' WHERE key = 'k'")
+        await waiting
+    finally:
+        store_module._in_thread = real
+    assert await store.count_messages(root.id) == 21
+
+
 async def test_a_days_messages_are_read_conversation_by_conversation_not_the_whole_day(store, monkeypatch):
     """Issue 32: "what is on today?" in one of 500 busy channels read that day's messages of all 500 (2.4 ms)."""
     import time as _time

@@ -402,3 +402,27 @@ async def test_model_usage_adds_up_per_day_server_and_model_and_reads_back_by_se
         ("2026-11-23", "claude-haiku-5-5", 1, 100, 10, 0, 50),
         ("2026-11-24", "claude-sonnet-5-5", 3, 3_000, 600, 12_000, 0)]
     assert [r.day for r in await store.usage_since("P", 1, "2026-11-24")] == ["2026-11-24"]
+
+
+async def test_the_newest_versions_of_several_scopes_are_read_in_one_statement_as_each_alone(store):
+    """Issue 32: a prompt's memory layers are read at once; each asked scope gets what recent_records gives it,
+    as the database stood at a record and without the versions an edit hid."""
+    for n in range(1, 5):
+        await store.add_record("Stelis", "channel", 100, "short_term", f"a{n}", version=n)
+    first_long = await store.add_record("Stelis", "channel", 100, "long_term", "a long")
+    await store.add_record("Stelis", "channel", 200, "short_term", "b1")
+    await store.add_record("Stelis", "workspace", 1, "long_term", "server")
+    await store.add_record("Other", "channel", 100, "short_term", "another persona's")
+    edited = await store.add_record("Stelis", "channel", 100, "long_term", "a long, edited", hides=[first_long.id])
+    later = await store.add_record("Stelis", "channel", 200, "short_term", "b2")
+    asked = [("channel", 100, "short_term", 3), ("channel", 100, "long_term", 1), ("channel", 300, "short_term", 2),
+             ("channel", 200, "short_term", 5), ("workspace", 1, "long_term", 1)]
+    for as_of in (None, edited.id):
+        together = await store.newest_records("Stelis", asked, as_of)
+        alone = [await store.recent_records("Stelis", *ask, as_of=as_of) for ask in asked]
+        assert together == alone
+    found = await store.newest_records("Stelis", asked, edited.id)
+    assert [[r.content for r in each] for each in found] == [
+        ["a2", "a3", "a4"], ["a long, edited"], [], ["b1"], ["server"]]
+    assert [r.id for r in (await store.newest_records("Stelis", asked))[3]][-1] == later.id
+    assert await store.newest_records("Stelis", []) == []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from memory import rows as row_to
 from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.sql.base import SqlStore
+from memory.store import Versions
 from memory.store_common import CHANNEL_FLAGS, checked
 
 
@@ -13,12 +16,23 @@ class RecordsSql(SqlStore):
                              limit: int, as_of: int | None = None, hidden: bool = False) -> list[MemoryRecord]:
         """The newest `limit` versions, oldest first (as the database stood at record `as_of`; those an edit or a
         rollback hid only when `hidden`)."""
+        return (await self.newest_records(persona, [(scope, scope_id, type_, limit)], as_of, hidden))[0]
+
+    async def newest_records(self, persona: str, asked: Sequence[Versions], as_of: int | None = None,
+                             hidden: bool = False) -> list[list[MemoryRecord]]:
+        """recent_records for each of `asked`, in one statement: one round trip for a prompt's memory layers."""
+        if not asked:
+            return []
         where = ("" if as_of is None else " AND id <= ?") + ("" if hidden else " AND hidden_by IS NULL")
-        rows = await self._rows(
-            "SELECT * FROM memory_records WHERE persona = ? AND scope = ? AND scope_id = ? AND type = ?"
-            f"{where} ORDER BY version DESC LIMIT ?",
-            (persona, scope, scope_id, type_, *(() if as_of is None else (as_of,)), limit))
-        return [row_to.record(r) for r in reversed(rows)]
+        one = ("SELECT * FROM (SELECT {n} AS asked, * FROM memory_records WHERE persona = ? AND scope = ?"
+               f" AND scope_id = ? AND type = ?{where} ORDER BY version DESC LIMIT ?) AS a{{n}}")
+        rows = await self._rows(" UNION ALL ".join(one.format(n=n) for n in range(len(asked))), [
+            value for scope, scope_id, type_, limit in asked
+            for value in (persona, scope, scope_id, type_, *(() if as_of is None else (as_of,)), limit)])
+        found: list[list[MemoryRecord]] = [[] for _ in asked]
+        for row in reversed(rows):  # each asked's newest first: oldest first once reversed
+            found[row["asked"]].append(row_to.record(row, leave_out="asked"))
+        return found
 
     async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
         """The bookkeeping of a conversation, created on first use."""

@@ -169,14 +169,17 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                 raise _refused(exc) from exc
 
     async def _atomic(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """A write transaction run whole in the database's thread, in one hop: the write lock is held only while
-        its SQL runs. (Held across several hops, it waited each time for a busy loop to come round: with
-        hundreds of channels answering at once, writes queued for seconds.)"""
-        async with self._write_lock:
-            try:
+        """A write transaction run whole in the database's thread, in one hop. The thread runs its hops one at a
+        time, so such writes need no lock among themselves: one waits only for a transaction of several hops
+        (`_transaction`) to end. (Each taking the lock, a write waited for the one before it to come back
+        through a busy loop: with hundreds of channels answering at once, writes queued behind each other.)"""
+        try:
+            if not self._write_lock.locked():
                 return await _in_thread(self._db, _whole, work)
-            except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
-                raise _refused(exc) from exc
+            async with self._write_lock:
+                return await _in_thread(self._db, _whole, work)
+        except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
+            raise _refused(exc) from exc
 
     # threads
 
