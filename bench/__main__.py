@@ -45,7 +45,7 @@ ON_EITHER_BACKEND: dict[str, Callable[[str], Awaitable[list[dict]]]] = {
 }
 # What the PostgreSQL/SQLite ratios are taken of: lines of the same size (the key), these figures.
 COMPARED = {"concurrency": ("channels", ("wall_s",)),
-            "context_latency": ("messages", ("p50_ms", "p50_ms_without_recall")),
+            "context_latency": ("messages", ("p50_ms", "p50_ms_without_recall", "recall_p50_ms", "p50_ms_question")),
             "ingest": ("channels", ("per_second",))}
 
 

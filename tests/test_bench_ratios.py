@@ -4,13 +4,16 @@ from bench.__main__ import ratios
 
 
 def test_ratios_pair_lines_of_the_same_size_that_both_measured():
-    sqlite = [{"messages": 1000, "p50_ms": 2.0, "p50_ms_without_recall": 1.0},
+    sqlite = [{"messages": 1000, "p50_ms": 2.0, "p50_ms_without_recall": 1.0, "recall_p50_ms": 1.0,
+               "p50_ms_question": 3.0},
               {"messages": 10000, "server_channels": 1000, "lone_p50_ms": 3.0}]
-    postgresql = [{"messages": 1000, "p50_ms": 5.0, "p50_ms_without_recall": 1.5},
+    postgresql = [{"messages": 1000, "p50_ms": 5.0, "p50_ms_without_recall": 1.5, "recall_p50_ms": 3.5,
+                   "p50_ms_question": 4.5},
                   {"messages": 10000, "server_channels": 1000, "lone_p50_ms": 9.0}]
     assert ratios("context_latency", sqlite, postgresql) == [
         {"bench": "context_latency", "messages": 1000, "postgresql_over_sqlite_p50_ms": 2.5,
-         "postgresql_over_sqlite_p50_ms_without_recall": 1.5}]
+         "postgresql_over_sqlite_p50_ms_without_recall": 1.5, "postgresql_over_sqlite_recall_p50_ms": 3.5,
+         "postgresql_over_sqlite_p50_ms_question": 1.5}]
 
 
 def test_cache_efficiency_prints_each_line_as_it_is_measured_and_quick_runs_less(monkeypatch, capsys):

@@ -156,20 +156,21 @@ def _ranked(rows: Sequence[asyncpg.Record], terms: list[str], text: int, key: in
     if not rows:
         return []
     lowered = [t.lower() for t in terms]
-    folded = [row[text].lower() for row in rows]  # each text once, whatever the number of terms
-    frequencies = [[max(1.0, float(f.count(term))) if k in row[-1] else 0.0 for k, term in enumerate(lowered)]
-                   for row, f in zip(rows, folded, strict=True)]
-    lengths = [len(row[text]) for row in rows]
-    average = max(sum(lengths) / len(lengths), 1.0)
-    hits = len(rows)
-    weights = [math.log(1.0 + (hits + 0.5) / (sum(1 for f in frequencies if f[k] > 0) + 0.5))
-               for k in range(len(terms))]  # k1 = 1.2 and b = 0.75, as FTS5's bm25()
-
-    def score(n: int) -> float:
-        norm = 1.2 * (0.25 + 0.75 * lengths[n] / average)
-        return sum(w * tf * 2.2 / (tf + norm) for w, tf in zip(weights, frequencies[n], strict=True))
-
-    order = sorted(range(hits), key=lambda n: (score(n), rows[n][key]), reverse=True)
+    matched = []  # each row's (term, occurrences) for the terms it matched
+    found_in = [0] * len(terms)  # how many rows each term matched
+    lengths = []
+    for row in rows:
+        folded = row[text].lower()  # each text once, whatever the number of terms
+        counts = [(k, max(1, folded.count(lowered[k]))) for k in sorted(row[-1])]
+        for k, _ in counts:
+            found_in[k] += 1
+        matched.append(counts)
+        lengths.append(len(row[text]))
+    average = max(sum(lengths) / len(rows), 1.0)
+    weights = [math.log(1.0 + (len(rows) + 0.5) / (n + 0.5)) for n in found_in]  # k1 = 1.2 and b = 0.75, as bm25()
+    scores = [sum(weights[k] * tf * 2.2 / (tf + norm) for k, tf in counts)
+              for counts, norm in zip(matched, (1.2 * (0.25 + 0.75 * n / average) for n in lengths), strict=True)]
+    order = sorted(range(len(rows)), key=lambda n: (scores[n], rows[n][key]), reverse=True)
     return [rows[n] for n in order[:limit]]
 
 
