@@ -88,3 +88,13 @@ def test_cache_efficiency_can_script_a_question_every_few_turns():
     assert not any(asks(step.said[-1].content) for step in plain)
     assert [n for n, step in enumerate(asking) if asks(step.said[-1].content)] == [0, 3, 6]
     assert [step.reply for step in plain] == [step.reply for step in asking]  # the same conversation otherwise
+
+
+def test_lines_of_one_size_measured_two_ways_are_each_paired_with_their_own():
+    sqlite = [{"channels": 100, "memory_work": "none", "wall_s": 1.0},
+              {"channels": 100, "memory_work": "versions", "wall_s": 2.0}]
+    postgresql = [{"channels": 100, "memory_work": "none", "wall_s": 1.5},
+                  {"channels": 100, "memory_work": "versions", "wall_s": 3.0}]
+    assert ratios("concurrency", sqlite, postgresql) == [
+        {"bench": "concurrency", "channels": 100, "memory_work": "none", "postgresql_over_sqlite_wall_s": 1.5},
+        {"bench": "concurrency", "channels": 100, "memory_work": "versions", "postgresql_over_sqlite_wall_s": 1.5}]
