@@ -150,6 +150,7 @@ async def test_recall_ranks_a_message_with_more_of_the_rarer_terms_first(store):
     seqs, key = await _corpus(store)
     found = await store.recall_messages(["kestrel", "camera"], "Stelis", (key,), 20)
     assert found[0].seq == seqs[1]  # the only one with both
+    assert len(found) == len({m.seq for m in found})  # once, however many of the terms it matched
     assert next(m.seq for m in await store.recall_messages(["kestrel"], "Stelis", (key,), 2)) == seqs[7]  # thrice
 
 

@@ -147,12 +147,12 @@ def _like(term: str) -> str:
     return "%" + term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _ranked(rows: Sequence[asyncpg.Record], terms: list[str], text: int, key: int, limit: int) -> list[asyncpg.Record]:
+def _ranked(rows: Sequence[Any], terms: list[str], text: int, key: int, limit: int) -> list[Any]:
     """The best `limit` of the rows a look-up found, by BM25 over substring hits as FTS5 ranks its trigram matches:
     each term's occurrences, saturating, weigh more when the term is rare among the hits and the text is short.
 
     Ranked here rather than in SQL: counting each term in each text there cost more than the look-up itself
-    (2 of 4 ms for a hundred hits). A row's last column lists the terms it matched (`_matches`)."""
+    (2 of 4 ms for a hundred hits). A row (asyncpg's, or a tuple) ends with the terms it matched."""
     if not rows:
         return []
     lowered = [t.lower() for t in terms]
@@ -630,17 +630,29 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
-        # The matches first, through the trigram index alone (a fence): left to itself the planner walks the
-        # conversation's every message through its thread index and tests each with ILIKE.
-        # Each hit's thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large
-        # server's visible conversations for each hit instead).
+        # The matches first, each term through the trigram index alone (a fence: left to itself the planner walks
+        # the conversation's every message through its thread index and tests each with ILIKE), with what recall
+        # shows of them, so no message is looked up twice; then each hit's thread by its key (OFFSET 0 keeps the
+        # planner from scanning every thread of a large server's visible conversations for each hit instead).
+        # A message matching several terms comes once per term; their rows are merged here.
+        each = " UNION ALL ".join(
+            f"SELECT m.seq, m.thread_id, m.role, m.author_name, m.content, m.created_at, {k} AS k FROM messages m"
+            f" WHERE {MESSAGES_MATCH} ${3 + k} AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
+            for k in range(len(terms)))
         rows = await self._searched(
-            f"WITH found AS MATERIALIZED ({_matches('messages', 'seq', MESSAGES_MATCH, 3, len(terms))})"
-            " SELECT m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label, found.ks"
-            " FROM found JOIN messages m ON m.seq = found.seq CROSS JOIN LATERAL (SELECT persona, scope_key, kind,"
-            f" label FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t WHERE {_seen_by(1)}",
+            f"WITH hits AS MATERIALIZED ({each}) SELECT h.seq, h.role, h.author_name, h.content, h.created_at,"
+            " t.scope_key, t.kind, t.label, h.k FROM hits h CROSS JOIN LATERAL (SELECT persona, scope_key, kind,"
+            " label FROM threads WHERE threads.id = h.thread_id OFFSET 0) AS t"
+            " WHERE t.persona = $1 AND t.scope_key = ANY($2::text[])",
             persona, list(scope_keys), *_patterns(terms))
-        return [MessageMatch(*row[:-1]) for row in _ranked(rows, terms, text=3, key=0, limit=limit)]
+        merged: dict[int, tuple[Any, ...]] = {}
+        for row in rows:
+            found = merged.get(row[0])
+            if found is None:
+                merged[row[0]] = (*row[:-1], [row[-1]])  # the terms it matched last, as `_ranked` reads them
+            else:
+                found[-1].append(row[-1])
+        return [MessageMatch(*row[:-1]) for row in _ranked(list(merged.values()), terms, text=3, key=0, limit=limit)]
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
