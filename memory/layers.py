@@ -72,8 +72,8 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
         asked.append(("thread", thread.discord_thread_id, "short_term", 1))
     if guild_id is not None:
         asked.append(("workspace", guild_id, "long_term", 1))
-    # Two round trips in all, whatever the server shares: the pins and this conversation's versions and the
-    # server's, then the shared channels' versions at once.
+    # Four statements at most, whatever the server shares: the pins, the versions of this conversation, its
+    # Discord thread and its server, and which channels share, side by side; then all their versions at once.
     pins, found, others = await asyncio.gather(
         store.pins(persona, "channel", channel_id), store.newest_records(persona, asked, as_of),
         _none() if guild_id is None else store.shared_channels(persona, guild_id, limit=shared, besides=channel_id))

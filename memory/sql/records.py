@@ -30,8 +30,10 @@ class RecordsSql(SqlStore):
             value for scope, scope_id, type_, limit in asked
             for value in (persona, scope, scope_id, type_, *(() if as_of is None else (as_of,)), limit)])
         found: list[list[MemoryRecord]] = [[] for _ in asked]
-        for row in reversed(rows):  # each asked's newest first: oldest first once reversed
+        for row in rows:
             found[row["asked"]].append(row_to.record(row, leave_out="asked"))
+        for records in found:  # oldest first, in whatever order the database put the parts together
+            records.sort(key=lambda r: r.version)
         return found
 
     async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
