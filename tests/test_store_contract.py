@@ -211,6 +211,13 @@ async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_v
     assert sorted((n.source, n.text) for n in notes) == [("chronicle", "We counted kestrel nests"),
                                                           ("record", "kestrel numbers are up")]
     assert [n.version for n in notes if n.source == "record"] == [1]
+    # a note matching several terms comes once, first; a version an edit hid does not come at all
+    await store.add_record("Stelis", "channel", 2, "short_term", "kestrel sighting, numbers unsure")
+    await store.add_record("Stelis", "channel", 2, "short_term", "the kestrel note, edited", hides=[2])
+    notes = await store.recall_notes(["kestrel", "numbers"], "Stelis", (root.scope_key,), (("channel", 2),), 10)
+    records = [n.text for n in notes if n.source == "record"]
+    assert records[0] == "kestrel numbers are up" and len(records) == len(set(records)) == 2
+    assert "kestrel sighting, numbers unsure" not in records
 
 
 async def test_an_erased_message_leaves_no_trace_and_is_not_recalled(store):

@@ -175,7 +175,7 @@ def _ranked(rows: Sequence[Any], terms: list[str], text: int, key: int, limit: i
 
 
 def _patterns(terms: list[str]) -> list[str]:
-    """Each term's pattern (what `_matches` and the counts read, one parameter per term)."""
+    """Each term's pattern (what `_each_term` and the counts read, one parameter per term)."""
     return [_like(t) for t in terms]
 
 
@@ -186,14 +186,28 @@ CHRONICLES_MATCH = "chronicle_summary ILIKE"
 RECORDS_MATCH = "content ILIKE"
 
 
-def _matches(table: str, key: str, test: str, first: int, count: int) -> str:
-    """The rows matching any term through the trigram index (`test`: the column and its operator), each with the
-    terms it matched (`ks`).
+def _each_term(columns: str, table: str, test: str, first: int, count: int, also: str = "") -> str:
+    """The rows matching each term through the trigram index (`test`: the column and its operator), with `columns`
+    and the term's number `k`: a row matching several terms comes once for each (`_merged`).
 
     One index scan per term: a candidate is rechecked for that term alone, where one scan for all the
-    terms would test each candidate against every term until one matched."""
-    each = " UNION ALL ".join(f"SELECT {key}, {k} AS k FROM {table} WHERE {test} ${first + k}" for k in range(count))
-    return f"SELECT {key}, array_agg(k) AS ks FROM ({each}) AS each_term GROUP BY {key}"
+    terms would test each candidate against every term until one matched. The row's columns come with it, so
+    nothing is looked up again by key."""
+    return " UNION ALL ".join(f"SELECT {columns}, {k} AS k FROM {table} WHERE {test} ${first + k}{also}"
+                              for k in range(count))
+
+
+def _merged(rows: Sequence[asyncpg.Record], key: slice) -> list[tuple[Any, ...]]:
+    """One row per match whatever the number of terms it matched, those terms' numbers last (what `_ranked`
+    reads)."""
+    merged: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for row in rows:
+        found = merged.get(tuple(row[key]))
+        if found is None:
+            merged[tuple(row[key])] = (*row[:-1], [row[-1]])
+        else:
+            found[-1].append(row[-1])
+    return list(merged.values())
 
 
 class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, UsageSql, CopyingSql):
@@ -630,29 +644,20 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
-        # The matches first, each term through the trigram index alone (a fence: left to itself the planner walks
-        # the conversation's every message through its thread index and tests each with ILIKE), with what recall
-        # shows of them, so no message is looked up twice; then each hit's thread by its key (OFFSET 0 keeps the
-        # planner from scanning every thread of a large server's visible conversations for each hit instead).
-        # A message matching several terms comes once per term; their rows are merged here.
-        each = " UNION ALL ".join(
-            f"SELECT m.seq, m.thread_id, m.role, m.author_name, m.content, m.created_at, {k} AS k FROM messages m"
-            f" WHERE {MESSAGES_MATCH} ${3 + k} AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
-            for k in range(len(terms)))
+        # The matches first, through the trigram index alone (a fence: left to itself the planner walks the
+        # conversation's every message through its thread index and tests each with ILIKE); then each hit's
+        # thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large server's visible
+        # conversations for each hit instead).
+        hits = _each_term("m.seq, m.thread_id, m.role, m.author_name, m.content, m.created_at", "messages m",
+                          MESSAGES_MATCH, 3, len(terms), f" AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}")
         rows = await self._searched(
-            f"WITH hits AS MATERIALIZED ({each}) SELECT h.seq, h.role, h.author_name, h.content, h.created_at,"
+            f"WITH hits AS MATERIALIZED ({hits}) SELECT h.seq, h.role, h.author_name, h.content, h.created_at,"
             " t.scope_key, t.kind, t.label, h.k FROM hits h CROSS JOIN LATERAL (SELECT persona, scope_key, kind,"
             " label FROM threads WHERE threads.id = h.thread_id OFFSET 0) AS t"
             " WHERE t.persona = $1 AND t.scope_key = ANY($2::text[])",
             persona, list(scope_keys), *_patterns(terms))
-        merged: dict[int, tuple[Any, ...]] = {}
-        for row in rows:
-            found = merged.get(row[0])
-            if found is None:
-                merged[row[0]] = (*row[:-1], [row[-1]])  # the terms it matched last, as `_ranked` reads them
-            else:
-                found[-1].append(row[-1])
-        return [MessageMatch(*row[:-1]) for row in _ranked(list(merged.values()), terms, text=3, key=0, limit=limit)]
+        return [MessageMatch(*row[:-1])
+                for row in _ranked(_merged(rows, slice(0, 1)), terms, text=3, key=0, limit=limit)]
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
@@ -688,23 +693,23 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
         """Chronicles and short-term versions matching any term, best first within each (one round trip)."""
         n = len(terms)
-        # As for messages: the matches first, through the trigram indexes alone, then each by its key.
-        chronicles = ("SELECT 'chronicle' AS source, t.id, t.chronicle_summary AS text,"
-                      " COALESCE(t.completed_at, t.created_at) AS at, t.label, t.scope_key, NULL AS type,"
-                      " NULL AS scope, NULL::int AS version, f.ks FROM found_chronicles f"
-                      " CROSS JOIN LATERAL (SELECT * FROM threads WHERE threads.id = f.id OFFSET 0) AS t"
-                      " WHERE t.persona = $1 AND t.scope_key = ANY($2::text[])")
-        records = ("SELECT 'record' AS source, r.id, r.content AS text, r.created_at AS at, NULL AS label,"
-                   " NULL AS scope_key, r.type, r.scope, r.version, f.ks FROM found_records f CROSS JOIN LATERAL"
-                   " (SELECT * FROM memory_records WHERE memory_records.id = f.id OFFSET 0) AS r"
-                   " WHERE r.persona = $1 AND r.type = 'short_term' AND r.hidden_by IS NULL"
-                   " AND (r.scope, r.scope_id) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))")
+        # As for messages: the matches first, through the trigram indexes alone, then what may be seen of them.
+        chronicles = _each_term(
+            "'chronicle' AS source, id, chronicle_summary AS text, COALESCE(completed_at, created_at) AS at, label,"
+            " scope_key, NULL::text AS type, NULL::text AS scope, NULL::int AS version, persona", "threads",
+            CHRONICLES_MATCH, 5, n)
+        records = _each_term(
+            "'record' AS source, id, content AS text, created_at AS at, NULL::text AS label, NULL::text AS scope_key,"
+            " type, scope, version, persona, scope_id, hidden_by", "memory_records", RECORDS_MATCH, 5, n)
+        shown = "source, id, text, at, label, scope_key, type, scope, version, k"
         rows = await self._searched(
-            f"WITH found_chronicles AS MATERIALIZED ({_matches('threads', 'id', CHRONICLES_MATCH, 5, n)}),"
-            f" found_records AS MATERIALIZED ({_matches('memory_records', 'id', RECORDS_MATCH, 5, n)})"
-            f" {chronicles} UNION ALL {records}",
+            f"WITH chronicles AS MATERIALIZED ({chronicles}), records AS MATERIALIZED ({records})"
+            f" SELECT {shown} FROM chronicles WHERE persona = $1 AND scope_key = ANY($2::text[])"
+            f" UNION ALL SELECT {shown} FROM records WHERE persona = $1 AND type = 'short_term' AND hidden_by IS NULL"
+            " AND (scope, scope_id) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))",
             persona, list(scope_keys), [s for s, _ in scopes], [i for _, i in scopes], *_patterns(terms))
-        found = [_ranked([r for r in rows if r[0] == source], terms, text=2, key=1, limit=limit)
+        merged = _merged(rows, slice(0, 2))
+        found = [_ranked([r for r in merged if r[0] == source], terms, text=2, key=1, limit=limit)
                  for source in ("chronicle", "record")]
         return [NoteMatch(*row[:-1]) for row in found[0] + found[1]]
 
