@@ -20,7 +20,7 @@ import logging
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -305,7 +305,8 @@ class Assembler:
         # likewise, each message's text; and the memory layers
         self._renderings: OrderedDict[int, tuple[tuple[Any, ...], Rendering]] = OrderedDict()
         self._layers: OrderedDict[int, tuple[tuple[Any, ...], Layers]] = OrderedDict()
-        self._branches: dict[tuple[Any, ...], list[dict[str, str]]] = {}  # the working memory, as last read
+        # visible conversations -> (the store's branch changes when read, the working memory then)
+        self._branches: OrderedDict[tuple[str, ...], tuple[int, list[dict[str, str]]]] = OrderedDict()
 
     async def assemble(self, thread_id: int, *, shape: Shape = REPLY, incoming: NewMessage | None = None,
                        persist: bool = True, calls: bool = True) -> Assembly:
@@ -883,15 +884,15 @@ class Assembler:
         if not self.policy.working_memory:
             return []
         seen = await self.visibilities.of(self.store, root)
-        key = (seen.scope_keys, self.store.branch_changes)
-        found = self._branches.get(key)
-        if found is None:
-            rows = await self.store.recent_branches(root.persona, seen.scope_keys, self.policy.working_memory)
-            found = [{"label": b.label, "kind": b.branch_type, "status": b.status, "state": b.brief_state or "",
-                      "when": dates.day_line(b.active_at)} for b in rows]
-            if len(self._branches) >= WINDOWS_KEPT or any(k[1] != key[1] for k in self._branches):
-                self._branches.clear()  # any branch change reads them all again
-            self._branches[key] = found
+        changes = self.store.branch_changes  # taken before the read: a change meanwhile reads them again next time
+        cached = self._branches.get(seen.scope_keys)
+        if cached is not None and cached[0] == changes:
+            self._branches.move_to_end(seen.scope_keys)
+            return cached[1]
+        rows = await self.store.recent_branches(root.persona, seen.scope_keys, self.policy.working_memory)
+        found = [{"label": b.label, "kind": b.branch_type, "status": b.status, "state": b.brief_state or "",
+                  "when": dates.day_line(b.active_at)} for b in rows]
+        _keep(self._branches, seen.scope_keys, (changes, found))  # a busy bot's others stay (they were all dropped)
         return found
 
 
@@ -901,10 +902,11 @@ def tool_tokens(tools: tuple[Tool, ...]) -> int:
                                         sort_keys=True)) for t in tools)
 
 
-def _keep(cache: OrderedDict[int, Any], thread_id: int, entry: Any) -> None:
-    """Keep an entry for a thread, as its most recent use; the least recently used beyond WINDOWS_KEPT go."""
-    cache[thread_id] = entry
-    cache.move_to_end(thread_id)
+def _keep(cache: OrderedDict[Any, Any], key: Hashable, entry: Any) -> None:
+    """Keep an entry (for a thread, or a conversation's view), as its most recent use; the least recently used
+    beyond WINDOWS_KEPT go."""
+    cache[key] = entry
+    cache.move_to_end(key)
     while len(cache) > WINDOWS_KEPT:
         cache.popitem(last=False)
 

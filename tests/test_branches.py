@@ -92,6 +92,23 @@ async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, m
     assert "(task, suspended," in tail(await engine.conversations.context(root)) and len(reads) == 1
     await engine.close()
 
+    # a bot busy in more conversations than it keeps windows for still keeps the working memory of the others
+    from memory.context import WINDOWS_KEPT
+
+    busy = await Engine.open(make_config(snapshots={"interval_seconds": 0}), OfflineLLM())
+    roots = []
+    for n in range(WINDOWS_KEPT + 1):
+        scope = Scope.channel(3, 300 + n)
+        await busy.conversations.hear(scope, "hello", author_name="mahe")
+        roots.append((await busy.stelis.root(scope)).id)
+        await busy.conversations.context(roots[-1])
+    reads.clear()
+    monkeypatch.setattr(busy.store, "recent_branches", counted)
+    for root_id in roots[-WINDOWS_KEPT:]:
+        await busy.conversations.context(root_id)
+    assert reads == []  # the newest 64 are still known: the 65th did not drop them all
+    await busy.close()
+
     quiet = await Engine.open(make_config(snapshots={"interval_seconds": 0}, context={"working_memory": 0}),
                               OfflineLLM())
     assert "Current situation" not in tail(await quiet.conversations.context((await quiet.stelis.root(general)).id))
