@@ -97,13 +97,19 @@ _ADD_RECORD = (
     " FROM memory_records WHERE persona = $persona AND scope = $scope AND scope_id = $scope_id AND type = $type"
     " RETURNING *"
 )
-# A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
 _SHARED_CHANGE = "SELECT nextval('shared_changes')"
-_NOT_PLACEHOLDER = "(m.metadata::jsonb -> 'placeholder') IS NULL"
+
+
+def _not_placeholder(alias: str) -> str:
+    """A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back."""
+    return f"({alias}.metadata::jsonb -> 'placeholder') IS NULL"
+
+
+_NOT_PLACEHOLDER = _not_placeholder("m")
 # What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
-_NEXT_REPLY = next_reply("IS DISTINCT FROM", _NOT_PLACEHOLDER.replace("m.", "c."))
+_NEXT_REPLY = next_reply("IS DISTINCT FROM", _not_placeholder("c"))
 
 
 @functools.lru_cache(maxsize=1024)

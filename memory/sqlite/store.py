@@ -749,8 +749,12 @@ async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, t
                                       "id": thread_id})
 
 
-# A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back.
-_NOT_PLACEHOLDER = "json_extract(m.metadata, '$.placeholder') IS NULL"
+def _not_placeholder(alias: str) -> str:
+    """A stand-in's words (the offline model's reply) are not the persona's: recall never brings them back."""
+    return f"json_extract({alias}.metadata, '$.placeholder') IS NULL"
+
+
+_NOT_PLACEHOLDER = _not_placeholder("m")
 
 
 def _seen_by(scope_keys: tuple[str, ...]) -> str:
@@ -761,7 +765,7 @@ def _seen_by(scope_keys: tuple[str, ...]) -> str:
 # What recall is given of a message it found, and where it was said (MessageMatch's fields, in order).
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
-_NEXT_REPLY = next_reply("!=", _NOT_PLACEHOLDER.replace("m.", "c."))
+_NEXT_REPLY = next_reply("!=", _not_placeholder("c"))
 
 
 async def _revise(db: aiosqlite.Connection, thread_ids: list[int]) -> None:
