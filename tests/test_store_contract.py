@@ -1,6 +1,7 @@
 """The contract every storage backend keeps, run against each (SQLite, and PostgreSQL when installed)."""
 
 import asyncio
+import contextlib
 import itertools
 import sys
 
@@ -28,6 +29,23 @@ async def test_root_thread_is_created_once_per_persona_and_scope(store):
     assert a.id == b.id
     assert len({a.id, other_persona.id, other_channel.id}) == 3
     assert (a.kind, a.depth, a.parent_thread_id, a.guild_id, a.channel_id) == ("root", 0, None, 1, 2)
+
+
+@pytest.mark.parametrize("steps", range(10))
+async def test_a_write_cancelled_between_its_statements_is_whole_or_none_and_the_next_write_lands(store, steps):
+    """A reply cancelled (a shutdown, a timeout) while its write of several statements is under way: on SQLite the
+    connection stayed inside that transaction, every later write was refused, and a later COMMIT could keep half."""
+    root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    batch = [NewMessage("user", "first of a pair"), NewMessage("assistant", "second of a pair")]
+    cancelled = asyncio.ensure_future(store.append_many(root.id, batch))
+    for _ in range(steps):  # cancelled after this many turns of the event loop: at each step of the write
+        await asyncio.sleep(0)
+    cancelled.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await cancelled
+    await store.append(root.id, NewMessage("user", "the next write"))
+    texts = [m.content async for m in store.span(root.id, None, None)]
+    assert texts in (["the next write"], ["first of a pair", "second of a pair", "the next write"])
 
 
 async def test_ingesting_the_same_external_message_twice_stores_it_once(store):

@@ -153,20 +153,20 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One short write transaction at a time on the shared connection."""
+        """One short write transaction at a time on the shared connection; whatever ends it early (an error, a
+        cancellation between two of its statements) rolls it back, so the next transaction starts clean."""
         async with self._write_lock:
             try:
                 await self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                except BaseException:
-                    await self._db.execute("ROLLBACK")
-                    raise
+                yield self._db
                 await self._db.execute("COMMIT")
-            except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
-                if self._db.in_transaction:
-                    await self._db.execute("ROLLBACK")
-                raise _refused(exc) from exc
+            except BaseException as exc:
+                # Queued behind every statement this transaction sent (the thread runs them in order), and
+                # shielded: a cancelled transaction left open would fail every later write, or be committed by one.
+                await asyncio.shield(_in_thread(self._db, _roll_back))
+                if isinstance(exc, sqlite3.OperationalError):  # disk full, read-only file, locked too long
+                    raise _refused(exc) from exc
+                raise
 
     async def _atomic(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """A write transaction run whole in the database's thread, in one hop. The thread runs its hops one at a
@@ -731,10 +731,14 @@ def _whole(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) ->
         result = work(conn)
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _roll_back(conn)
         raise
     return result
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 async def _in_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: Any) -> T:
