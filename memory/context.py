@@ -740,7 +740,9 @@ class Assembler:
         bridging = [Line.of(f"[earlier summary]\n{bridge}")] if bridge else []
         # One request's worth: the transcript's date and name prefixes take the margin.
         bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines + bridging)
-        leaving = await self._leaving(thread, lower, new_start, bound)
+        leaving, whole = await self._leaving(thread, lower, new_start, bound)
+        if not whole:  # the earlier summary would claim the messages between it and these, which no summary holds
+            keep_earlier, lines = False, []
         before = [m for m in leaving if thread.window_gap_from is None or m.seq < thread.window_gap_from]
         after = leaving[len(before):]
         lines += [Line(*line) for line in dated_transcript(before, p.seen.viewer, self.policy)]
@@ -804,9 +806,9 @@ class Assembler:
         self._prepared.pop(thread.id, None)
         return await self.store.set_window(thread.id, **state)
 
-    async def _leaving(self, thread: Thread, lower: int, new_start: int, bound: int) -> list[Message]:
+    async def _leaving(self, thread: Thread, lower: int, new_start: int, bound: int) -> tuple[list[Message], bool]:
         """The messages a cut summarises: the newest from `lower` up to the new start (a trimmed gap
-        left out: the bridge holds it), within `bound` tokens.
+        left out: the bridge holds it), within `bound` tokens; and whether that is all of them.
 
         Anything older is the short-term memory's job, so a first reply after a bulk import makes one
         summarisation call of bounded size, not one over the whole archive.
@@ -818,10 +820,9 @@ class Assembler:
                 continue
             used += message.token_count
             if used > bound:
-                break
+                return kept[::-1], False
             kept.append(message)
-        kept.reverse()
-        return kept
+        return kept[::-1], True
 
     async def _tail(self, thread: Thread, chain: list[Thread], shown: list[Message], budget: int) -> str:
         """The volatile part: the time, live status of active children, news from the parent (within budget)."""

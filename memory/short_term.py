@@ -11,10 +11,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from memory import provenance
+from memory import dates, provenance
 from memory.extractive import extractive_summary
 from memory.llm import LLM, Block, LLMError, LLMRequest, RequestTooLarge, Turn
-from memory.records import MemoryChannel, MemoryRecord
+from memory.records import MemoryChannel, MemoryRecord, Message, Thread
 from memory.settings import MemorySettings
 from memory.store import Store
 from memory.summarise import Line, summarise
@@ -52,7 +52,8 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
         pins = await store.pins(ch.persona, scope, scope_id)
-        lines = [Line(*line) for line in dated_transcript(messages, {ch.thread_id})]
+        thread = await store.thread(ch.thread_id) if redone is None else None
+        lines = _lines(messages, ch.thread_id, thread)
         content = keep_pins(await _summary(llm, lines, previous, pins, settings), pins)
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await store.nothing_new(ch.thread_id, now, settings.triggers)
@@ -71,6 +72,28 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         delay = await store.memory_failed(ch.thread_id, now, settings.work.retry_seconds)
         log.warning("memory update of thread %d failed (%s); retry in %.0f s", ch.thread_id, exc.notice, delay)
         return Outcome(ch.thread_id, error=exc.notice)
+
+
+def _lines(messages: list[Message], thread_id: int, thread: Thread | None) -> list[Line]:
+    """The transcript to summarise, where a window cut's rolling summary stands for the messages it covers: the
+    memory work reads each message once, at the cut, not again for the version."""
+    folded = _folded(thread, messages[0].seq)
+    if folded is None:
+        return [Line(*line) for line in dated_transcript(messages, {thread_id})]
+    first, last, summary = folded
+    before = dated_transcript([m for m in messages if m.seq < first], {thread_id})
+    after = dated_transcript([m for m in messages if m.seq > last], {thread_id})
+    return [*(Line(*line) for line in before), Line.of(summary), *(Line(*line) for line in after)]
+
+
+def _folded(thread: Thread | None, since: int) -> tuple[int, int, str] | None:
+    """A thread's rolling summary if it covers messages from `since` on: its range, and its text as prompts show it."""
+    if thread is None or not thread.window_summary or thread.window_summary_from is None \
+            or thread.window_summary_to is None or thread.window_summary_to < since:
+        return None
+    return thread.window_summary_from, thread.window_summary_to, render(
+        "summary_injection.md.j2", summary=thread.window_summary, first=thread.window_summary_from,
+        last=thread.window_summary_to, days=dates.span(thread.window_summary_first_at, thread.window_summary_last_at))
 
 
 async def _summary(llm: LLM, lines: list[Line], previous: list[MemoryRecord], pins: list[str],

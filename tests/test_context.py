@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.providers.offline import OfflineLLM
 from memory import dates, threads
 from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
@@ -168,6 +169,35 @@ async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
     assert "ISSUE-" in body_text and body_text.endswith("more)")  # what does not fit is counted, not lost
     again = await asm.assemble(r.id)
     assert not again.cut and stable_prefix(again) == stable_prefix(a)  # the start holds until the next overflow
+
+
+async def test_an_earlier_summary_is_not_carried_across_messages_no_summary_holds(store):
+    """A cut dropping more than one call can summarise summarises the newest part; the earlier summary, which would
+    then claim the unsummarised messages between (and a short-term version would skip them), is not carried."""
+    r = await root(store)
+    llm = Recording()
+    asm = assembler(store, context_tokens=3_000, llm=llm)
+    for i in range(120):
+        await say(store, r.id, f"note {i}: code ISSUE-{i} " + "filler " * 10)
+        await answer(store, r.id, f"ok {i}")
+    said = [m async for m in store.span(r.id, None, None)]
+    await store.set_window(r.id, window_start_seq=said[10].seq, window_summary="EARLIER-MARK the first notes",
+                           window_summary_from=said[0].seq, window_summary_to=said[9].seq,
+                           window_summary_first_at=said[0].created_at, window_summary_last_at=said[9].created_at)
+    assert (await asm.assemble(r.id)).cut
+    thread = await store.thread(r.id)
+    assert thread.window_summary_from > said[10].seq  # the newest part of what left, and its range says so
+    assert not any("EARLIER-MARK" in str(request) for request in llm.requests)
+
+
+class Recording(OfflineLLM):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list = []
+
+    async def complete(self, request, on_text=None):
+        self.requests.append(request)
+        return await super().complete(request, on_text)
 
 
 async def test_oversized_tool_output_is_reduced_in_the_request_not_in_the_store(store):

@@ -738,3 +738,47 @@ async def test_a_rollback_after_someone_is_forgotten_brings_none_of_their_words_
         assert "quillwort" not in str(request) and not any("quillwort" in h.text for h in recalled)
     finally:
         await engine.close()
+
+
+async def test_a_version_reads_what_a_window_cut_summarised_as_that_summary_not_again_message_by_message(world):
+    """Messages a cut folded into the rolling summary are given to the version as that summary (what the prompt
+    showed), the others as they were said: the memory work reads each message once."""
+    engine, clock, llm = world
+    await first_version(engine, clock)
+    await say(engine, GENERAL, "before the fold", *[f"folded detail {i}" for i in range(3)], "after the fold")
+    root = await engine.stelis.root(GENERAL)
+    said = [m async for m in engine.store.span(root.id, None, None)]
+    folded = [m for m in said if m.content.startswith("folded detail")]
+    await engine.store.set_window(root.id, window_start_seq=folded[-1].seq + 1,
+                                  window_summary="ROLLING: three items were listed",
+                                  window_summary_from=folded[0].seq, window_summary_to=folded[-1].seq,
+                                  window_summary_first_at=folded[0].created_at,
+                                  window_summary_last_at=folded[-1].created_at)
+    await idle(engine, clock)
+    text = _version_requests(llm)[-1].split("<transcript>")[1]
+    assert "ROLLING: three items were listed" in text and "[Memory Summary]" in text
+    assert "folded detail" not in text  # not read a second time
+    assert text.index("before the fold") < text.index("ROLLING") < text.index("after the fold")
+    assert "seed message" not in text  # the previous version's messages stay out, as before
+    assert len(await versions(engine, GENERAL)) == 2
+
+
+async def test_a_rolling_summary_older_than_the_new_messages_or_a_regeneration_reads_the_messages(world):
+    engine, clock, llm = world
+    await say(engine, GENERAL, "old chatter one", "old chatter two")
+    root = await engine.stelis.root(GENERAL)
+    old = [m async for m in engine.store.span(root.id, None, None)]
+    await engine.store.set_window(root.id, window_start_seq=old[-1].seq + 1, window_summary="STALE rolling summary",
+                                  window_summary_from=old[0].seq, window_summary_to=old[0].seq)
+    await idle(engine, clock)  # v1 covers both messages; the summary covers the first alone
+    await say(engine, GENERAL, "fresh news about the kiln")
+    await idle(engine, clock)
+    text = _version_requests(llm)[-1].split("<transcript>")[1]
+    assert "fresh news about the kiln" in text and "STALE" not in text
+    await engine.admin.regenerate(GENERAL)  # regenerating the latest version reads its own messages again
+    assert "fresh news about the kiln" in _version_requests(llm)[-1].split("<transcript>")[1]
+
+
+def _version_requests(llm: Scripted) -> list[str]:
+    return [r.turns[0].blocks[0].text for r in llm.requests
+            if "short-term memory of this conversation" in r.turns[0].blocks[0].text]
