@@ -733,20 +733,17 @@ class Assembler:
         # Messages the shown memory versions already cover need no summary, and neither does an earlier
         # summary (or bridge) they cover entirely: the rolling summary spans only the gap between memory and window.
         lower = max(thread.window_start_seq or 0, (covered_to or 0) + 1)
-        keep_earlier = bool(thread.window_summary) and (
+        keep_earlier = bool(thread.window_summary) and thread.window_start_seq is not None and (
             covered_to is None or (thread.window_summary_to or 0) > covered_to)
         lines = [Line.of(f"[earlier summary]\n{thread.window_summary}")] if keep_earlier else []
-        bridge = thread.window_bridge if thread.window_gap_to is not None and thread.window_gap_to > lower else None
-        bridging = [Line.of(f"[earlier summary]\n{bridge}")] if bridge else []
-        # One request's worth: the transcript's date and name prefixes take the margin.
-        bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines + bridging)
-        leaving, whole = await self._leaving(thread, lower, new_start, bound)
-        if not whole:  # the earlier summary would claim the messages between it and these, which no summary holds
-            keep_earlier, lines = False, []
-        before = [m for m in leaving if thread.window_gap_from is None or m.seq < thread.window_gap_from]
-        after = leaving[len(before):]
-        lines += [Line(*line) for line in dated_transcript(before, p.seen.viewer, self.policy)]
-        lines += bridging + [Line(*line) for line in dated_transcript(after, p.seen.viewer, self.policy)]
+        # The summary holds every message of its range, as said (a trim's bridge holds the newest part of each run
+        # it dropped), since a short-term version reads it for them: all that left a window cut before (what
+        # memory does not cover yet), or, at a window's first cut (after a bulk import, its whole archive), one
+        # request's worth, the transcript's date and name prefixes taking the margin; the rest is memory's job.
+        bound = None if thread.window_start_seq is not None else int(
+            ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
+        leaving = await self._leaving(thread, lower, new_start, bound)
+        lines += [Line(*line) for line in dated_transcript(leaving, p.seen.viewer, self.policy)]
         summary = first = last = first_at = last_at = None
         if lines:
             summary = await self._summary(lines, p.room, write)
@@ -806,9 +803,9 @@ class Assembler:
         self._prepared.pop(thread.id, None)
         return await self.store.set_window(thread.id, **state)
 
-    async def _leaving(self, thread: Thread, lower: int, new_start: int, bound: int) -> tuple[list[Message], bool]:
-        """The messages a cut summarises: the newest from `lower` up to the new start (a trimmed gap
-        left out: the bridge holds it), within `bound` tokens; and whether that is all of them.
+    async def _leaving(self, thread: Thread, lower: int, new_start: int, bound: int | None) -> list[Message]:
+        """The messages a cut summarises: the newest from `lower` up to the new start, within `bound` tokens if
+        one is given.
 
         Anything older is the short-term memory's job, so a first reply after a bulk import makes one
         summarisation call of bounded size, not one over the whole archive.
@@ -816,13 +813,12 @@ class Assembler:
         kept: list[Message] = []
         used = 0
         async for message in self.store.newest_first(thread.id, before_seq=new_start, after_seq=lower - 1):
-            if not _kept(message.seq, thread):
-                continue
             used += message.token_count
-            if used > bound:
-                return kept[::-1], False
+            if bound is not None and used > bound:
+                break
             kept.append(message)
-        return kept[::-1], True
+        kept.reverse()
+        return kept
 
     async def _tail(self, thread: Thread, chain: list[Thread], shown: list[Message], budget: int) -> str:
         """The volatile part: the time, live status of active children, news from the parent (within budget)."""

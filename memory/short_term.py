@@ -75,8 +75,9 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
 
 
 def _lines(messages: list[Message], thread_id: int, thread: Thread | None) -> list[Line]:
-    """The transcript to summarise, where a window cut's rolling summary stands for the messages it covers: the
-    memory work reads each message once, at the cut, not again for the version."""
+    """The transcript to summarise, where a window cut's rolling summary stands for the messages it covers, as the
+    prompt showed it: the memory work reads each message once, not when it leaves the window and again for the
+    version. (A trim's bridge holds only the newest part of each run it dropped: its messages are read as said.)"""
     folded = _folded(thread, messages[0].seq)
     if folded is None:
         return [Line(*line) for line in dated_transcript(messages, {thread_id})]

@@ -171,9 +171,10 @@ async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
     assert not again.cut and stable_prefix(again) == stable_prefix(a)  # the start holds until the next overflow
 
 
-async def test_an_earlier_summary_is_not_carried_across_messages_no_summary_holds(store):
-    """A cut dropping more than one call can summarise summarises the newest part; the earlier summary, which would
-    then claim the unsummarised messages between (and a short-term version would skip them), is not carried."""
+async def test_a_cut_carrying_an_earlier_summary_on_summarises_all_that_left_the_window(store):
+    """More left than one call summarises: with an earlier summary carried on, all of it is summarised (in parts),
+    so the summary's range holds no message that no summary read (a short-term version reads the summary for them);
+    without one (the first cut after a bulk import) the newest part only, the rest left to memory."""
     r = await root(store)
     llm = Recording()
     asm = assembler(store, context_tokens=3_000, llm=llm)
@@ -186,8 +187,22 @@ async def test_an_earlier_summary_is_not_carried_across_messages_no_summary_hold
                            window_summary_first_at=said[0].created_at, window_summary_last_at=said[9].created_at)
     assert (await asm.assemble(r.id)).cut
     thread = await store.thread(r.id)
-    assert thread.window_summary_from > said[10].seq  # the newest part of what left, and its range says so
-    assert not any("EARLIER-MARK" in str(request) for request in llm.requests)
+    assert (thread.window_summary_from, thread.window_summary_to) == (said[0].seq, thread.window_start_seq - 1)
+    read = "\n".join(str(request) for request in llm.requests)
+    assert "EARLIER-MARK" in read and len(llm.requests) > 1  # more than one call's worth, in parts
+    assert all(f"ISSUE-{i} " in read for i in range(5, 50))  # every note that left (notes 5-49 and more)
+
+    fresh = await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    for i in range(120):
+        await say(store, fresh.id, f"note {i}: code ISSUE-{i} " + "filler " * 10)
+        await answer(store, fresh.id, f"ok {i}")
+    llm.requests.clear()
+    assert (await asm.assemble(fresh.id)).cut
+    cut = await store.thread(fresh.id)
+    read = "\n".join(str(request) for request in llm.requests)
+    assert "ISSUE-5 " not in read and cut.window_summary_from > said[0].seq  # the first cut: a bounded read
+    newest_left = [m async for m in store.span(fresh.id, cut.window_start_seq - 2, cut.window_start_seq)]
+    assert newest_left[0].content.split(":")[0] in read
 
 
 class Recording(OfflineLLM):
@@ -393,10 +408,12 @@ async def test_recall_runs_beside_the_layout_and_goes_down_with_it(store, monkey
 
 async def test_a_trim_keeps_the_window_head_cached_and_bridges_what_it_drops(store):
     r = await root(store)
-    asm = assembler(store, context_tokens=4_000, locked_turns=2)
+    llm = Recording()
+    asm = assembler(store, context_tokens=4_000, locked_turns=2, llm=llm)
     asm.policy = asm.policy.model_copy(update={"trims": 4})
     cache = FakeAnthropic()  # its prompt-cache rules, without a server
     trims = cuts = 0
+    bridges: set[str] = set()
     for n in range(120):
         await say(store, r.id, f"m{n} " + "word " * 40)
         assembly = await asm.assemble(r.id)
@@ -419,6 +436,15 @@ async def test_a_trim_keeps_the_window_head_cached_and_bridges_what_it_drops(sto
             assert text.index(thread.window_bridge) < text.index(assembly.window_messages[-1].content)
         elif assembly.cut:
             cuts += 1
+            # The cut's summary holds every message of its range as said, the trimmed gap's too (a bridge holds
+            # only the newest part of each run): a short-term version reads it for them.
+            read = str(llm.requests[-1])
+            assert thread.window_summary_to == thread.window_start_seq - 1  # all that left, the gap included
+            summarised = [m async for m in store.span(r.id, thread.window_summary_from, thread.window_summary_to + 1)]
+            assert summarised and all(f"{m.content.split()[0]} " in read for m in summarised)
+            assert all(thread_bridge not in read for thread_bridge in bridges)
+        if assembly.thread.window_bridge:
+            bridges.add(assembly.thread.window_bridge)
         await answer(store, r.id, f"r{n} " + "answer " * 40)
     assert trims >= 4 and cuts >= 1, (trims, cuts)  # four trims, then a cut that restarts the window
 

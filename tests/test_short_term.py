@@ -741,24 +741,33 @@ async def test_a_rollback_after_someone_is_forgotten_brings_none_of_their_words_
 
 
 async def test_a_version_reads_what_a_window_cut_summarised_as_that_summary_not_again_message_by_message(world):
-    """Messages a cut folded into the rolling summary are given to the version as that summary (what the prompt
-    showed), the others as they were said: the memory work reads each message once."""
+    """Messages a cut folded into the rolling summary are given to the version as that summary (as the prompt showed
+    it), the others as they were said: the memory work reads each message once. A trim's bridge, which holds only
+    the newest part of each run it dropped, never stands for its messages."""
     engine, clock, llm = world
     await first_version(engine, clock)
-    await say(engine, GENERAL, "before the fold", *[f"folded detail {i}" for i in range(3)], "after the fold")
+    await say(engine, GENERAL, "before the fold", *[f"folded detail {i}" for i in range(3)], "the window's head",
+              *[f"bridged detail {i}" for i in range(3)], "after the bridge")
     root = await engine.stelis.root(GENERAL)
-    said = [m async for m in engine.store.span(root.id, None, None)]
-    folded = [m for m in said if m.content.startswith("folded detail")]
-    await engine.store.set_window(root.id, window_start_seq=folded[-1].seq + 1,
+    said = {m.content: m async for m in engine.store.span(root.id, None, None)}
+    folded = [said[f"folded detail {i}"] for i in range(3)]
+    bridged = [said[f"bridged detail {i}"] for i in range(3)]
+    await engine.store.set_window(root.id, window_start_seq=said["the window's head"].seq,
                                   window_summary="ROLLING: three items were listed",
                                   window_summary_from=folded[0].seq, window_summary_to=folded[-1].seq,
                                   window_summary_first_at=folded[0].created_at,
-                                  window_summary_last_at=folded[-1].created_at)
+                                  window_summary_last_at=folded[-1].created_at,
+                                  window_gap_from=bridged[0].seq, window_gap_to=said["after the bridge"].seq,
+                                  window_bridge="BRIDGE: three more items",
+                                  window_bridge_first_at=bridged[0].created_at,
+                                  window_bridge_last_at=bridged[-1].created_at, window_trims=1)
     await idle(engine, clock)
     text = _version_requests(llm)[-1].split("<transcript>")[1]
-    assert "ROLLING: three items were listed" in text and "[Memory Summary]" in text
+    assert "[Memory Summary] Earlier conversation" in text and text.count("ROLLING") == 1
     assert "folded detail" not in text  # not read a second time
-    assert text.index("before the fold") < text.index("ROLLING") < text.index("after the fold")
+    assert "BRIDGE" not in text and all(f"bridged detail {i}" in text for i in range(3))
+    order = ["before the fold", "ROLLING", "the window's head", "bridged detail 0", "after the bridge"]
+    assert [text.index(part) for part in order] == sorted(text.index(part) for part in order)
     assert "seed message" not in text  # the previous version's messages stay out, as before
     assert len(await versions(engine, GENERAL)) == 2
 
