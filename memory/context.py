@@ -731,7 +731,7 @@ class Assembler:
         new_start = p.window[start].seq
         covered_to = p.layers.covered_to
         # Messages the shown memory versions already cover need no summary, and neither does an earlier
-        # summary (or bridge) they cover entirely: the rolling summary spans only the gap between memory and window.
+        # summary they cover entirely: the rolling summary spans only the gap between memory and window.
         lower = max(thread.window_start_seq or 0, (covered_to or 0) + 1)
         keep_earlier = bool(thread.window_summary) and thread.window_start_seq is not None and (
             covered_to is None or (thread.window_summary_to or 0) > covered_to)

@@ -791,3 +791,30 @@ async def test_a_rolling_summary_older_than_the_new_messages_or_a_regeneration_r
 def _version_requests(llm: Scripted) -> list[str]:
     return [r.turns[0].blocks[0].text for r in llm.requests
             if "short-term memory of this conversation" in r.turns[0].blocks[0].text]
+
+
+async def test_a_version_written_while_someone_in_its_range_is_erased_is_not_saved(world):
+    """forget-me may erase a message while a version covering it is being written (from its words, or from a rolling
+    summary holding them): that version is dropped, not saved after the rewrite looked for what covered the message,
+    and the next scan writes one from what is left."""
+    engine, clock, llm = world
+    await first_version(engine, clock)
+    await engine.conversations.hear(GENERAL, "my locker code is wintergreen-4471", author_name="kai", author_id=77,
+                                    external_id=9_001)
+    await say(engine, GENERAL, "the release slips to Monday")
+    real = llm.complete
+    erased = []
+
+    async def erasing(request, on_text=None):  # the erasure lands while the model writes the version
+        if not erased and "short-term memory of this conversation" in request.turns[0].blocks[0].text:
+            erased.append(await engine.forgetting.delete_message(9_001))
+            await asyncio.gather(*engine.forgetting.rewrites)
+        return await real(request, on_text)
+
+    llm.complete = erasing
+    clock.advance(IDLE)
+    outcomes = await engine.memory.run_due()
+    assert erased == [True] and outcomes[0].short_term is None  # dropped; still due, so taken again at once
+    written = await versions(engine, GENERAL)
+    assert len(written) == 2 and "release slips" in written[-1].content
+    assert not any("wintergreen" in r.content for r in written)

@@ -9,6 +9,7 @@ from memory import rows as row_to
 from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
 
+SEQ_MAX = 2**63 - 1  # above every message's sequence (a BIGINT)
 REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
 
 
@@ -94,10 +95,10 @@ class ThreadsSql(SqlStore):
             " ORDER BY seq DESC LIMIT ?", (thread_id, limit))
         return [row_to.message(r) for r in reversed(rows)]
 
-    async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
+    async def count_messages(self, thread_id: int, after_seq: int = -1, through_seq: int | None = None) -> int:
         return int(await self._scalar(
-            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND deleted_at IS NULL",
-            (thread_id, after_seq)))
+            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? AND deleted_at IS NULL",
+            (thread_id, after_seq, SEQ_MAX if through_seq is None else through_seq)))
 
     async def message_by_seq(self, seq: int) -> Message | None:
         row = await self._row("SELECT * FROM messages WHERE seq = ?", (seq,))
