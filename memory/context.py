@@ -306,7 +306,7 @@ class Assembler:
         self._renderings: OrderedDict[int, tuple[tuple[Any, ...], Rendering]] = OrderedDict()
         self._layers: OrderedDict[int, tuple[tuple[Any, ...], Layers]] = OrderedDict()
         # visible conversations -> (the store's branch changes when read, the working memory then)
-        self._branches: OrderedDict[tuple[str, ...], tuple[int, list[dict[str, str]]]] = OrderedDict()
+        self._branches: OrderedDict[frozenset[str], tuple[int, list[dict[str, str]]]] = OrderedDict()
 
     async def assemble(self, thread_id: int, *, shape: Shape = REPLY, incoming: NewMessage | None = None,
                        persist: bool = True, calls: bool = True) -> Assembly:
@@ -882,14 +882,15 @@ class Assembler:
             return []
         seen = await self.visibilities.of(self.store, root)
         changes = self.store.branch_changes  # taken before the read: a change meanwhile reads them again next time
-        cached = self._branches.get(seen.scope_keys)
+        view = frozenset(seen.scope_keys)  # a server's public channels all see the same: one entry, one read
+        cached = self._branches.get(view)
         if cached is not None and cached[0] == changes:
-            self._branches.move_to_end(seen.scope_keys)
+            self._branches.move_to_end(view)
             return cached[1]
         rows = await self.store.recent_branches(root.persona, seen.scope_keys, self.policy.working_memory)
         found = [{"label": b.label, "kind": b.branch_type, "status": b.status, "state": b.brief_state or "",
                   "when": dates.day_line(b.active_at)} for b in rows]
-        _keep(self._branches, seen.scope_keys, (changes, found))  # a busy bot's others stay (they were all dropped)
+        _keep(self._branches, view, (changes, found))  # a busy bot's others stay (they were all dropped)
         return found
 
 

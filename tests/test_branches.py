@@ -103,10 +103,18 @@ async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, m
         roots.append((await busy.stelis.root(scope)).id)
         await busy.conversations.context(roots[-1])
     reads.clear()
+    real = busy.store.recent_branches  # what `counted` calls from now on
     monkeypatch.setattr(busy.store, "recent_branches", counted)
     for root_id in roots[-WINDOWS_KEPT:]:
         await busy.conversations.context(root_id)
     assert reads == []  # the newest 64 are still known: the 65th did not drop them all
+    public = [Scope.channel(4, 400 + n) for n in range(3)]  # a server's public channels all see the same branches
+    for scope in public:
+        await busy.admin.describe(scope, name=f"c{scope.channel_id}", public=True)
+        await busy.conversations.hear(scope, "hello", author_name="mahe")
+    await busy.branches.session(public[0], 7003, "Shared plan")
+    shown = [tail(await busy.conversations.context((await busy.stelis.root(scope)).id)) for scope in public]
+    assert all("Shared plan" in text for text in shown) and len(reads) == 1  # one read for the three
     await busy.close()
 
     quiet = await Engine.open(make_config(snapshots={"interval_seconds": 0}, context={"working_memory": 0}),
