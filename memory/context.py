@@ -736,12 +736,11 @@ class Assembler:
         keep_earlier = bool(thread.window_summary) and thread.window_start_seq is not None and (
             covered_to is None or (thread.window_summary_to or 0) > covered_to)
         lines = [Line.of(f"[earlier summary]\n{thread.window_summary}")] if keep_earlier else []
-        # The summary holds every message of its range, as said (a trim's bridge holds the newest part of each run
-        # it dropped), since a short-term version reads it for them: all that left a window cut before (what
-        # memory does not cover yet), or, at a window's first cut (after a bulk import, its whole archive), one
-        # request's worth, the transcript's date and name prefixes taking the margin; the rest is memory's job.
-        bound = None if thread.window_start_seq is not None else int(
-            ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
+        # The summary must hold every message of its range (a short-term version reads it for them). After a
+        # window's first cut: all that left and memory does not cover yet, the trimmed gap as said too (a trim's
+        # bridge holds only the newest part of each run). A first cut, which may follow a bulk import, reads one
+        # request's worth (the transcript's prefixes take the margin); older messages are the short-term memory's.
+        bound = None if thread.window_start_seq is not None else int(ONE_CALL_SHARE * self.stelis.chunk_tokens)
         leaving = await self._leaving(thread, lower, new_start, bound)
         lines += [Line(*line) for line in dated_transcript(leaving, p.seen.viewer, self.policy)]
         summary = first = last = first_at = last_at = None
