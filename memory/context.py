@@ -37,7 +37,7 @@ from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import lineage
 from memory.tokens import cached_tokens
-from memory.transcript import dated_transcript, message_text, message_tokens
+from memory.transcript import dated_transcript, message_text, message_tokens, rolling_summary
 from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import (
     MESSAGE_SHARE,
@@ -528,10 +528,7 @@ class Assembler:
         head = seen.pieces(protected)
         summary = thread.window_summary if not naive else None
         if summary:
-            head.append(Piece("user", Block(render(
-                "summary_injection.md.j2", summary=summary, first=thread.window_summary_from,
-                last=thread.window_summary_to,
-                days=dates.span(thread.window_summary_first_at, thread.window_summary_last_at)))))
+            head.append(Piece("user", Block(rolling_summary(thread))))
         own_head = _head(window, thread) if not naive else []
         recent = window[len(own_head):]
         head += seen.pieces(own_head)  # a window's head stays cached with what precedes it when it is trimmed

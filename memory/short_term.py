@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from memory import dates, provenance
+from memory import provenance
 from memory.extractive import extractive_summary
 from memory.llm import LLM, Block, LLMError, LLMRequest, RequestTooLarge, Turn
 from memory.records import MemoryChannel, MemoryRecord, Message, Thread
@@ -19,7 +19,7 @@ from memory.settings import MemorySettings
 from memory.store import StaleUpdate, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
-from memory.transcript import dated_transcript
+from memory.transcript import dated_transcript, rolling_summary
 from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
@@ -96,9 +96,7 @@ def _folded(thread: Thread | None, since: int) -> tuple[int, int, str] | None:
     if thread is None or not thread.window_summary or thread.window_summary_from is None \
             or thread.window_summary_to is None or thread.window_summary_to < since:
         return None
-    return thread.window_summary_from, thread.window_summary_to, render(
-        "summary_injection.md.j2", summary=thread.window_summary, first=thread.window_summary_from,
-        last=thread.window_summary_to, days=dates.span(thread.window_summary_first_at, thread.window_summary_last_at))
+    return thread.window_summary_from, thread.window_summary_to, rolling_summary(thread)
 
 
 async def _summary(llm: LLM, lines: list[Line], previous: list[MemoryRecord], pins: list[str],

@@ -28,6 +28,8 @@ QUOTING = (("playbook_steps", "id", "summary", "text", "at"), ("autonomy_log", "
            ("tasks", "id", "steps", "list", None), ("threads", "id", "label", "text", None),
            ("memory_pins", "id", "fact", "row", None))
 
+SEQ_MAX = 2**63 - 1  # above every message's sequence (a BIGINT)
+
 
 def erased_value(kind: str) -> str:
     """What a quoting column holds once what it quoted is erased."""
@@ -119,7 +121,7 @@ class CommonStore(ABC):
     async def _pages(self, thread_id: int, lower: int | None, upper: int | None, page: int,
                      newest_first: bool) -> AsyncIterator[Message]:
         low = -1 if lower is None else lower
-        high = 2**63 - 1 if upper is None else upper
+        high = SEQ_MAX if upper is None else upper
         while True:
             messages = await self._page(thread_id, low, high, page, newest_first)
             for message in messages:

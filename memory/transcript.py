@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from memory.anchors import is_anchor, render_anchor
-from memory.dates import day_line, resolve_relative, same_day
+from memory.dates import day_line, resolve_relative, same_day, span
 from memory.images import described
 from memory.observation import reduce_message, reduce_observation
 from memory.records import Message, Thread
 from memory.settings import ContextSettings
 from memory.store import Store
+from memory.templates import render
 from memory.tokens import MESSAGE_OVERHEAD, cached_tokens
 
 DEFAULT_POLICY = ContextSettings()
@@ -90,3 +91,10 @@ async def transcript_lines(store: Store, thread: Thread, lineage: Collection[int
                            policy: ContextSettings = DEFAULT_POLICY) -> list[tuple[str, int]]:
     """Every live message of a thread as dated transcript lines, oldest first."""
     return dated_transcript([m async for m in store.span(thread.id, None, None)], lineage, policy)
+
+
+def rolling_summary(thread: Thread) -> str:
+    """A window's rolling summary as a prompt shows it (and a short-term version reads it): its range and days."""
+    days = span(thread.window_summary_first_at, thread.window_summary_last_at)
+    return render("summary_injection.md.j2", summary=thread.window_summary, first=thread.window_summary_from,
+                  last=thread.window_summary_to, days=days)

@@ -8,8 +8,8 @@ from typing import Any
 from memory import rows as row_to
 from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
+from memory.store_common import SEQ_MAX
 
-SEQ_MAX = 2**63 - 1  # above every message's sequence (a BIGINT)
 REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
 
 
