@@ -115,6 +115,13 @@ async def test_the_working_memory_lists_open_branches_in_the_tail(make_config, m
     await busy.branches.session(public[0], 7003, "Shared plan")
     shown = [tail(await busy.conversations.context((await busy.stelis.root(scope)).id)) for scope in public]
     assert all("Shared plan" in text for text in shown) and len(reads) == 1  # one read for the three
+    private = Scope.channel(4, 499)  # a private channel of that server sees them; they never see its branch
+    await busy.admin.describe(private, name="staff", public=False)
+    await busy.conversations.hear(private, "hello", author_name="mahe")
+    await busy.branches.session(private, 7004, "Staff only plan")
+    inside = tail(await busy.conversations.context((await busy.stelis.root(private)).id))
+    outside = tail(await busy.conversations.context((await busy.stelis.root(public[1])).id))
+    assert "Staff only plan" in inside and "Shared plan" in inside and "Staff only plan" not in outside
     await busy.close()
 
     quiet = await Engine.open(make_config(snapshots={"interval_seconds": 0}, context={"working_memory": 0}),
