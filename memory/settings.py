@@ -53,13 +53,18 @@ class ContextSettings(Section):
         "Recall: before each reply, look the new message up in everything this conversation may see."))
     low_water: float = Field(0.62, gt=0.1, lt=1.0, description=(
         "When a window overflows it is cut once, leaving it as full as leaves room for turns_per_cut more turns "
-        "of the usual size, but at least low_water full ..."))
+        "of the usual size, but at least low_water full (while that leaves room for cut_room_turns) ..."))
     high_water: float = Field(0.72, gt=0.1, lt=1.0, description=(
         "... and at most high_water full (not below low_water). What a cut keeps is sent again uncached: keeping "
         "less makes cuts cheaper, keeping more shows more verbatim (see memory/window.py and bench "
         "cache_efficiency)."))
     turns_per_cut: int = Field(12, ge=1, le=1_000, description=(
         "Turns a cut leaves room for, so cuts (and the cache misses they cost) stay rare."))
+    cut_room_turns: int | None = Field(None, ge=1, le=1_000, description=(
+        "Where the window holds only a handful of turns, a cut still leaves room for this many (low_water gives "
+        "way). Unset: half of turns_per_cut with a local model server, whose every cut evaluates the window "
+        "again on this machine's CPU; 2 with a provider that bills a re-sent window, so a small window carries as "
+        "much as a Letta-style one (bench cache_efficiency at 8k)."))
     locked_turns: int = Field(6, ge=1, le=100, description=(
         "The immediate buffer: the last N turns are never cut, unless they would fill more than high_water."))
     trims: int = Field(8, ge=0, le=100, description=(

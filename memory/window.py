@@ -106,10 +106,11 @@ def recent_turns(items: Sequence[Item]) -> list[int]:
 
 
 def _roomy(sizes: list[int], budget: int, policy: ContextSettings) -> float:
-    """The fill that leaves room for half of turns_per_cut usual turns (`sizes`: the recent ones). Where it binds
-    (a window of a few turns: a 2k model's) a cut keeps less, so cuts, each sent again whole, do not come every
-    other turn."""
-    return 1 - policy.turns_per_cut / 2 * (sum(sizes) / len(sizes)) / budget
+    """The fill that leaves room for cut_room_turns usual turns (`sizes`: the recent ones; unset, half of
+    turns_per_cut). Where it binds (a window of a few turns) a cut keeps less, so cuts, each sent again whole,
+    do not come every other turn."""
+    turns = policy.turns_per_cut / 2 if policy.cut_room_turns is None else policy.cut_room_turns
+    return 1 - turns * (sum(sizes) / len(sizes)) / budget
 
 
 def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,

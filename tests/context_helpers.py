@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.providers.anthropic_llm import to_params
 from bot.providers.offline import OfflineLLM
 from memory.budget import Budget
-from memory.context import Assembler, Assembly, Persona
+from memory.context import Assembler, Assembly, ModelTraits, Persona
 from memory.records import NewMessage
 from memory.settings import ContextSettings, StelisSettings
 from memory.store import Store
@@ -14,13 +14,14 @@ from tests.fake_anthropic import flatten
 FIXED_NOW = 1_800_000_000.0
 
 
-def assembler(store: Store, context_tokens: int = 3_000, locked_turns: int = 3, llm=None) -> Assembler:
+def assembler(store: Store, context_tokens: int = 3_000, locked_turns: int = 3, llm=None,
+              traits: ModelTraits | None = None) -> Assembler:
     return Assembler(
         store, llm or OfflineLLM(), Persona("Stelis", "You are Stelis."),
         Budget(context_tokens, 200),
         ContextSettings(low_water=0.6, locked_turns=locked_turns, summary_tokens=150, observation_max_lines=30,
                      observation_keep_lines=5),
-        StelisSettings(chunk_tokens=800), clock=lambda: FIXED_NOW,
+        StelisSettings(chunk_tokens=800), clock=lambda: FIXED_NOW, traits=traits or ModelTraits(),
     )
 
 

@@ -10,7 +10,7 @@ from bot.providers.offline import OfflineLLM
 from memory import dates, threads
 from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
-from memory.context import MESSAGE_SHARE, Rendering, Shape, _starts_turn
+from memory.context import MESSAGE_SHARE, ModelTraits, Rendering, Shape, _starts_turn
 from memory.llm import Tool
 from memory.records import Message, NewMessage, Scope
 from memory.settings import StelisSettings
@@ -169,6 +169,23 @@ async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
     assert "ISSUE-" in body_text and body_text.endswith("more)")  # what does not fit is counted, not lost
     again = await asm.assemble(r.id)
     assert not again.cut and stable_prefix(again) == stable_prefix(a)  # the start holds until the next overflow
+
+
+async def test_a_small_window_keeps_more_after_a_cut_where_the_resent_window_is_billed_than_on_a_local_server(store):
+    """A window of a few turns: with an API a cut keeps low_water (it carries as much as a Letta-style window); a
+    local server evaluates every cut on the CPU, so there a cut keeps less and cuts come less often."""
+    kept = {}
+    for channel, local in ((2, False), (3, True)):
+        r = await store.root_thread("Stelis", Scope.channel(1, channel), 0.8)
+        for i in range(40):
+            await say(store, r.id, f"note {i}: " + "filler " * 90)
+            await answer(store, r.id, f"ok {i}, " + "sure " * 90)
+        a = await assembler(store, context_tokens=2_500, traits=ModelTraits(keep_tails=local)).assemble(r.id)
+        assert a.cut
+        start = (await store.thread(r.id)).window_start_seq
+        kept[local] = sum([m.token_count async for m in store.span(r.id, start, None)])
+        assert kept[local] <= 0.6 * a.window_budget
+    assert kept[False] > 1.5 * kept[True]
 
 
 async def test_a_cut_carrying_an_earlier_summary_on_summarises_all_that_left_the_window(store):

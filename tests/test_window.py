@@ -66,6 +66,19 @@ def test_a_window_of_a_few_turns_is_cut_to_leave_room_for_half_of_turns_per_cut(
     assert 150 - kept >= POLICY.turns_per_cut // 2 * 20 and history[cut].starts_turn and kept >= 20
 
 
+def test_a_window_of_a_few_turns_keeps_low_water_while_that_leaves_cut_room_turns():
+    """Where re-sending a window is billed (cut_room_turns 2), a small window still carries low_water after a cut."""
+    history = items(*[(10, i % 2 == 0) for i in range(20)])  # 10 turns of 20 in a 150-token window
+    fewer = plan_cut(history, budget=150, policy=POLICY)  # room for half of turns_per_cut: 6 turns
+    two = plan_cut(history, budget=150, policy=POLICY.model_copy(update={"cut_room_turns": 2}))
+    kept = sum(i.tokens for i in history[two:])
+    assert kept > sum(i.tokens for i in history[fewer:])
+    assert 150 - kept >= 2 * 20 and kept <= POLICY.low_water * 150 and history[two].starts_turn
+    # low_water still gives way where even two turns would not fit after it
+    big_turns = items(*[(30, i % 2 == 0) for i in range(20)])
+    assert fill_target(big_turns, 150, POLICY.model_copy(update={"cut_room_turns": 2})) < POLICY.low_water
+
+
 def test_the_cut_never_enters_the_locked_buffer_even_above_low_water():
     history = items((10, True), (10, False), (50, True), (50, False), (10, True), (10, False))
     roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=1)
