@@ -16,7 +16,7 @@ from memory.extractive import extractive_summary
 from memory.llm import LLM, Block, LLMError, LLMRequest, RequestTooLarge, Turn
 from memory.records import MemoryChannel, MemoryRecord, Message, Thread
 from memory.settings import MemorySettings
-from memory.store import StaleUpdate, Store
+from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.transcript import dated_transcript, rolling_summary
@@ -58,14 +58,12 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
-        if await store.count_messages(ch.thread_id, messages[0].seq - 1, messages[-1].seq) < len(messages):
-            # Someone was erased while this was written (from their words, or a rolling summary holding them):
-            # forget-me rewrites what covered them, this version is not saved, and the next scan writes it anew.
-            raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
+        # Someone erased while this was written (their words, or a rolling summary holding them): the save refuses
+        # (StaleUpdate), forget-me rewrites what covered them, and the next scan writes this version anew.
         record = await store.save_short_term(
             ch, content, messages[0].seq, messages[-1].seq, ch.pending_count, now, settings.triggers,
             {"messages": len(messages), "pins": pins, "first_at": messages[0].created_at,
-             "last_at": messages[-1].created_at},
+             "last_at": messages[-1].created_at}, live=len(messages),
         )
         log.info("short-term memory v%d for thread %d covers messages %d-%d", record.version, ch.thread_id,
                  record.first_seq, record.last_seq)

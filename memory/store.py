@@ -335,9 +335,11 @@ class MemoryRecords(Protocol):
         ...
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
-                              now: float, triggers: Triggers, metadata: dict[str, Any]) -> MemoryRecord:
+                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int) -> MemoryRecord:
         """The new short-term version and the bookkeeping that it was written, in one transaction, only if no
-        other worker saved over `ch.covered_seq` meanwhile: otherwise StaleUpdate and nothing is written."""
+        other worker saved over `ch.covered_seq` meanwhile and its range still holds the `live` messages it was
+        written from (none erased meanwhile, whose forget-me would miss it): otherwise StaleUpdate and nothing is
+        written."""
         ...
 
     async def save_long_term(self, ch: MemoryChannel, content: str, first_seq: int | None, last_seq: int | None,

@@ -631,7 +631,7 @@ async def test_a_save_over_a_range_another_worker_saved_first_writes_nothing(wor
     assert (await engine.memory.run_channel(thread_id, force=True)).short_term is not None
     with pytest.raises(StaleUpdate):
         await engine.store.save_short_term(read_before, "a late copy", 1, 1, 1, clock(),
-                                           (await engine.settings.memory(None)).triggers, {})
+                                           (await engine.settings.memory(None)).triggers, {}, live=1)
     assert len(await versions(engine, GENERAL)) == 1
 
 

@@ -302,9 +302,9 @@ async def test_workers_claiming_at_once_never_take_the_same_channel(backend):
 async def test_a_save_over_work_another_worker_saved_first_is_refused(store):
     (thread_id,) = await _due_channels(store, 1)
     read = await store.memory_channel(thread_id)
-    first = await store.save_short_term(read, "v1", 1, 1, 1, 1.0, TRIGGERS, {})
+    first = await store.save_short_term(read, "v1", 1, 1, 1, 1.0, TRIGGERS, {}, live=1)
     with pytest.raises(StaleUpdate):  # a slow worker read the same state before the first one saved
-        await store.save_short_term(read, "v1 again", 1, 1, 1, 2.0, TRIGGERS, {})
+        await store.save_short_term(read, "v1 again", 1, 1, 1, 2.0, TRIGGERS, {}, live=1)
     saved = await store.memory_channel(thread_id)
     assert saved.long_term_pending == 1 and first.version == 1
     await store.save_long_term(saved, "merged", 1, 1, {}, 3.0, TRIGGERS)
@@ -314,6 +314,41 @@ async def test_a_save_over_work_another_worker_saved_first_is_refused(store):
                 for r in await store.recent_records("Stelis", "channel", 100, t, 10)]
     assert versions == [("short_term", 1), ("long_term", 1)]
     assert (await store.memory_channel(thread_id)).long_term_pending == 0
+
+
+async def test_a_version_is_not_saved_over_a_range_someone_was_erased_from_even_mid_purge(store, monkeypatch):
+    """forget-me rewrites the versions covering what it erased: a version written from the erased words and saved
+    after that look-up would keep them. A purge that committed first makes the save refuse; one in flight (its
+    threads marked, not committed) holds the save until it commits, and then the save refuses too."""
+    root = await store.root_thread("Stelis", Scope.channel(1, 100), 0.8)
+    said = [(await store.append_counted(root, NewMessage("user", f"m{i}", external_id=700 + i), TRIGGERS))[0]
+            for i in range(5)]
+    read = await store.memory_channel(root.id)
+    await store.purge(external_id=700)
+    with pytest.raises(StaleUpdate):  # written from m0..m4; m0 went before the save
+        await store.save_short_term(read, "m0 and the rest", said[0].seq, said[-1].seq, 5, 1.0, TRIGGERS, {}, live=5)
+    backend = sys.modules[type(store).__module__]
+    revise, marked, release = backend._revise, asyncio.Event(), asyncio.Event()
+
+    async def paused(con, thread_ids):  # the purge stops after marking its threads, before it commits
+        await revise(con, thread_ids)
+        marked.set()
+        await release.wait()
+
+    monkeypatch.setattr(backend, "_revise", paused)
+    purging = asyncio.create_task(store.purge(external_id=702))
+    await marked.wait()
+    saving = asyncio.create_task(
+        store.save_short_term(read, "m1 to m4", said[1].seq, said[-1].seq, 4, 1.0, TRIGGERS, {}, live=4))
+    await asyncio.sleep(0.3)
+    assert not saving.done()  # held behind the purge
+    release.set()
+    await purging
+    with pytest.raises(StaleUpdate):
+        await saving
+    assert await store.recent_records("Stelis", "channel", 100, "short_term", 10) == []
+    saved = await store.save_short_term(read, "m1, m3, m4", said[1].seq, said[-1].seq, 3, 2.0, TRIGGERS, {}, live=3)
+    assert saved.version == 1  # written again from what is left, it is kept
 
 
 async def test_a_sweep_takes_only_threads_whose_process_stopped_beating(backend):

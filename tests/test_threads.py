@@ -273,7 +273,7 @@ async def test_a_thread_a_memory_version_saw_in_progress_announces_its_end(store
     await store.append_counted(root, NewMessage("user", "ok", author_name="mahe"), Triggers(7_200, 50))
     covered = (await store.tail(root.id, 1))[-1].seq
     await store.save_short_term(channel, "they planned a trip; a thread is in progress", 1, covered, 1,
-                                store.clock(), Triggers(7_200, 50), {})
+                                store.clock(), Triggers(7_200, 50), {}, live=0)
     await threads.end(store, Recording(), run, SETTINGS)
     [note] = _completions(await store.tail(root.id, 10))
     assert note.seq > covered  # after the version: the next one summarises it

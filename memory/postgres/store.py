@@ -98,6 +98,8 @@ _ADD_RECORD = (
     " RETURNING *"
 )
 _SHARED_CHANGE = "SELECT nextval('shared_changes')"
+_LIVE_IN_RANGE = ("SELECT COUNT(*) FROM messages WHERE thread_id = $1 AND seq BETWEEN $2 AND $3"
+                  " AND deleted_at IS NULL")
 
 
 def _not_placeholder(alias: str) -> str:
@@ -559,11 +561,16 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         return sorted((row_to.channel(r) for r in rows), key=lambda c: (c.due_at is None, c.due_at or 0.0))
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
-                              now: float, triggers: Triggers, metadata: dict[str, Any]) -> MemoryRecord:
+                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int) -> MemoryRecord:
         scope, scope_id = ch.scope
         params = row_to.record_params(ch.persona, scope, scope_id, "short_term", content, first_seq, last_seq, metadata,
                                 now, None)
         async with self._transaction() as con:
+            # A purge marks its threads (_revise) before it commits: holding the thread's row here, the count below
+            # sees an erasure that committed first, and one that commits later finds this version to rewrite.
+            await con.execute("SELECT 1 FROM threads WHERE id = $1 FOR SHARE", ch.thread_id)
+            if await con.fetchval(_LIVE_IN_RANGE, ch.thread_id, first_seq, last_seq) < live:
+                raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
             fenced = await con.execute(
                 "UPDATE memory_channels SET covered_seq = $1, pending_count = GREATEST(0, pending_count - $2),"
                 " failures = 0, long_term_pending = $3 WHERE thread_id = $4 AND covered_seq IS NOT DISTINCT FROM $5",

@@ -517,7 +517,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return sorted((row_to.channel(r) for r in rows), key=lambda c: (c.due_at is None, c.due_at or 0.0))
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
-                              now: float, triggers: Triggers, metadata: dict[str, Any]) -> MemoryRecord:
+                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int) -> MemoryRecord:
         """The new short-term version and the bookkeeping that it was written, in one transaction.
 
         A channel's versions follow the one numbering rule; a Discord thread's single record is
@@ -527,6 +527,13 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         params = row_to.record_params(ch.persona, scope, scope_id, "short_term", content, first_seq, last_seq, metadata,
                                 now, None)
         async with self._transaction() as db:
+            # Write transactions run one at a time: a purge committed before this one is counted, a later one
+            # finds this version to rewrite.
+            (now_live,), = await db.execute_fetchall(
+                "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq BETWEEN ? AND ? AND deleted_at IS NULL",
+                (ch.thread_id, first_seq, last_seq))
+            if now_live < live:
+                raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
             fenced = await db.execute(
                 "UPDATE memory_channels SET covered_seq = ?, pending_count = MAX(0, pending_count - ?), failures = 0,"
                 " long_term_pending = ? WHERE thread_id = ? AND covered_seq IS ?",
