@@ -5,8 +5,8 @@ holds stays byte-identical in between (seed 003 plus metabolism). Everything aft
 changed byte is sent again uncached, so a *cut* (a new start) costs all it keeps, and the turns
 until the next overflow are what it freed: kept / (1 - kept) per turn, whatever the window's size.
 A cut leaves the window between `low_water` and `high_water` full (0.62-0.72 by default, fuller when
-the usual turns are small next to the window); the rolling summary, the memory layers and recall
-carry what left it.
+the usual turns are small next to the window, emptier when it holds so few that low_water would not leave
+room for `cut_room_turns` more); the rolling summary, the memory layers and recall carry what left it.
 
 Most overflows are *trims*: the window keeps its head (its oldest turns, whose prefix the cache
 holds) and its locked turns, and drops the run between them into a bridge summary. Only the bridge
