@@ -223,8 +223,7 @@ class ThreadsAndMessages(Protocol):
         """The newest user and assistant messages, oldest first."""
         ...
 
-    async def count_messages(self, thread_id: int, after_seq: int = -1, through_seq: int | None = None) -> int:
-        """Live messages of a thread after `after_seq`, up to `through_seq` (inclusive) if given."""
+    async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
         ...
 
     async def message_by_seq(self, seq: int) -> Message | None:

@@ -43,7 +43,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql, next_reply
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import LIVE_IN_RANGE, QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,6 @@ _ADD_RECORD = (
     " RETURNING *"
 )
 _SHARED_CHANGE = "SELECT nextval('shared_changes')"
-_LIVE_IN_RANGE = ("SELECT COUNT(*) FROM messages WHERE thread_id = $1 AND seq BETWEEN $2 AND $3"
-                  " AND deleted_at IS NULL")
 
 
 def _not_placeholder(alias: str) -> str:
@@ -569,7 +567,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             # A purge marks its threads (_revise) before it commits: holding the thread's row here, the count below
             # sees an erasure that committed first, and one that commits later finds this version to rewrite.
             await con.execute("SELECT 1 FROM threads WHERE id = $1 FOR SHARE", ch.thread_id)
-            if await con.fetchval(_LIVE_IN_RANGE, ch.thread_id, first_seq, last_seq) < live:
+            if await con.fetchval(numbered(LIVE_IN_RANGE), ch.thread_id, first_seq - 1, last_seq) < live:
                 raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
             fenced = await con.execute(
                 "UPDATE memory_channels SET covered_seq = $1, pending_count = GREATEST(0, pending_count - $2),"

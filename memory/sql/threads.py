@@ -8,7 +8,7 @@ from typing import Any
 from memory import rows as row_to
 from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
-from memory.store_common import SEQ_MAX
+from memory.store_common import LIVE_IN_RANGE, SEQ_MAX
 
 REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
 
@@ -95,10 +95,8 @@ class ThreadsSql(SqlStore):
             " ORDER BY seq DESC LIMIT ?", (thread_id, limit))
         return [row_to.message(r) for r in reversed(rows)]
 
-    async def count_messages(self, thread_id: int, after_seq: int = -1, through_seq: int | None = None) -> int:
-        return int(await self._scalar(
-            "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? AND deleted_at IS NULL",
-            (thread_id, after_seq, SEQ_MAX if through_seq is None else through_seq)))
+    async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
+        return int(await self._scalar(LIVE_IN_RANGE, (thread_id, after_seq, SEQ_MAX)))
 
     async def message_by_seq(self, seq: int) -> Message | None:
         row = await self._row("SELECT * FROM messages WHERE seq = ?", (seq,))

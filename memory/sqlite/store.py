@@ -36,7 +36,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import ThreadsSql, next_reply
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import LIVE_IN_RANGE, QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -529,9 +529,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         async with self._transaction() as db:
             # Write transactions run one at a time: a purge committed before this one is counted, a later one
             # finds this version to rewrite.
-            (now_live,), = await db.execute_fetchall(
-                "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq BETWEEN ? AND ? AND deleted_at IS NULL",
-                (ch.thread_id, first_seq, last_seq))
+            (now_live,), = await db.execute_fetchall(LIVE_IN_RANGE, (ch.thread_id, first_seq - 1, last_seq))
             if now_live < live:
                 raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
             fenced = await db.execute(
