@@ -29,8 +29,6 @@ QUOTING = (("playbook_steps", "id", "summary", "text", "at"), ("autonomy_log", "
            ("memory_pins", "id", "fact", "row", None))
 
 SEQ_MAX = 2**63 - 1  # above every message's sequence (a BIGINT)
-# Live messages of a thread within (after, through]: what a count reads, and what a version's save counts again.
-LIVE_IN_RANGE = "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? AND deleted_at IS NULL"
 
 
 def erased_value(kind: str) -> str:

@@ -8,8 +8,10 @@ from typing import Any
 from memory import rows as row_to
 from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
-from memory.store_common import LIVE_IN_RANGE, SEQ_MAX
+from memory.store_common import SEQ_MAX
 
+# Live messages of a thread within (after, through]: what a count reads, and what a version's save counts again.
+LIVE_IN_RANGE = "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? AND deleted_at IS NULL"
 REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
 
 
