@@ -324,16 +324,16 @@ class Assembler:
         With `calls=False` (what /context shows) no model is asked: a summary not written yet is a note.
         """
         preview, naive = not persist, shape.naive
-        await self.store.catch_up()  # another process's erasure must not live on in this one's caches
-        thread = await self.store.thread(thread_id)
-        chain = await lineage(self.store, thread)
-        tools = self.conversation_tools if shape.tools is None else shape.tools
-        persona, system_text, budget = await self._system(chain, tools)
-        now = self.clock()
-        extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
-
-        fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
-        p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
+        async with self.store.held():  # the reads before anything is waited on
+            await self.store.catch_up()  # another process's erasure must not live on in this one's caches
+            thread = await self.store.thread(thread_id)
+            chain = await lineage(self.store, thread)
+            tools = self.conversation_tools if shape.tools is None else shape.tools
+            persona, system_text, budget = await self._system(chain, tools)
+            now = self.clock()
+            extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
+            fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
+            p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
         if calls and cut is not None and thread.id in self._folding:  # summarised ahead now: wait, never twice
             with contextlib.suppress(Failure):  # its failure is logged where it ran; then this one summarises
                 await asyncio.shield(self._folding[thread.id])

@@ -13,7 +13,6 @@ prompt at the window's next cut, not in the middle of a cached prefix.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from memory import dates, extractive
@@ -73,10 +72,12 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     if guild_id is not None:
         asked.append(("workspace", guild_id, "long_term", 1))
     # Four statements at most, whatever the server shares: the pins, the versions of this conversation, its
-    # Discord thread and its server, and which channels share, side by side; then all their versions at once.
-    pins, found, others = await asyncio.gather(
-        store.pins(persona, "channel", channel_id), store.newest_records(persona, asked, as_of),
-        _none() if guild_id is None else store.shared_channels(persona, guild_id, limit=shared, besides=channel_id))
+    # Discord thread and its server, and which channels share; then all their versions at once. One after the
+    # other: they run on the connection the assembly holds (Store.held).
+    pins = await store.pins(persona, "channel", channel_id)
+    found = await store.newest_records(persona, asked, as_of)
+    others = [] if guild_id is None else await store.shared_channels(persona, guild_id, limit=shared,
+                                                                     besides=channel_id)
     own = (50, OWN)
     pieces = [_Piece(0, own, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins))] if pins else []
     long_term, recent, *rest = found
@@ -90,7 +91,6 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     # Seed 004: each shared channel's newest versions too, oldest first; a tight room drops its oldest versions
     # before another channel's newest (a channel's long-term memory comes before its versions). The most recently
     # active are nearest this conversation.
-    others = others or []
     theirs = await store.newest_records(
         persona, [ask for other in others for ask in _channel_versions(other.channel_id or 0, versions)], as_of) \
         if others else []
@@ -98,11 +98,6 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
         pieces += _channel((49 - rank, f"#{other.name or other.channel_id}"), theirs[2 * rank],
                            theirs[2 * rank + 1], (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
     return pieces
-
-
-async def _none() -> None:
-    """A read that does not apply here (no server)."""
-    return None
 
 
 def _channel_versions(channel_id: int, versions: int) -> tuple[Versions, Versions]:

@@ -8,6 +8,7 @@ opens one.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -115,6 +116,11 @@ class Database(Protocol):
 
     async def catch_up(self) -> None:
         """Move the counters caches key on past what other processes sharing the database erased or edited."""
+        ...
+
+    def held(self) -> AbstractAsyncContextManager[None]:
+        """Within the block, this task's statements share one connection (while it holds one, it must not wait
+        on another task that needs a connection: run no model call and start no look-up inside)."""
         ...
 
     async def table_rows(self, table: str, after: tuple[Any, ...] | None, limit: int) -> list[dict[str, Any]]:

@@ -280,3 +280,29 @@ def test_named_parameters_are_numbered_in_order_of_first_use():
     assert named(sql, thread_id=8, now=2.5, threshold=4)[1:] == (2.5, 4, 8)  # parsed once, bound each time
     with pytest.raises(KeyError):
         named(sql, now=1.0)
+
+
+async def test_assemblies_hold_one_connection_each_and_never_wait_on_each_other_for_one(postgres_cluster):
+    """An assembly's reads share the connection it holds: with one connection in the main pool, many at once in a
+    server whose channels share their memory all finish, and the connection goes back to the pool."""
+    from tests.context_helpers import assembler, say
+
+    name = await postgres_cluster.fresh_database()
+    store = await PostgresStore.open(postgres_cluster.url_for(name), pool_size=2)  # one main, one search
+    try:
+        threads = [await store.root_thread("Stelis", Scope.channel(7, 700 + c), 1.0) for c in range(12)]
+        for thread in threads:
+            await say(store, thread.id, "what did we plan for the harbour festival?")  # noted: it may share
+            await store.set_channel_flags(thread.id, public=1)
+        maker = assembler(store)
+        built = await asyncio.wait_for(asyncio.gather(*(maker.assemble(t.id) for t in threads)), 30)
+        assert [a.thread.id for a in built] == [t.id for t in threads]
+        assert store.pool_usage()[0] == 0  # every connection is back
+
+        async with store.held():  # a statement refused inside gives the connection back too
+            with pytest.raises(StoreError):
+                await store._value("SELECT 1/0")
+        assert store.pool_usage()[0] == 0 and await store._value("SELECT 2") == 2
+    finally:
+        await store.close()
+        await postgres_cluster.drop_database(name)

@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 
     Connection = PoolConnectionProxy[asyncpg.Record]
 
+# The connection a task holds for a run of its statements (PostgresStore.held): the task, the pool it came from.
+_HELD: ContextVar[tuple[asyncio.Task[Any] | None, asyncpg.Pool, Connection] | None] = ContextVar("held", default=None)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 MIGRATION_LOCK = 0x5374656C6973  # "Stelis": one process migrates, the others wait for it
 MIGRATION_SECONDS = 6 * 3600.0
@@ -288,9 +291,35 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         return latest - current
 
     @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """This task's statements share one connection until the block ends (asyncpg's pool costs a task and
+        several loop turns for each statement it lends one to)."""
+        if self._own() is not None:
+            yield
+            return
+        with _refusals():
+            con = await self._pool.acquire()
+        token = _HELD.set((asyncio.current_task(), self._pool, con))
+        try:
+            yield
+        finally:
+            _HELD.reset(token)
+            await self._pool.release(con)
+
+    def _own(self) -> Connection | None:
+        """The connection this task holds (a task it started does not share it: one statement at a time)."""
+        held = _HELD.get()
+        return held[2] if held is not None and held[0] is asyncio.current_task() and held[1] is self._pool else None
+
+    @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Connection]:
         """One short transaction on a connection of the pool; a refusal is a StoreError, nothing saved."""
+        con = self._own()
         with _refusals():
+            if con is not None:
+                async with con.transaction():
+                    yield con
+                return
             async with self._pool.acquire() as con, con.transaction():
                 yield con
 
@@ -758,11 +787,11 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def _one(self, sql: str, *params: Any) -> asyncpg.Record | None:
         with _refusals():
-            return await self._pool.fetchrow(sql, *params)
+            return await (self._own() or self._pool).fetchrow(sql, *params)
 
     async def _all(self, sql: str, *params: Any) -> list[asyncpg.Record]:
         with _refusals():
-            return list(await self._pool.fetch(sql, *params))
+            return list(await (self._own() or self._pool).fetch(sql, *params))
 
     async def _searched(self, sql: str, *params: Any) -> list[asyncpg.Record]:
         """A look-up through the trigram indexes, on a connection of the search pool (SEARCH_SETTINGS)."""
@@ -771,12 +800,12 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def _value(self, sql: str, *params: Any) -> Any:
         with _refusals():
-            return await self._pool.fetchval(sql, *params)
+            return await (self._own() or self._pool).fetchval(sql, *params)
 
     async def _execute(self, sql: str, *params: Any) -> str:
         """One statement in its own transaction; asyncpg's status line ("UPDATE 3") comes back."""
         with _refusals():
-            return await self._pool.execute(sql, *params)
+            return await (self._own() or self._pool).execute(sql, *params)
 
 
 

@@ -428,6 +428,11 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
     async def catch_up(self) -> None:
         """One process writes a SQLite database (the instance lock): nobody else changes what it caches."""
 
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """One connection serves every statement already."""
+        yield
+
     async def scrub(self) -> None:
         # secure_delete zeroes what rows leave behind; a full-text index keeps deleted terms in its segments until
         # they are merged, and the write-ahead log keeps every page as it was written until it is emptied.
