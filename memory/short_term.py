@@ -102,9 +102,10 @@ async def _summary(llm: LLM, lines: list[Line], previous: list[MemoryRecord], pi
     """The next short-term version, with the earlier ones as context: as many of them, newest kept longest, as
     leave the model's context room for the transcript."""
     while True:
-        instruction = render("short_term_request.md.j2", previous=previous, pins=pins)
         try:
-            return await summarise(llm, instruction, lines, chunk_tokens=settings.stelis.chunk_tokens,
+            context = render("short_term_context.md.j2", previous=previous, pins=pins)
+            return await summarise(llm, render("short_term_request.md.j2"), lines, context=context,
+                                   chunk_tokens=settings.stelis.chunk_tokens,
                                    max_tokens=settings.work.short_term_tokens, tier=settings.work.tier)
         except RequestTooLarge:
             if not previous:

@@ -30,14 +30,15 @@ class Line:
 
 
 async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_tokens: int, max_tokens: int,
-                    tier: Tier = "standard") -> str:
+                    tier: Tier = "standard", context: str = "") -> str:
     """One summary of all lines (each answer checked: memory/vetting.py); raises LLMError if the model fails.
 
+    `context` (earlier versions, pins) goes with the request that writes the whole summary, not with each part.
     A part too large for the model's context is summarised in smaller parts instead, down to MIN_CHUNK_TOKENS.
     """
     while True:
         try:
-            return await _summarise(llm, instruction, lines, chunk_tokens, max_tokens, tier)
+            return await _summarise(llm, instruction, lines, chunk_tokens, max_tokens, tier, context)
         except RequestTooLarge:
             if chunk_tokens <= MIN_CHUNK_TOKENS:
                 raise
@@ -45,12 +46,13 @@ async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_toke
 
 
 async def _summarise(llm: LLM, instruction: str, lines: list[Line], chunk_tokens: int, max_tokens: int,
-                     tier: Tier) -> str:
+                     tier: Tier, context: str) -> str:
     parts: list[str] = []
     for _ in range(MAX_COMBINE_ROUNDS):
         chunks = chunk(lines, chunk_tokens)
         if len(chunks) == 1:
-            return await _request(llm, instruction, chunks[0], None, max_tokens, tier)
+            whole = f"{instruction}\n\n{context}" if context else instruction
+            return await _request(llm, whole, chunks[0], None, max_tokens, tier)
         # A part's summary is at most half its part, so each round halves what is combined (a summary cut
         # off at a larger max_tokens is refused and replaced by an extractive one just as large: no progress).
         part_tokens = max(MIN_PART_TOKENS, min(max_tokens, chunk_tokens // 2))

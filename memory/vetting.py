@@ -39,7 +39,7 @@ def _runs(text: str) -> set[tuple[str, ...]]:
 def _templates() -> frozenset[tuple[str, ...]]:
     """The word runs of every memory request's fixed words: a memory repeating any of them is an echo,
     whichever request it answered (a merge that copies the short-term instructions, say)."""
-    fixed = [render("summarise_system.md.j2"), render("short_term_request.md.j2", previous=[], pins=[]),
+    fixed = [render("summarise_system.md.j2"), render("short_term_request.md.j2"),
              render("long_term_request.md.j2", subject="this conversation", pins=[]),
              render("summarise_request.md.j2", instruction="", transcript="", part=1, parts=2)]
     return frozenset(_runs("\n".join(fixed)))

@@ -818,3 +818,35 @@ async def test_a_version_written_while_someone_in_its_range_is_erased_is_not_sav
     written = await versions(engine, GENERAL)
     assert len(written) == 2 and "release slips" in written[-1].content
     assert not any("wintergreen" in r.content for r in written)
+
+
+async def test_a_version_written_in_parts_reads_the_earlier_versions_and_pins_once_where_it_is_put_together(
+        make_config):
+    """Each part summarises its own messages; the request that writes the version (here the combine) is the one
+    told what earlier versions hold and which facts are pinned."""
+    class Noting(Scripted):
+        async def complete(self, request, on_text=None):
+            self.requests.append(request)
+            return LLMResult(text=f"[23 November 2026]\nmahe: note {len(self.requests)} on the kiln and the flour")
+
+    clock, llm = Clock(), Noting()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0}, stelis={"chunk_tokens": 500})
+    engine = await Engine.open(config, llm, clock)
+    await engine.admin.pin(GENERAL, "the ferry leaves at 07:40")
+    await say(engine, GENERAL, *(f"first week, note {i}: the cooperative orders flour" for i in range(THRESHOLD)))
+    await engine.memory.run_due()
+    (first,) = await versions(engine, GENERAL)
+    llm.requests.clear()
+    await say(engine, GENERAL, *(f"second week, line {i}: " + "the kiln is relined with firebrick " * 12
+                                 for i in range(THRESHOLD + 3)))
+    await engine.memory.run_due()
+    asked = [r.turns[-1].blocks[-1].text for r in llm.requests]
+    parts = [text for text in asked if "This is part" in text]
+    (together,) = [text for text in asked if "summaries of consecutive parts" in text]
+    assert len(parts) >= 2
+    assert all(first.content not in text and "07:40" not in text for text in parts)
+    assert first.content.splitlines()[0] in together and "the ferry leaves at 07:40" in together
+    (*_, second) = await versions(engine, GENERAL)
+    assert second.version == 2 and "the ferry leaves at 07:40" in second.content
+    await engine.close()

@@ -111,11 +111,13 @@ async def test_a_new_version_may_repeat_facts_of_the_earlier_versions_it_was_sho
     earlier = MemoryRecord(id=1, persona="p", scope="channel", scope_id=1, type="short_term", version=1,
                            content="[23 November 2026]\nkai: every single bicycle going past the pier\nlena: the tide",
                            first_seq=1, last_seq=2, metadata={}, created_at=0.0)
-    instruction = render("short_term_request.md.j2", previous=[earlier], pins=[])
+    earlier_versions = render("short_term_context.md.j2", previous=[earlier], pins=[])
 
     llm = Saying("kai: every single bicycle going past the pier\nkai: the tour is on Saturday at 9")
-    kept = await summarise(llm, instruction, TRANSCRIPT, chunk_tokens=2000, max_tokens=120)
+    kept = await summarise(llm, render("short_term_request.md.j2"), TRANSCRIPT, chunk_tokens=2000, max_tokens=120,
+                           context=earlier_versions)
     assert len(llm.requests) == 1 and kept.startswith("kai: every single bicycle")
+    assert "every single bicycle" in llm.requests[0].turns[0].blocks[0].text  # the version it was shown
 
 
 async def test_a_merge_too_large_for_the_context_is_merged_extractively_not_retried_for_ever():
