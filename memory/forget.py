@@ -122,7 +122,7 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
         content = keep_pins(await summarise(llm, render("short_term_request.md.j2"), lines,
                                             chunk_tokens=settings.stelis.chunk_tokens,
                                             max_tokens=settings.work.short_term_tokens, tier=settings.work.tier,
-                                            context=render("short_term_context.md.j2", previous=[], pins=pins)),
+                                            context=[render("short_term_context.md.j2", previous=[], pins=pins)]),
                             pins)
         await store.add_record(ch.persona, scope, scope_id, "short_term", content, record.first_seq,
                                record.last_seq, {**record.metadata, "rewritten_from": record.version},

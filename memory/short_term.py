@@ -100,17 +100,11 @@ def _folded(thread: Thread | None, since: int) -> tuple[int, int, str] | None:
 async def _summary(llm: LLM, lines: list[Line], previous: list[MemoryRecord], pins: list[str],
                    settings: MemorySettings) -> str:
     """The next short-term version, with the earlier ones as context: as many of them, newest kept longest, as
-    leave the model's context room for the transcript."""
-    while True:
-        try:
-            context = render("short_term_context.md.j2", previous=previous, pins=pins)
-            return await summarise(llm, render("short_term_request.md.j2"), lines, context=context,
-                                   chunk_tokens=settings.stelis.chunk_tokens,
-                                   max_tokens=settings.work.short_term_tokens, tier=settings.work.tier)
-        except RequestTooLarge:
-            if not previous:
-                raise
-            previous = previous[1:]
+    leave the model's context room for the rest of the request that writes it."""
+    told = [render("short_term_context.md.j2", previous=previous[k:], pins=pins) for k in range(len(previous) + 1)]
+    return await summarise(llm, render("short_term_request.md.j2"), lines, context=told,
+                           chunk_tokens=settings.stelis.chunk_tokens, max_tokens=settings.work.short_term_tokens,
+                           tier=settings.work.tier)
 
 
 async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings,

@@ -3,6 +3,7 @@ and the part summaries are combined, never truncated."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.llm import LLM, Block, LLMRequest, RequestTooLarge, Tier, Turn
@@ -30,11 +31,12 @@ class Line:
 
 
 async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_tokens: int, max_tokens: int,
-                    tier: Tier = "standard", context: str = "") -> str:
+                    tier: Tier = "standard", context: Sequence[str] = ()) -> str:
     """One summary of all lines (each answer checked: memory/vetting.py); raises LLMError if the model fails.
 
-    `context` (earlier versions, pins) goes with the request that writes the whole summary, not with each part.
-    A part too large for the model's context is summarised in smaller parts instead, down to MIN_CHUNK_TOKENS.
+    The request that writes the whole summary (not each part) is told the first of `context` that fits the model's
+    context (the most first: earlier versions, pins). A part too large for it is summarised in smaller parts
+    instead, down to MIN_CHUNK_TOKENS.
     """
     while True:
         try:
@@ -46,13 +48,12 @@ async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_toke
 
 
 async def _summarise(llm: LLM, instruction: str, lines: list[Line], chunk_tokens: int, max_tokens: int,
-                     tier: Tier, context: str) -> str:
+                     tier: Tier, context: Sequence[str]) -> str:
     parts: list[str] = []
     for _ in range(MAX_COMBINE_ROUNDS):
         chunks = chunk(lines, chunk_tokens)
         if len(chunks) == 1:
-            whole = f"{instruction}\n\n{context}" if context else instruction
-            return await _request(llm, whole, chunks[0], None, max_tokens, tier)
+            return await _whole(llm, instruction, chunks[0], context, max_tokens, tier)
         # A part's summary is at most half its part, so each round halves what is combined (a summary cut
         # off at a larger max_tokens is refused and replaced by an extractive one just as large: no progress).
         part_tokens = max(MIN_PART_TOKENS, min(max_tokens, chunk_tokens // 2))
@@ -63,6 +64,21 @@ async def _summarise(llm: LLM, instruction: str, lines: list[Line], chunk_tokens
         lines = [Line.of(f"[part {i + 1} of {len(parts)}]\n{text}") for i, text in enumerate(parts)]
         instruction = COMBINE_INSTRUCTION
     return "\n\n".join(parts)  # the model keeps writing long parts: keep them all, without the request's headers
+
+
+async def _whole(llm: LLM, instruction: str, lines: list[Line], context: Sequence[str], max_tokens: int,
+                 tier: Tier) -> str:
+    """The request that writes the whole summary, with as much context as the model's context leaves room for
+    (the parts summarised already are not summarised again for it)."""
+    told = list(context) or [""]
+    for i, extra in enumerate(told):
+        try:
+            return await _request(llm, f"{instruction}\n\n{extra}" if extra else instruction, lines, None,
+                                  max_tokens, tier)
+        except RequestTooLarge:
+            if i == len(told) - 1:
+                raise
+    raise AssertionError("the last context raises or returns")
 
 
 def chunk(lines: list[Line], chunk_tokens: int) -> list[list[Line]]:

@@ -850,3 +850,39 @@ async def test_a_version_written_in_parts_reads_the_earlier_versions_and_pins_on
     (*_, second) = await versions(engine, GENERAL)
     assert second.version == 2 and "the ferry leaves at 07:40" in second.content
     await engine.close()
+
+
+async def test_where_the_model_has_no_room_for_every_earlier_version_the_oldest_are_left_out_not_the_parts_redone(
+        make_config):
+    from memory.llm import RequestTooLarge
+
+    class Small(Scripted):
+        """A model whose context holds the request that writes a version with two earlier versions at most."""
+
+        async def complete(self, request, on_text=None):
+            text = request.turns[-1].blocks[-1].text
+            if text.count("\n- v") > 2:
+                raise RequestTooLarge("the request needs more than the model's context")
+            self.requests.append(request)
+            return LLMResult(text=f"[23 November 2026]\nmahe: note {len(self.requests)} on the kiln")
+
+    clock, llm = Clock(), Small()
+    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+                         snapshots={"interval_seconds": 0}, stelis={"chunk_tokens": 500})
+    engine = await Engine.open(config, llm, clock)
+    for week in range(3):
+        await say(engine, GENERAL, *(f"week {week}, note {i}: the cooperative orders flour" for i in range(THRESHOLD)))
+        await engine.memory.run_due()
+    earlier = await versions(engine, GENERAL)
+    assert [v.version for v in earlier] == [1, 2, 3]
+    llm.requests.clear()
+    await say(engine, GENERAL, *(f"fourth week, line {i}: " + "the kiln is relined with firebrick " * 12
+                                 for i in range(THRESHOLD + 3)))
+    await engine.memory.run_due()
+    asked = [r.turns[-1].blocks[-1].text for r in llm.requests]
+    parts = [text for text in asked if "This is part" in text]
+    (together,) = [text for text in asked if "summaries of consecutive parts" in text]
+    assert len(parts) >= 2 and len(set(parts)) == len(parts)  # each part asked once
+    assert "- v3:" in together and "- v2:" in together and "- v1:" not in together
+    assert [v.version for v in await versions(engine, GENERAL)] == [1, 2, 3, 4]
+    await engine.close()

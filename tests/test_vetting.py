@@ -115,7 +115,7 @@ async def test_a_new_version_may_repeat_facts_of_the_earlier_versions_it_was_sho
 
     llm = Saying("kai: every single bicycle going past the pier\nkai: the tour is on Saturday at 9")
     kept = await summarise(llm, render("short_term_request.md.j2"), TRANSCRIPT, chunk_tokens=2000, max_tokens=120,
-                           context=earlier_versions)
+                           context=[earlier_versions])
     assert len(llm.requests) == 1 and kept.startswith("kai: every single bicycle")
     assert "every single bicycle" in llm.requests[0].turns[0].blocks[0].text  # the version it was shown
 
