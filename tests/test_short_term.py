@@ -820,30 +820,43 @@ async def test_a_version_written_while_someone_in_its_range_is_erased_is_not_sav
     assert not any("wintergreen" in r.content for r in written)
 
 
+class Noting(Scripted):
+    """Answers every summary with a short dated note that quotes nothing of the request."""
+
+    async def complete(self, request, on_text=None):
+        self.requests.append(request)
+        return LLMResult(text=f"[23 November 2026]\nmahe: note {len(self.requests)} on the kiln and the flour")
+
+
+async def in_parts(make_config, llm):
+    """An engine whose versions of long messages are written in parts (500 tokens each)."""
+    return await Engine.open(make_config(
+        short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
+        snapshots={"interval_seconds": 0}, stelis={"chunk_tokens": 500}), llm, Clock())
+
+
+async def write_in_parts(engine, llm) -> tuple[list[str], str]:
+    """A version of long messages: the requests for its parts, and the one that puts them together."""
+    llm.requests.clear()
+    await say(engine, GENERAL, *(f"a later week, line {i}: " + "the kiln is relined with firebrick " * 12
+                                 for i in range(THRESHOLD + 3)))
+    await engine.memory.run_due()
+    asked = [r.turns[-1].blocks[-1].text for r in llm.requests]
+    (together,) = [text for text in asked if "summaries of consecutive parts" in text]
+    return [text for text in asked if "This is part" in text], together
+
+
 async def test_a_version_written_in_parts_reads_the_earlier_versions_and_pins_once_where_it_is_put_together(
         make_config):
     """Each part summarises its own messages; the request that writes the version (here the combine) is the one
     told what earlier versions hold and which facts are pinned."""
-    class Noting(Scripted):
-        async def complete(self, request, on_text=None):
-            self.requests.append(request)
-            return LLMResult(text=f"[23 November 2026]\nmahe: note {len(self.requests)} on the kiln and the flour")
-
-    clock, llm = Clock(), Noting()
-    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-                         snapshots={"interval_seconds": 0}, stelis={"chunk_tokens": 500})
-    engine = await Engine.open(config, llm, clock)
+    llm = Noting()
+    engine = await in_parts(make_config, llm)
     await engine.admin.pin(GENERAL, "the ferry leaves at 07:40")
     await say(engine, GENERAL, *(f"first week, note {i}: the cooperative orders flour" for i in range(THRESHOLD)))
     await engine.memory.run_due()
     (first,) = await versions(engine, GENERAL)
-    llm.requests.clear()
-    await say(engine, GENERAL, *(f"second week, line {i}: " + "the kiln is relined with firebrick " * 12
-                                 for i in range(THRESHOLD + 3)))
-    await engine.memory.run_due()
-    asked = [r.turns[-1].blocks[-1].text for r in llm.requests]
-    parts = [text for text in asked if "This is part" in text]
-    (together,) = [text for text in asked if "summaries of consecutive parts" in text]
+    parts, together = await write_in_parts(engine, llm)
     assert len(parts) >= 2
     assert all(first.content not in text and "07:40" not in text for text in parts)
     assert first.content.splitlines()[0] in together and "the ferry leaves at 07:40" in together
@@ -856,32 +869,21 @@ async def test_where_the_model_has_no_room_for_every_earlier_version_the_oldest_
         make_config):
     from memory.llm import RequestTooLarge
 
-    class Small(Scripted):
+    class Small(Noting):
         """A model whose context holds the request that writes a version with two earlier versions at most."""
 
         async def complete(self, request, on_text=None):
-            text = request.turns[-1].blocks[-1].text
-            if text.count("\n- v") > 2:
+            if request.turns[-1].blocks[-1].text.count("\n- v") > 2:
                 raise RequestTooLarge("the request needs more than the model's context")
-            self.requests.append(request)
-            return LLMResult(text=f"[23 November 2026]\nmahe: note {len(self.requests)} on the kiln")
+            return await super().complete(request, on_text)
 
-    clock, llm = Clock(), Small()
-    config = make_config(short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-                         snapshots={"interval_seconds": 0}, stelis={"chunk_tokens": 500})
-    engine = await Engine.open(config, llm, clock)
+    llm = Small()
+    engine = await in_parts(make_config, llm)
     for week in range(3):
         await say(engine, GENERAL, *(f"week {week}, note {i}: the cooperative orders flour" for i in range(THRESHOLD)))
         await engine.memory.run_due()
-    earlier = await versions(engine, GENERAL)
-    assert [v.version for v in earlier] == [1, 2, 3]
-    llm.requests.clear()
-    await say(engine, GENERAL, *(f"fourth week, line {i}: " + "the kiln is relined with firebrick " * 12
-                                 for i in range(THRESHOLD + 3)))
-    await engine.memory.run_due()
-    asked = [r.turns[-1].blocks[-1].text for r in llm.requests]
-    parts = [text for text in asked if "This is part" in text]
-    (together,) = [text for text in asked if "summaries of consecutive parts" in text]
+    assert [v.version for v in await versions(engine, GENERAL)] == [1, 2, 3]
+    parts, together = await write_in_parts(engine, llm)
     assert len(parts) >= 2 and len(set(parts)) == len(parts)  # each part asked once
     assert "- v3:" in together and "- v2:" in together and "- v1:" not in together
     assert [v.version for v in await versions(engine, GENERAL)] == [1, 2, 3, 4]
