@@ -141,6 +141,14 @@ async def test_a_look_up_reads_the_trigram_index_where_the_planner_would_rather_
     assert "idx_messages_folded_trgm" in "\n".join(r[0] for r in await store._searched(look_up, "%kestrel%"))
     found = await store.recall_messages(["kestrel"], "Stelis", (thread.scope_key,), 3)
     assert len(found) == 3 and store.pool_usage()[1] == 10  # the search pool is counted in database.pool_size
+    # planned once for any pattern, and that plan still reads the index, for a word in every row as for a rare one
+    run = "EXPLAIN EXECUTE look_up($1)"
+    async with store._search.acquire() as con:
+        await con.execute("PREPARE look_up(text) AS SELECT seq FROM messages WHERE content_folded LIKE $1")
+        for word in ("%the%", "%number 3%"):
+            plan = "\n".join(r[0] for r in await con.fetch(run.replace("$1", f"'{word}'")))
+            assert "idx_messages_folded_trgm" in plan and "$1" in plan  # generic: the pattern is not in the plan
+        await con.execute("DEALLOCATE look_up")
 
 
 async def test_long_texts_are_written_compressed_with_lz4_and_read_back_whole(store):

@@ -62,8 +62,10 @@ MIGRATION_SECONDS = 6 * 3600.0
 DEFAULT_POOL = 10  # connections in all when database.pool_size is not given (asyncpg's default)
 SEARCH_SHARE = 4  # one connection in four serves recall's look-ups
 # The planner prices a trigram ILIKE as cheap and would rather read every row (40 ms at 10k messages) than the
-# index (2 ms). Set per session, a look-up is one round trip: SET LOCAL in a transaction made it four.
-SEARCH_SETTINGS = {"enable_seqscan": "off"}
+# index (2 ms). Set per session, a look-up is one round trip: SET LOCAL in a transaction made it four. A look-up's
+# plan is the same whatever its pattern (the index, then each hit's thread), so it is planned once per connection,
+# not at each call (0.74 -> 0.54 ms for a three-term message look-up at 10k messages).
+SEARCH_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}
 TRIGRAM_INDEXES = ("idx_messages_folded_trgm", "idx_records_trgm", "idx_chronicles_trgm")
 # Tables whose key the database numbers: after rows arrive with their own, numbering goes on above them.
 IDENTITIES = {"threads": "id", "messages": "seq", "memory_records": "id", "memory_pins": "id", "playbook_runs": "id",
