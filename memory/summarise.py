@@ -3,6 +3,7 @@ and the part summaries are combined, never truncated."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -70,15 +71,11 @@ async def _whole(llm: LLM, instruction: str, lines: list[Line], context: Sequenc
                  tier: Tier) -> str:
     """The request that writes the whole summary, with as much context as the model's context leaves room for
     (the parts summarised already are not summarised again for it)."""
-    told = list(context) or [""]
-    for i, extra in enumerate(told):
-        try:
-            return await _request(llm, f"{instruction}\n\n{extra}" if extra else instruction, lines, None,
-                                  max_tokens, tier)
-        except RequestTooLarge:
-            if i == len(told) - 1:
-                raise
-    raise AssertionError("the last context raises or returns")
+    told = [f"{instruction}\n\n{extra}" if extra else instruction for extra in context] or [instruction]
+    for asked in told[:-1]:
+        with contextlib.suppress(RequestTooLarge):
+            return await _request(llm, asked, lines, None, max_tokens, tier)
+    return await _request(llm, told[-1], lines, None, max_tokens, tier)
 
 
 def chunk(lines: list[Line], chunk_tokens: int) -> list[list[Line]]:
