@@ -311,6 +311,17 @@ async def test_assemblies_hold_one_connection_each_and_never_wait_on_each_other_
             with pytest.raises(StoreError):
                 await store._value("SELECT 1/0")
         assert store.pool_usage()[0] == 0 and await store._value("SELECT 2") == 2
+
+        async with store.held():  # the server drops the held connection between two statements
+            pid = await store._value("SELECT pg_backend_pid()")
+            assert await store._value("SELECT pg_backend_pid()") == pid  # one connection for the block
+            async with store._search.acquire() as other:
+                assert await other.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)  # waits until it is gone
+            await asyncio.sleep(0.05)  # the server's notice reaches this process: a gap between two statements
+            with pytest.raises(StoreError):
+                await store._value("SELECT 3")
+        assert await asyncio.wait_for(store._value("SELECT 4"), 10) == 4  # a new connection serves the next
+        assert await store._value("SELECT pg_backend_pid()") != pid
     finally:
         await store.close()
         await postgres_cluster.drop_database(name)
