@@ -38,6 +38,7 @@ from bot.providers.anthropic_llm import AnthropicLLM
 from memory.backends import open_store
 from memory.budget import Budget
 from memory.context import Assembler, Persona, Shape
+from memory.recall import RECALL_HEADER
 from memory.records import NewMessage, Scope
 from memory.settings import ContextSettings, StelisSettings
 from memory.templates import render
@@ -120,6 +121,7 @@ async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: s
 def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: FakeAnthropic,
             steps: list[Step]) -> dict:
     replies = [c.usage for c in server.calls if _is_reply(c.body)]
+    recalled = sum(_recall_tokens(c.body) for c in server.calls if c.usage and _is_reply(c.body))
     other = [c for c in server.calls if c.usage and not _is_reply(c.body)]
     prompt = [u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] for u in replies]
     read = sum(u["cache_read_input_tokens"] for u in replies)
@@ -132,7 +134,16 @@ def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: Fak
             "limit": round(1 - (new + previous_replies) / max(1, sum(prompt)), 3),
             "avg_prompt": round(sum(prompt) / max(1, len(prompt))),
             "avg_prompt_share": round(sum(prompt) / max(1, len(prompt)) / Budget(budget, OUTPUT).input, 3),
-            "cost_per_turn": round(cost / turns, 1), "summary_calls": len(other)}
+            "cost_per_turn": round(cost / turns, 1), "summary_calls": len(other),
+            # recall's hits: new text by design, each token paid in full (within cost_per_turn)
+            "recall_tokens_per_turn": round(recalled / turns, 1)}
+
+
+def _recall_tokens(body: dict[str, Any]) -> int:
+    """The tokens of a reply request's recall block (after the last cache breakpoint, so never cached)."""
+    blocks = body["messages"][-1]["content"] if body.get("messages") else []
+    return sum(count_tokens(b["text"]) for b in blocks if isinstance(b, dict)
+               and str(b.get("text", "")).startswith(RECALL_HEADER))
 
 
 def _is_reply(body: dict[str, Any]) -> bool:

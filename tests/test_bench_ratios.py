@@ -98,3 +98,14 @@ def test_lines_of_one_size_measured_two_ways_are_each_paired_with_their_own():
     assert ratios("concurrency", sqlite, postgresql) == [
         {"bench": "concurrency", "channels": 100, "memory_work": "none", "postgresql_over_sqlite_wall_s": 1.5},
         {"bench": "concurrency", "channels": 100, "memory_work": "versions", "postgresql_over_sqlite_wall_s": 1.5}]
+
+
+async def test_cache_efficiency_reports_what_recall_adds_to_each_turn_paid_in_full():
+    """Recall's hits are new text by design: the line says how many tokens of each turn they were, for Stelis (whose
+    replies carry them after the last breakpoint) and none for a design without recall."""
+    from bench.cache_efficiency import simulate
+
+    stelis = await simulate("stelis", 8000, 40)
+    letta = await simulate("letta", 8000, 40)
+    assert 0 < stelis["recall_tokens_per_turn"] < stelis["avg_prompt"]
+    assert letta["recall_tokens_per_turn"] == 0
