@@ -141,9 +141,8 @@ def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: Fak
 
 def _recall_tokens(body: dict[str, Any]) -> int:
     """The tokens of a reply request's recall block (after the last cache breakpoint, so never cached)."""
-    blocks = body["messages"][-1]["content"] if body.get("messages") else []
-    return sum(count_tokens(b["text"]) for b in blocks if isinstance(b, dict)
-               and str(b.get("text", "")).startswith(RECALL_HEADER))
+    return sum(count_tokens(b["text"]) for b in body["messages"][-1]["content"]
+               if b.get("text", "").startswith(RECALL_HEADER))
 
 
 def _is_reply(body: dict[str, Any]) -> bool:
