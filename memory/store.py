@@ -230,6 +230,7 @@ class ThreadsAndMessages(Protocol):
         ...
 
     async def count_messages(self, thread_id: int, after_seq: int = -1) -> int:
+        """Live messages of a thread after `after_seq`."""
         ...
 
     async def message_by_seq(self, seq: int) -> Message | None:
