@@ -312,6 +312,7 @@ class Assembler:
         # likewise, each message's text; and the memory layers
         self._renderings: OrderedDict[int, tuple[tuple[Any, ...], Rendering]] = OrderedDict()
         self._layers: OrderedDict[int, tuple[tuple[Any, ...], Layers]] = OrderedDict()
+        self._lives: OrderedDict[int, tuple[tuple[Thread, int], str]] = OrderedDict()  # child -> (as read, status)
         # visible conversations -> (the store's branch changes when read, the working memory then)
         self._branches: OrderedDict[frozenset[str], tuple[int, list[dict[str, str]]]] = OrderedDict()
 
@@ -325,8 +326,7 @@ class Assembler:
         """
         preview, naive = not persist, shape.naive
         async with self.store.held():  # the reads before anything is waited on
-            await self.store.catch_up()  # another process's erasure must not live on in this one's caches
-            thread = await self.store.thread(thread_id)
+            thread = await self.store.current_thread(thread_id)  # another process's erasure: not from a cache here
             chain = await lineage(self.store, thread)
             tools = self.conversation_tools if shape.tools is None else shape.tools
             persona, system_text, budget = await self._system(chain, tools)
@@ -832,11 +832,9 @@ class Assembler:
                 child_id = int(message.metadata["stelis_thread_id"])
                 if child_id in lineage_ids:
                     continue
-                found = await self.store.thread_with_count(child_id)
-                if found is not None and found[0].status == "active":
-                    child, count = found
-                    last = await self.store.last_exchanges(child_id, anchors.LAST_EXCHANGES)
-                    live.append(anchors.render_live(child, count, last))
+                status = await self._live(child_id)
+                if status is not None:
+                    live.append(status)
         parent_news = None
         if not thread.is_root and thread.anchor_seq is not None:
             parent = chain[1]
@@ -856,6 +854,21 @@ class Assembler:
             if cached_tokens(text) <= budget:
                 return text
         return render("tail.md.j2", **args, live=[], parent_news=None, branches=[], replied=())
+
+    async def _live(self, child_id: int) -> str | None:
+        """An active Stelis thread's status for the tail (None once it ended); its last exchanges are read again
+        only when it changed: a message came or went (its count), or one was edited or erased (its revision)."""
+        found = await self.store.thread_with_count(child_id)
+        if found is None or found[0].status != "active":
+            return None
+        cached = self._lives.get(child_id)
+        if cached is not None and cached[0] == found:
+            self._lives.move_to_end(child_id)
+            return cached[1]
+        child, count = found
+        status = anchors.render_live(child, count, await self.store.last_exchanges(child_id, anchors.LAST_EXCHANGES))
+        _keep(self._lives, child_id, (found, status))
+        return status
 
     async def _replied(self, thread: Thread, shown: list[Message]) -> tuple[str, ...]:
         """What the newest message replies to (Discord's reply), and what that answered, a few deep, when they

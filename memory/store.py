@@ -114,8 +114,9 @@ class Database(Protocol):
         """Apply pending migrations in order, each in its own transaction; return how many ran."""
         ...
 
-    async def catch_up(self) -> None:
-        """Move the counters caches key on past what other processes sharing the database erased or edited."""
+    async def current_thread(self, thread_id: int) -> Thread:
+        """A thread (KeyError if none), the counters caches key on first moved past what other processes sharing the
+        database erased or edited: what an assembly reads first, in one round trip."""
         ...
 
     def held(self) -> AbstractAsyncContextManager[None]:

@@ -94,6 +94,42 @@ async def test_a_child_thread_stays_cache_stable_while_its_parent_talks(store):
     assert "meanwhile, in the channel" not in "".join(prefix)
 
 
+async def test_a_live_stelis_threads_status_follows_its_messages_and_is_read_again_only_when_they_change(store):
+    """The tail shows an active Stelis thread's last exchanges: a new message, an edit and an erasure there reach
+    the next request, as on a first read; while the thread is still, its exchanges are not read again."""
+    r = await root(store)
+    await say(store, r.id, "let us plan the trip")
+    child = await threads.start(store, Run(r.id), "Planning", StelisSettings())
+    await store.append(child.id, NewMessage("user", "book the ferry", author_name="mahe", external_id=901))
+    asm = assembler(store, context_tokens=20_000)
+    reads = []
+    exchanges = store.last_exchanges
+
+    async def counted(thread_id, limit):
+        reads.append(thread_id)
+        return await exchanges(thread_id, limit)
+
+    store.last_exchanges = counted
+
+    async def tail_after(text):
+        await say(store, r.id, text)
+        return all_text(await asm.assemble(r.id))
+
+    assert "[user]: book the ferry" in await tail_after("good morning")
+    assert "[user]: book the ferry" in await tail_after("nice weather")
+    assert reads == [child.id]  # still: its status as first read
+    await store.append(child.id, NewMessage("assistant", "ferry booked for noon"))
+    shown = await tail_after("anything new")
+    assert "[assistant]: ferry booked for noon" in shown and "2 message(s) so far" in shown
+    await store.edit_message(901, "book the night train")
+    shown = await tail_after("and now")
+    assert "[user]: book the night train" in shown and "book the ferry" not in shown
+    await store.purge(external_id=901)
+    shown = await tail_after("and then")
+    assert "night train" not in shown and "1 message(s) so far" in shown
+    assert reads == [child.id] * 4
+
+
 async def test_an_edit_reads_again_the_window_of_its_thread_and_of_threads_showing_it_and_no_other(store):
     """Window caches key on the revisions of the threads they show (read with the thread rows): an edit in one
     conversation leaves another's cached window alone, and reaches a Stelis thread showing its parent's region."""

@@ -538,13 +538,19 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 await con.execute(_SHARED_CHANGE)
             self.memory_changes += 1
 
-    async def catch_up(self) -> None:
-        """Another process changed memory versions, pins or branches this one may hold in a cache: read them again."""
-        seen = await self._value("SELECT last_value * is_called::int FROM shared_changes")
+    async def current_thread(self, thread_id: int) -> Thread:
+        """Where another process changed memory versions, pins or branches this one may hold in a cache, they are
+        read again: the shared change count comes with the thread."""
+        row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen, *"
+                              " FROM threads WHERE id = $1", thread_id)
+        if row is None:
+            raise KeyError(f"no thread {thread_id}")
+        seen = row["shared_seen"]
         if seen != self._shared_seen:
             self._shared_seen = seen
             self.memory_changes += 1
             self.branch_changes += 1
+        return row_to.thread(row, leave_out="shared_seen")
 
     # branches (seed 001)
 
