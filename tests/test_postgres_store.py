@@ -325,3 +325,33 @@ async def test_assemblies_hold_one_connection_each_and_never_wait_on_each_other_
     finally:
         await store.close()
         await postgres_cluster.drop_database(name)
+
+
+async def test_a_pin_or_branch_another_process_changes_reaches_the_next_prompt_here(postgres_cluster):
+    """Each process keeps the layers (pins among them) and the working memory it showed last: a pin or a branch
+    changed through another process sharing the database moves the shared change count, and the next request here
+    reads them again instead of showing what was unpinned."""
+    from tests.context_helpers import assembler, say
+
+    name = await postgres_cluster.fresh_database()
+    here = await PostgresStore.open(postgres_cluster.url_for(name))
+    there = await PostgresStore.open(postgres_cluster.url_for(name))
+    try:
+        root = await here.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+        asm = assembler(here, context_tokens=20_000)
+        await there.pin("Stelis", "channel", 2, "the locker code is 5512")
+        await say(here, root.id, "good morning")
+        assert "the locker code is 5512" in str((await asm.assemble(root.id)).request)
+        await there.unpin("Stelis", "channel", 2, "the locker code is 5512")
+        await there.create_branch("b-1", "Stelis", "task", "repaint the lighthouse", root.scope_key, 1, 2, None)
+        await say(here, root.id, "what now")
+        shown = str((await asm.assemble(root.id)).request)
+        assert "5512" not in shown and "repaint the lighthouse" in shown
+        await there.update_branch("b-1", label="repaint the pier")
+        await say(here, root.id, "and then")
+        shown = str((await asm.assemble(root.id)).request)
+        assert "repaint the pier" in shown and "lighthouse" not in shown
+    finally:
+        await here.close()
+        await there.close()
+        await postgres_cluster.drop_database(name)

@@ -538,6 +538,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 await con.execute(_SHARED_CHANGE)
             self.memory_changes += 1
 
+    async def _shared_change(self) -> None:
+        await self._execute(_SHARED_CHANGE)
+
     async def current_thread(self, thread_id: int) -> Thread:
         """Where another process changed memory versions, pins or branches this one may hold in a cache, they are
         read again: the shared change count comes with the thread."""

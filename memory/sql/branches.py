@@ -35,10 +35,15 @@ class BranchesSql(SqlStore):
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id, task_id,
              partner_persona, now, now))
-        self.branch_changes += 1
+        await self._branched()
         found = await self.branch(branch_id)
         assert found is not None
         return found
+
+    async def _branched(self) -> None:
+        """The working memory every process keeps of the branches is read again."""
+        self.branch_changes += 1
+        await self._shared_change()
 
     async def branch(self, branch_id: str) -> Branch | None:
         row = await self._row("SELECT * FROM branches WHERE id = ?", (branch_id,))
@@ -70,7 +75,7 @@ class BranchesSql(SqlStore):
             " completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END WHERE id = ?",
             (status, current_thread_id, label, brief_state, now, scope_key, channel_id, status or "", now,
              status or "", now, branch_id))
-        self.branch_changes += 1
+        await self._branched()
 
     async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
                               limit: int, *, with_completed: bool = False) -> list[Branch]:

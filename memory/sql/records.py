@@ -115,12 +115,18 @@ class RecordsSql(SqlStore):
         changed = await self._changed(
             "INSERT INTO memory_pins (persona, scope, scope_id, fact, created_at) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING", (persona, scope, scope_id, fact.strip(), self.clock())) == 1
-        self.memory_changes += changed  # a kept prompt's layers are read again only when a pin really changed
+        await self._pinned(changed)
         return changed
+
+    async def _pinned(self, changed: bool) -> None:
+        """A kept prompt's layers are read again only when a pin really changed, in every process."""
+        if changed:
+            self.memory_changes += 1
+            await self._shared_change()
 
     async def unpin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
         changed = await self._changed(
             "DELETE FROM memory_pins WHERE persona = ? AND scope = ? AND scope_id = ? AND fact = ?",
             (persona, scope, scope_id, fact.strip())) == 1
-        self.memory_changes += changed
+        await self._pinned(changed)
         return changed
