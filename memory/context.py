@@ -326,18 +326,19 @@ class Assembler:
         """
         preview, naive = not persist, shape.naive
         async with self.store.held():  # the reads before anything is waited on
-            thread = await self.store.current_thread(thread_id)  # another process's erasure: not from a cache here
+            # Another process's erasure does not live on in a cache here; `newest`: what a cold cache shows memory as of
+            thread, newest = await self.store.current_thread(thread_id)
             chain = await lineage(self.store, thread)
             tools = self.conversation_tools if shape.tools is None else shape.tools
             persona, system_text, budget = await self._system(chain, tools)
             now = self.clock()
             extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
             fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
-            p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
+            p, cut, as_of = await self._next_cut(thread, chain, budget, newest, fresh, extra, naive)
         if calls and cut is not None and thread.id in self._folding:  # summarised ahead now: wait, never twice
             with contextlib.suppress(Failure):  # its failure is logged where it ran; then this one summarises
                 await asyncio.shield(self._folding[thread.id])
-            p, cut, as_of = await self._next_cut(thread, chain, budget, fresh, extra, naive)
+            p, cut, as_of = await self._next_cut(thread, chain, budget, newest, fresh, extra, naive)
 
         window, fold_soon = p.window, False
         if cut is not None:
@@ -403,33 +404,35 @@ class Assembler:
         return await asyncio.shield(running)
 
     async def _prepare_fold(self, thread_id: int) -> bool:
-        thread = await self.store.thread(thread_id)
+        thread, newest = await self.store.current_thread(thread_id)
         if self._prepared_for(thread) is not None:
             return False
         base = self._base(thread)  # taken before reading: an erasure while the model writes voids the result
         chain = await lineage(self.store, thread)
         _, _, budget = await self._system(chain, self.conversation_tools)
-        p, cut, _ = await self._next_cut(thread, chain, budget, thread.memory_as_of is None, [], False, force=True)
+        p, cut, _ = await self._next_cut(thread, chain, budget, newest, thread.memory_as_of is None, [], False,
+                                         force=True)
         if cut is None:
             return False
         self._prepared[thread.id] = Prepared(base, cut, await self._fold_state(thread, p, cut))
         return True
 
-    async def _next_cut(self, thread: Thread, chain: list[Thread], budget: Plan, fresh: bool, extra: list[Message],
-                        naive: bool, force: bool = False) -> tuple[_Planned, tuple[int, int] | None, int | None]:
+    async def _next_cut(self, thread: Thread, chain: list[Thread], budget: Plan, newest: int, fresh: bool,
+                        extra: list[Message], naive: bool, force: bool = False
+                        ) -> tuple[_Planned, tuple[int, int] | None, int | None]:
         """The plan, the overflow's (head, start) if any (head 0: a cut), and the memory record it shows.
 
-        A cut brings the newest memory in (everything after the persona card is sent again anyway),
-        which changes the window's room, so it is planned again with it; a trim keeps the memory
-        shown, or its head would not stay cached.
+        A cut brings the newest memory in (`newest`, read with the thread; everything after the persona card is
+        sent again anyway), which changes the window's room, so it is planned again with it; a trim keeps the
+        memory shown, or its head would not stay cached.
         """
-        as_of = await self.store.newest_record_id() if fresh else thread.memory_as_of
+        as_of = newest if fresh else thread.memory_as_of
         while True:
             p = await self._plan(thread, chain, budget, as_of, extra, naive)
             cut = None if naive else self._cut(thread, p, force)
             if cut is None or fresh or cut[0]:
                 return p, cut, as_of
-            as_of, fresh = await self.store.newest_record_id(), True
+            as_of, fresh = newest, True
 
     def _cut(self, thread: Thread, p: _Planned, force: bool) -> tuple[int, int] | None:
         """(head, start) when the window overflows: as prepared ahead if that still fits, else a trim while

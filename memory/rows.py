@@ -19,18 +19,19 @@ class Row(Protocol):
 DERIVED = frozenset({"content_folded"})
 
 
-def columns(row: Row, leave_out: str = "") -> dict[str, Any]:
+def columns(row: Row, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A row's columns by name, without what a statement added to it (`leave_out`) or a backend derives."""
     data = dict(zip(row.keys(), row, strict=True))  # both backends' rows iterate their values in the keys' order
-    for name in (leave_out, *DERIVED):
+    for name in (*leave_out, *DERIVED):
         data.pop(name, None)
     return data
 
 
-def thread(row: Row, leave_out: str = "") -> Thread:
+def thread(row: Row, leave_out: tuple[str, ...] = ()) -> Thread:
     return Thread(**columns(row, leave_out))
 
 
-def record(row: Row, leave_out: str = "") -> MemoryRecord:
+def record(row: Row, leave_out: tuple[str, ...] = ()) -> MemoryRecord:
     data = columns(row, leave_out)
     data["metadata"] = json.loads(data["metadata"])
     return MemoryRecord(**data)
@@ -57,7 +58,7 @@ def branch(row: Row) -> Branch:
     return Branch(**columns(row))
 
 
-def message(row: Row, leave_out: str = "") -> Message:
+def message(row: Row, leave_out: tuple[str, ...] = ()) -> Message:
     data = columns(row, leave_out)
     data["metadata"] = json.loads(data["metadata"])
     return Message(**data)

@@ -114,9 +114,10 @@ class Database(Protocol):
         """Apply pending migrations in order, each in its own transaction; return how many ran."""
         ...
 
-    async def current_thread(self, thread_id: int) -> Thread:
-        """A thread (KeyError if none), the counters caches key on first moved past what other processes sharing the
-        database erased or edited: what an assembly reads first, in one round trip."""
+    async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
+        """What an assembly reads first, in one round trip: a thread (KeyError if none) and the newest memory
+        record's id (what a request whose cache went cold shows memory as of); the counters caches key on are
+        first moved past what other processes sharing the database erased or edited."""
         ...
 
     def held(self) -> AbstractAsyncContextManager[None]:
@@ -558,10 +559,6 @@ class RecallIndex(Protocol):
         """Chronicles and short-term memory versions matching any of the terms, best first within each
         (one round trip)."""
         ...
-
-    async def newest_record_id(self) -> int:
-        ...
-
 
 class SettingsAndOptOuts(Protocol):
     """Per-server and per-channel setting overrides, and who opted out of being remembered."""

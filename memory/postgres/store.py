@@ -429,7 +429,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         if counting is None:
             return row_to.message(row), True, None
         self.saw_conversation(thread_id)
-        return row_to.message(row, leave_out="next_due"), True, row["next_due"]
+        return row_to.message(row, leave_out=("next_due",)), True, row["next_due"]
 
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
                           created: list[float] | None = None, tokens: list[int] | None = None) -> int:
@@ -541,10 +541,11 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     async def _shared_change(self) -> None:
         await self._execute(_SHARED_CHANGE)
 
-    async def current_thread(self, thread_id: int) -> Thread:
+    async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
         """Where another process changed memory versions, pins or branches this one may hold in a cache, they are
         read again: the shared change count comes with the thread."""
-        row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen, *"
+        row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen,"
+                              " (SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record, *"
                               " FROM threads WHERE id = $1", thread_id)
         if row is None:
             raise KeyError(f"no thread {thread_id}")
@@ -553,7 +554,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self._shared_seen = seen
             self.memory_changes += 1
             self.branch_changes += 1
-        return row_to.thread(row, leave_out="shared_seen")
+        return row_to.thread(row, leave_out=("shared_seen", "newest_record")), int(row["newest_record"])
 
     # branches (seed 001)
 

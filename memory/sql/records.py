@@ -31,7 +31,7 @@ class RecordsSql(SqlStore):
             for value in (persona, scope, scope_id, type_, *(() if as_of is None else (as_of,)), limit)])
         found: list[list[MemoryRecord]] = [[] for _ in asked]
         for row in rows:
-            found[row["asked"]].append(row_to.record(row, leave_out="asked"))
+            found[row["asked"]].append(row_to.record(row, leave_out=("asked",)))
         for records in found:  # oldest first, in whatever order the database put the parts together
             records.sort(key=lambda r: r.version)
         return found
@@ -100,9 +100,6 @@ class RecordsSql(SqlStore):
     async def release_channel(self, thread_id: int, owner: str) -> None:
         await self._changed("UPDATE memory_channels SET lease_owner = NULL, lease_until = NULL"
                             " WHERE thread_id = ? AND lease_owner = ?", (thread_id, owner))
-
-    async def newest_record_id(self) -> int:
-        return int(await self._scalar("SELECT COALESCE(MAX(id), 0) FROM memory_records"))
 
     # pins: facts kept word for word in every version
 

@@ -40,13 +40,20 @@ class ThreadsSql(SqlStore):
         row = await self._row("SELECT * FROM threads WHERE id = ?", (thread_id,))
         return row_to.thread(row) if row else None
 
+    async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
+        row = await self._row("SELECT (SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record, *"
+                              " FROM threads WHERE id = ?", (thread_id,))
+        if row is None:
+            raise KeyError(f"no thread {thread_id}")
+        return row_to.thread(row, leave_out=("newest_record",)), int(row["newest_record"])
+
     async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
         """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
         row = await self._row("SELECT *, (SELECT COUNT(*) FROM messages WHERE thread_id = threads.id"
                               " AND deleted_at IS NULL) AS message_count FROM threads WHERE id = ?", (thread_id,))
         if row is None:
             return None
-        return row_to.thread(row, leave_out="message_count"), int(row["message_count"])
+        return row_to.thread(row, leave_out=("message_count",)), int(row["message_count"])
 
     async def children(self, thread_id: int) -> list[Thread]:
         rows = await self._rows("SELECT * FROM threads WHERE parent_thread_id = ? ORDER BY id", (thread_id,))

@@ -425,10 +425,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         self._pending = None  # an erased text must not even be counted: index before the next search
         return row_to.seqs_by_thread(rows)
 
-    async def current_thread(self, thread_id: int) -> Thread:
-        """One process writes a SQLite database (the instance lock): nobody else changes what it caches."""
-        return await self.thread(thread_id)
-
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
         """One connection serves every statement already."""
