@@ -538,8 +538,12 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 await con.execute(_SHARED_CHANGE)
             self.memory_changes += 1
 
-    async def _shared_change(self) -> None:
-        await self._execute(_SHARED_CHANGE)
+    async def _changed_for_all(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """The write and, where it changed a row, the shared change count moved, in one statement."""
+        row = await self._one(f"WITH changed AS ({numbered(sql)} RETURNING 1) SELECT COUNT(*),"
+                              " CASE WHEN COUNT(*) > 0 THEN nextval('shared_changes') END FROM changed", *params)
+        assert row is not None  # an aggregate's one row
+        return int(row[0])
 
     async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
         """Where another process changed memory versions, pins or branches this one may hold in a cache, they are

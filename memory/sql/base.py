@@ -31,9 +31,10 @@ class SqlStore(CommonStore):
     async def _changed(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a write; how many rows it changed."""
 
-    async def _shared_change(self) -> None:
-        """Other processes sharing the database read their caches of memory, pins and branches again (no other
-        process writes a SQLite database)."""
+    async def _changed_for_all(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """`_changed` for a write other processes sharing the database hold in a cache (pins, branches): where it
+        changed a row, they read their caches again. No other process writes a SQLite database."""
+        return await self._changed(sql, params)
 
     async def _row(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row, if any (for statements of one row)."""

@@ -29,21 +29,16 @@ class BranchesSql(SqlStore):
                             guild_id: int | None, channel_id: int | None, discord_thread_id: int | None,
                             task_id: str | None = None, partner_persona: str | None = None) -> Branch:
         now = self.clock()
-        await self._changed(
+        await self._changed_for_all(
             "INSERT INTO branches (id, persona, branch_type, label, scope_key, guild_id, channel_id,"
             " discord_thread_id, task_id, partner_persona, created_at, last_activity_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (branch_id, persona, branch_type, label, scope_key, guild_id, channel_id, discord_thread_id, task_id,
              partner_persona, now, now))
-        await self._branched()
+        self.branch_changes += 1
         found = await self.branch(branch_id)
         assert found is not None
         return found
-
-    async def _branched(self) -> None:
-        """The working memory every process keeps of the branches is read again."""
-        self.branch_changes += 1
-        await self._shared_change()
 
     async def branch(self, branch_id: str) -> Branch | None:
         row = await self._row("SELECT * FROM branches WHERE id = ?", (branch_id,))
@@ -67,7 +62,7 @@ class BranchesSql(SqlStore):
         the conversation (scope key, channel id) a social branch's new session is held in: it is listed there."""
         now = self.clock()
         scope_key, channel_id = moved_to if moved_to is not None else (None, None)
-        await self._changed(
+        await self._changed_for_all(
             "UPDATE branches SET status = COALESCE(?, status), current_thread_id = COALESCE(?, current_thread_id),"
             " label = COALESCE(?, label), brief_state = COALESCE(?, brief_state), last_activity_at = ?,"
             " scope_key = COALESCE(?, scope_key), channel_id = COALESCE(?, channel_id),"
@@ -75,7 +70,7 @@ class BranchesSql(SqlStore):
             " completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END WHERE id = ?",
             (status, current_thread_id, label, brief_state, now, scope_key, channel_id, status or "", now,
              status or "", now, branch_id))
-        await self._branched()
+        self.branch_changes += 1
 
     async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
                               limit: int, *, with_completed: bool = False) -> list[Branch]:

@@ -109,21 +109,15 @@ class RecordsSql(SqlStore):
         return [r[0] for r in rows]
 
     async def pin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
-        changed = await self._changed(
+        changed = await self._changed_for_all(
             "INSERT INTO memory_pins (persona, scope, scope_id, fact, created_at) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING", (persona, scope, scope_id, fact.strip(), self.clock())) == 1
-        await self._pinned(changed)
+        self.memory_changes += changed  # a kept prompt's layers are read again only when a pin really changed
         return changed
 
-    async def _pinned(self, changed: bool) -> None:
-        """A kept prompt's layers are read again only when a pin really changed, in every process."""
-        if changed:
-            self.memory_changes += 1
-            await self._shared_change()
-
     async def unpin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
-        changed = await self._changed(
+        changed = await self._changed_for_all(
             "DELETE FROM memory_pins WHERE persona = ? AND scope = ? AND scope_id = ? AND fact = ?",
             (persona, scope, scope_id, fact.strip())) == 1
-        await self._pinned(changed)
+        self.memory_changes += changed
         return changed
