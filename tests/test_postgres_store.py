@@ -327,10 +327,11 @@ async def test_assemblies_hold_one_connection_each_and_never_wait_on_each_other_
         await postgres_cluster.drop_database(name)
 
 
-async def test_a_pin_or_branch_another_process_changes_reaches_the_next_prompt_here(postgres_cluster):
-    """Each process keeps the layers (pins among them) and the working memory it showed last: a pin or a branch
-    changed through another process sharing the database moves the shared change count, and the next request here
-    reads them again instead of showing what was unpinned."""
+async def test_a_pin_branch_or_sharing_another_process_changes_reaches_the_next_prompt_here(postgres_cluster):
+    """Each process keeps the layers (pins among them), the working memory and what each channel shares as it
+    read them last: a pin, a branch or a channel's sharing changed through another process sharing the database
+    moves the shared change count, and the next request here reads them again instead of showing what was
+    unpinned, or what a channel made private said."""
     from tests.context_helpers import assembler, say
 
     name = await postgres_cluster.fresh_database()
@@ -338,10 +339,15 @@ async def test_a_pin_or_branch_another_process_changes_reaches_the_next_prompt_h
     there = await PostgresStore.open(postgres_cluster.url_for(name))
     try:
         root = await here.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+        plans = await there.root_thread("Stelis", Scope.channel(1, 3), 0.8)  # another public channel of the server
+        await there.ensure_memory_channel(plans)
+        await there.set_channel_flags(plans.id, public=1, name="plans")
+        await there.add_record("Stelis", "channel", 3, "short_term", "In plans they booked the night ferry.", 1, 1)
         asm = assembler(here, context_tokens=20_000)
         await there.pin("Stelis", "channel", 2, "the locker code is 5512")
         await say(here, root.id, "good morning")
-        assert "the locker code is 5512" in str((await asm.assemble(root.id)).request)
+        shown = str((await asm.assemble(root.id)).request)
+        assert "the locker code is 5512" in shown and "booked the night ferry" in shown
         await there.unpin("Stelis", "channel", 2, "the locker code is 5512")
         await there.create_branch("b-1", "Stelis", "task", "repaint the lighthouse", root.scope_key, 1, 2, None)
         await say(here, root.id, "what now")
@@ -351,6 +357,10 @@ async def test_a_pin_or_branch_another_process_changes_reaches_the_next_prompt_h
         await say(here, root.id, "and then")
         shown = str((await asm.assemble(root.id)).request)
         assert "repaint the pier" in shown and "lighthouse" not in shown
+        await there.set_channel_flags(plans.id, public=0)  # made private elsewhere: neither shown nor recalled
+        await say(here, root.id, "which night ferry was booked")
+        assert "night ferry was booked" in (shown := str((await asm.assemble(root.id)).request))
+        assert "booked the night ferry" not in shown
     finally:
         await here.close()
         await there.close()

@@ -546,8 +546,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         return int(row[0])
 
     async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
-        """Where another process changed memory versions, pins or branches this one may hold in a cache, they are
-        read again: the shared change count comes with the thread."""
+        """Where another process changed memory versions, pins, branches or what a channel shares, which this one
+        may hold in a cache, they are read again: the shared change count comes with the thread."""
         row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen,"
                               " (SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record, *"
                               " FROM threads WHERE id = $1", thread_id)
@@ -558,6 +558,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self._shared_seen = seen
             self.memory_changes += 1
             self.branch_changes += 1
+            self.sharing_version += 1
         return row_to.thread(row, leave_out=("shared_seen", "newest_record")), int(row["newest_record"])
 
     # branches (seed 001)

@@ -32,8 +32,9 @@ class SqlStore(CommonStore):
         """Run a write; how many rows it changed."""
 
     async def _changed_for_all(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """`_changed` for a write other processes sharing the database hold in a cache (pins, branches): where it
-        changed a row, they read their caches again. No other process writes a SQLite database."""
+        """`_changed` for a write other processes sharing the database hold in a cache (pins, branches, what a
+        channel shares): where it changed a row, they read their caches again. No other process writes a SQLite
+        database."""
         return await self._changed(sql, params)
 
     async def _row(self, sql: str, params: Sequence[Any] = ()) -> Row | None:

@@ -50,8 +50,8 @@ class RecordsSql(SqlStore):
     async def set_channel_flags(self, thread_id: int, **flags: int | str | None) -> None:
         """Pause/resume, visibility, sharing and display name, as reported by a front end or an admin."""
         assignments = ", ".join(f"{k} = ?" for k in checked(flags, CHANNEL_FLAGS, "flags"))
-        await self._changed(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?",
-                            (*flags.values(), thread_id))
+        await self._changed_for_all(f"UPDATE memory_channels SET {assignments} WHERE thread_id = ?",
+                                    (*flags.values(), thread_id))
         self.sharing_version += 1
 
     async def visible_conversations(self, persona: str, guild_id: int) -> list[tuple[int, int | None, str | None]]:
