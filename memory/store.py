@@ -80,6 +80,14 @@ class OtherServer(Failure):
         super().__init__(f"channel {channel_id} belongs to another server: nothing of it is read or said from here")
 
 
+class OptedOut(Failure):
+    """The message's author asked the persona not to remember them: it is not stored (the opt-out may have been
+    made a moment ago, in another process sharing the database)."""
+
+    def __init__(self, author_id: int | None):
+        super().__init__(f"user {author_id} asked not to be remembered: their message is not stored")
+
+
 class StaleUpdate(StoreError):
     """Another worker wrote this memory update first (its lease ran out while this one worked): nothing saved."""
 
@@ -199,7 +207,8 @@ class ThreadsAndMessages(Protocol):
         ...
 
     async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
-        """Store a message; a known external id returns the stored one and False instead."""
+        """Store a message; a known external id returns the stored one and False instead. OptedOut, and nothing
+        stored, when its author opted out of this thread's persona (checked in the statement that stores it)."""
         ...
 
     async def append_counted(self, thread: Thread, new: NewMessage,

@@ -223,6 +223,10 @@ async def test_an_opt_out_or_setting_another_process_makes_holds_here_soon(postg
     assert await here.conversations.hear(scope, "hello", author_name="mahe", author_id=77) is not None
     assert "kestrel" not in (await here.settings.effective(1, 2)).persona.card  # read, and kept for a while
     await there.forgetting.opt_out(77)  # a DM to another process's shard
+    # Before this process reads the opt-outs again, the statement that would store the message refuses it.
+    assert await here.conversations.hear(scope, "said right after", author_name="mahe", author_id=77) is None
+    assert [m.content for m in await here.store.tail((await here.stelis.root(scope)).id, 5)] == ["hello"]
+    assert not here.forgetting.remembers(77)  # and the opt-outs are read again at once
     await there.settings.set("guild", 1, "persona.card", "You are a kestrel.")
     assert here.settings.max_age == SHARED_MAX_AGE
     here.settings.max_age = 0  # as if that while had passed

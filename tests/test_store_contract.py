@@ -11,7 +11,7 @@ from memory.backends import open_store
 from memory.records import NewMessage, Scope
 from memory.settings import Triggers
 from memory.sql.threads import REPLY_WITHIN
-from memory.store import StaleUpdate, Store, StoreError
+from memory.store import OptedOut, StaleUpdate, Store, StoreError
 from memory.tokens import count_tokens
 
 TRIGGERS = Triggers(idle_seconds=7_200, threshold=50)
@@ -64,6 +64,31 @@ async def test_ingesting_the_same_external_message_twice_stores_it_once(store):
     assert created and not created_again
     assert again.seq == first.seq and again.content == "hello"
     assert await store.count_messages(root.id) == 1
+
+
+async def test_a_message_of_someone_who_opted_out_is_refused_by_the_statement_that_would_store_it(store):
+    """The store checks the opt-out where it writes: a caller whose list of opt-outs is older (another process
+    took it a moment ago) stores nothing, counts nothing, and is told so. Only this persona's opt-out counts."""
+    root = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
+    other = await store.root_thread("Echo", Scope.channel(10, 100), 0.8)
+    await store.set_optout("Stelis", 77, True)
+    with pytest.raises(OptedOut):
+        await store.append(root.id, NewMessage("user", "my locker code is 5512", author_id=77, external_id=9001))
+    with pytest.raises(OptedOut):
+        await store.append_counted(root, NewMessage("user", "and my PIN is 0420", author_id=77), TRIGGERS)
+    await store.append_counted(root, NewMessage("user", "hello", author_id=78, external_id=9002), TRIGGERS)
+    await store.append(root.id, NewMessage("assistant", "hi"))  # no author: the persona's own
+    assert [m.content for m in await store.tail(root.id, 10)] == ["hello", "hi"]
+    assert (await store.memory_channel(root.id)).pending_count == 1
+    assert await store.message_by_external_id(9001) is None
+    assert (await store.append(other.id, NewMessage("user", "to another persona", author_id=77)))[1]
+    await store.set_optout("Stelis", 77, False)
+    await store.append(root.id, NewMessage("user", "the meeting is at noon", author_id=77, external_id=9003))
+    await store.set_optout("Stelis", 77, True)
+    assert await store.edit_message(9003, "the meeting is at noon, bring the 5512 key") is None  # not taken
+    assert (await store.message_by_external_id(9003)).content == "the meeting is at noon"
+    await store.set_optout("Stelis", 77, False)
+    assert (await store.append(root.id, NewMessage("user", "back again", author_id=77, external_id=9001)))[1]
 
 
 async def test_token_count_is_stored_at_write_and_not_recomputed_on_read(store, monkeypatch):

@@ -23,7 +23,7 @@ from memory.images import describe
 from memory.llm import LLM, LLMError, LLMResult, RequestTooLarge, TextSink
 from memory.records import Message, NewMessage, Role, Scope, Thread
 from memory.reply_markup import CleanStart, clean_reply, speakers
-from memory.store import Store, StoreError
+from memory.store import OptedOut, Store, StoreError
 from memory.turns import tool_call_message, tool_result_message
 from memory.window import LockedBufferTooLarge
 
@@ -92,11 +92,15 @@ class Conversations:
                          metadata={**({"images": images} if images else {}),
                                    **({"reply_to": reply_to} if reply_to is not None else {})})
         triggers = await self._settings.counted(thread)
-        if triggers is None:
-            message, created = await self._store.append(thread.id, new)
-            due = None
-        else:
-            message, created, due = await self._store.append_counted(thread, new, triggers)
+        try:
+            if triggers is None:
+                message, created = await self._store.append(thread.id, new)
+                due = None
+            else:
+                message, created, due = await self._store.append_counted(thread, new, triggers)
+        except OptedOut:  # another process recorded the opt-out since this one last read them
+            await self._forgetting.load()
+            return None
         self._snapshots.changed(thread.id)
         self._index_soon()
         if created and images and self.describes_images and not self.closed:

@@ -43,7 +43,7 @@ from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply
 from memory.sql.usage import UsageSql
-from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
+from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
@@ -78,9 +78,13 @@ _DUE = ("CASE WHEN {ltp} <> 0 THEN $now::float8 WHEN {pending} >= $threshold::in
 # A message stored, as a statement other statements may build on (RETURNING the row).
 _STORE_MESSAGE = (
     "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count, external_id,"
-    " created_at) VALUES ($thread, $role, $author_id, $author_name, $content, $metadata, $tokens, $external_id,"
-    " $now) ON CONFLICT (external_id) DO NOTHING RETURNING *"
+    " created_at) SELECT $thread, $role, $author_id, $author_name, $content, $metadata, $tokens, $external_id,"
+    " $now WHERE NOT EXISTS (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona"
+    " WHERE t.id = $thread AND o.user_id = $author_id) ON CONFLICT (external_id) DO NOTHING RETURNING *"
 )
+# A stored message's author has not opted out of its thread's persona (an edit after an opt-out is not taken).
+_REMEMBERED = ("NOT EXISTS (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona"
+               " WHERE t.id = messages.thread_id AND o.user_id = messages.author_id)")
 # ... and counted towards its conversation's next memory version, if it was stored (a row in `stored`).
 _NOTE_MESSAGE = (
     "INSERT INTO memory_channels AS c (thread_id, persona, guild_id, channel_id, discord_thread_id,"
@@ -422,9 +426,11 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 " SELECT stored.*, (SELECT due_at FROM counted) AS next_due FROM stored", **params,
                 id=thread.id, persona=thread.persona, guild=thread.guild_id, channel=thread.channel_id,
                 dthread=thread.discord_thread_id, threshold=triggers.threshold, idle=float(triggers.idle_seconds)))
-        if row is None:  # a known external id: the message stored before
-            row = await self._one("SELECT * FROM messages WHERE external_id = $1", new.external_id)
-            assert row is not None
+        if row is None:  # a known external id: the message stored before; else its author opted out
+            row = await self._one("SELECT * FROM messages WHERE external_id = $1", new.external_id) \
+                if new.external_id is not None else None
+            if row is None:
+                raise OptedOut(new.author_id)
             return row_to.message(row), False, None
         if counting is None:
             return row_to.message(row), True, None
@@ -479,7 +485,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         async with self._transaction() as con:
             row = await con.fetchrow("UPDATE messages SET content = $1, token_count = $2, edited_at = $3"
-                                     " WHERE external_id = $4 AND deleted_at IS NULL RETURNING *",
+                                     f" WHERE external_id = $4 AND deleted_at IS NULL AND {_REMEMBERED} RETURNING *",
                                      content, count_tokens(content), self.clock(), external_id)
             if row is not None:
                 await _revise(con, [row["thread_id"]])

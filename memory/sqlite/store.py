@@ -35,7 +35,7 @@ from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply
 from memory.sql.usage import UsageSql
-from memory.store import Clock, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
+from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
 from memory.tokens import count_tokens
 
@@ -71,8 +71,12 @@ _NOTE_MESSAGE = (
     " RETURNING due_at"
 )
 _INSERT_MESSAGE = ("INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count,"
-                   " external_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                   " ON CONFLICT (external_id) DO NOTHING RETURNING *")
+                   " external_id, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE NOT EXISTS"
+                   " (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona WHERE t.id = ?1"
+                   " AND o.user_id = ?3) ON CONFLICT (external_id) DO NOTHING RETURNING *")
+# A stored message's author has not opted out of its thread's persona (an edit after an opt-out is not taken).
+_REMEMBERED = ("NOT EXISTS (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona"
+               " WHERE t.id = messages.thread_id AND o.user_id = messages.author_id)")
 _RECOMPUTE_DUE = (f"UPDATE memory_channels SET due_at = {_due('long_term_pending', 'pending_count', 'last_message_at')}"
                   " WHERE thread_id = :id")
 # The next version of a memory record: the one rule, for admin edits, imports and the summariser alike.
@@ -306,9 +310,11 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             return row, conn.execute(_NOTE_MESSAGE, noted).fetchall()[0][0]
 
         row, due = await self._atomic(store)  # the stored row comes back without a re-read
-        if row is None:  # a known external id: the message stored before
-            row = await self._row("SELECT * FROM messages WHERE external_id = ?", (new.external_id,))
-            assert row is not None  # the conflict that skipped the insert is that row
+        if row is None:  # a known external id: the message stored before; else its author opted out
+            row = await self._row("SELECT * FROM messages WHERE external_id = ?", (new.external_id,)) \
+                if new.external_id is not None else None
+            if row is None:
+                raise OptedOut(new.author_id)
             return row_to.message(row), False, None
         self._stored(new.content)
         if counting is not None:
@@ -387,7 +393,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         async with self._transaction() as db:
             rows = await db.execute_fetchall(
                 "UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE external_id = ?"
-                " AND deleted_at IS NULL RETURNING *",
+                f" AND deleted_at IS NULL AND {_REMEMBERED} RETURNING *",
                 (content, count_tokens(content), self.clock(), external_id),
             )
             if rows:
