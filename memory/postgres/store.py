@@ -41,7 +41,7 @@ from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
-from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply
+from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
@@ -79,12 +79,8 @@ _DUE = ("CASE WHEN {ltp} <> 0 THEN $now::float8 WHEN {pending} >= $threshold::in
 _STORE_MESSAGE = (
     "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count, external_id,"
     " created_at) SELECT $thread, $role, $author_id, $author_name, $content, $metadata, $tokens, $external_id,"
-    " $now WHERE NOT EXISTS (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona"
-    " WHERE t.id = $thread AND o.user_id = $author_id) ON CONFLICT (external_id) DO NOTHING RETURNING *"
+    f" $now WHERE {remembered('$thread', '$author_id')} ON CONFLICT (external_id) DO NOTHING RETURNING *"
 )
-# A stored message's author has not opted out of its thread's persona (an edit after an opt-out is not taken).
-_REMEMBERED = ("NOT EXISTS (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona"
-               " WHERE t.id = messages.thread_id AND o.user_id = messages.author_id)")
 # ... and counted towards its conversation's next memory version, if it was stored (a row in `stored`).
 _NOTE_MESSAGE = (
     "INSERT INTO memory_channels AS c (thread_id, persona, guild_id, channel_id, discord_thread_id,"
@@ -485,7 +481,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         async with self._transaction() as con:
             row = await con.fetchrow("UPDATE messages SET content = $1, token_count = $2, edited_at = $3"
-                                     f" WHERE external_id = $4 AND deleted_at IS NULL AND {_REMEMBERED} RETURNING *",
+                                     " WHERE external_id = $4 AND deleted_at IS NULL"
+                                     f" AND {remembered('messages.thread_id', 'messages.author_id')} RETURNING *",
                                      content, count_tokens(content), self.clock(), external_id)
             if row is not None:
                 await _revise(con, [row["thread_id"]])
@@ -555,8 +552,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         """Where another process changed memory versions, pins, branches or what a channel shares, which this one
         may hold in a cache, they are read again: the shared change count comes with the thread."""
         row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen,"
-                              " (SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record, *"
-                              " FROM threads WHERE id = $1", thread_id)
+                              f" {NEWEST_RECORD}, * FROM threads WHERE id = $1", thread_id)
         if row is None:
             raise KeyError(f"no thread {thread_id}")
         seen = row["shared_seen"]

@@ -10,9 +10,18 @@ from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
 from memory.store_common import SEQ_MAX
 
+# What an assembly reads first with the thread: the newest memory record's id (what a cold cache shows memory as of).
+NEWEST_RECORD = "(SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record"
 # Live messages of a thread within (after, through]: what a count reads, and what a version's save counts again.
 LIVE_IN_RANGE = "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? AND deleted_at IS NULL"
 REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
+
+
+def remembered(thread: str, author: str) -> str:
+    """The author of a message of `thread` has not opted out of that thread's persona (SQL expressions, placeholders
+    or columns): what storing a message, or taking an edit, checks in the statement that writes it."""
+    return (f"NOT EXISTS (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona WHERE t.id = {thread}"
+            f" AND o.user_id = {author})")
 
 
 def next_reply(differs: str, not_placeholder: str) -> str:
@@ -41,8 +50,7 @@ class ThreadsSql(SqlStore):
         return row_to.thread(row) if row else None
 
     async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
-        row = await self._row("SELECT (SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record, *"
-                              " FROM threads WHERE id = ?", (thread_id,))
+        row = await self._row(f"SELECT {NEWEST_RECORD}, * FROM threads WHERE id = ?", (thread_id,))
         if row is None:
             raise KeyError(f"no thread {thread_id}")
         return row_to.thread(row, leave_out=("newest_record",)), int(row["newest_record"])

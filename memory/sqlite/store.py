@@ -33,7 +33,7 @@ from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
-from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply
+from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
@@ -71,12 +71,8 @@ _NOTE_MESSAGE = (
     " RETURNING due_at"
 )
 _INSERT_MESSAGE = ("INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count,"
-                   " external_id, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE NOT EXISTS"
-                   " (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona WHERE t.id = ?1"
-                   " AND o.user_id = ?3) ON CONFLICT (external_id) DO NOTHING RETURNING *")
-# A stored message's author has not opted out of its thread's persona (an edit after an opt-out is not taken).
-_REMEMBERED = ("NOT EXISTS (SELECT 1 FROM optouts o JOIN threads t ON t.persona = o.persona"
-               " WHERE t.id = messages.thread_id AND o.user_id = messages.author_id)")
+                   " external_id, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9"
+                   f" WHERE {remembered('?1', '?3')} ON CONFLICT (external_id) DO NOTHING RETURNING *")
 _RECOMPUTE_DUE = (f"UPDATE memory_channels SET due_at = {_due('long_term_pending', 'pending_count', 'last_message_at')}"
                   " WHERE thread_id = :id")
 # The next version of a memory record: the one rule, for admin edits, imports and the summariser alike.
@@ -393,7 +389,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         async with self._transaction() as db:
             rows = await db.execute_fetchall(
                 "UPDATE messages SET content = ?, token_count = ?, edited_at = ? WHERE external_id = ?"
-                f" AND deleted_at IS NULL AND {_REMEMBERED} RETURNING *",
+                f" AND deleted_at IS NULL AND {remembered('messages.thread_id', 'messages.author_id')} RETURNING *",
                 (content, count_tokens(content), self.clock(), external_id),
             )
             if rows:
