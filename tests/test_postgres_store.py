@@ -151,6 +151,25 @@ async def test_a_look_up_reads_the_trigram_index_where_the_planner_would_rather_
         await con.execute("DEALLOCATE look_up")
 
 
+async def test_a_servers_shared_channels_are_read_from_an_index_of_the_shared_ones(store):
+    """Issue 32 (SQLite's index had it, PostgreSQL's schema not): among 500 private channels, each reply's look-up
+    for the shared ones walked every one of them."""
+    from memory.settings import ShortTermSettings
+
+    roots = [await store.root_thread("P", Scope.channel(1, 100 + i), 0.8) for i in range(4)]
+    for root in roots:
+        await store.append_counted(root, NewMessage("user", "hi"), ShortTermSettings().triggers)
+    await store.set_channel_flags(roots[1].id, public=1, name="general")
+    assert [c.channel_id for c in await store.shared_channels("P", 1, limit=3, besides=100)] == [101]
+    async with store._transaction() as con:
+        await con.execute("SET LOCAL enable_seqscan = off")  # a tiny table: ask which index can answer
+        plan = "\n".join(r[0] for r in await con.fetch(
+            "EXPLAIN SELECT * FROM memory_channels WHERE persona = 'P' AND guild_id = 1 AND discord_thread_id IS NULL"
+            " AND COALESCE(shareable, public) = 1 AND (channel_id IS NULL OR channel_id != 100)"
+            " ORDER BY last_message_at DESC NULLS LAST LIMIT 3"))
+    assert "idx_memory_channels_shared_activity" in plan, plan
+
+
 async def test_long_texts_are_written_compressed_with_lz4_and_read_back_whole(store):
     """A look-up decompresses each candidate it reads: lz4 does it in a fraction of pglz's time (migration 9)."""
     thread = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
