@@ -79,8 +79,12 @@ _DUE = ("CASE WHEN {ltp} <> 0 THEN $now::float8 WHEN {pending} >= $threshold::in
 _STORE_MESSAGE = (
     "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count, external_id,"
     " created_at) SELECT $thread, $role, $author_id, $author_name, $content, $metadata, $tokens, $external_id,"
-    f" $now WHERE {remembered('$thread', '$author_id')} ON CONFLICT (external_id) DO NOTHING RETURNING *"
+    " $now WHERE {} ON CONFLICT (external_id) DO NOTHING RETURNING *"
 )
+_STORE_AUTHORED = _STORE_MESSAGE.format(remembered("$thread", "$author_id"))
+# A message without an author (the persona's reply) has no one who could have opted out. With the check, each reply
+# was planned anew: the plan for a NULL author folds it away, so PostgreSQL never settled on the shared one.
+_STORE_UNAUTHORED = _STORE_MESSAGE.format("TRUE")
 # ... and counted towards its conversation's next memory version, if it was stored (a row in `stored`).
 _NOTE_MESSAGE = (
     "INSERT INTO memory_channels AS c (thread_id, persona, guild_id, channel_id, discord_thread_id,"
@@ -413,12 +417,13 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         params = {"thread": thread_id, "role": new.role, "author_id": new.author_id, "author_name": new.author_name,
                   "content": new.content, "metadata": json.dumps(new.metadata, ensure_ascii=False),
                   "tokens": count_tokens(new.content), "external_id": new.external_id, "now": now}
+        store = _STORE_AUTHORED if new.author_id is not None else _STORE_UNAUTHORED
         if counting is None:
-            row = await self._one(*named(_STORE_MESSAGE, **params))
+            row = await self._one(*named(store, **params))
         else:
             thread, triggers = counting
             row = await self._one(*named(
-                f"WITH stored AS ({_STORE_MESSAGE}), counted AS ({_NOTE_MESSAGE})"
+                f"WITH stored AS ({store}), counted AS ({_NOTE_MESSAGE})"
                 " SELECT stored.*, (SELECT due_at FROM counted) AS next_due FROM stored", **params,
                 id=thread.id, persona=thread.persona, guild=thread.guild_id, channel=thread.channel_id,
                 dthread=thread.discord_thread_id, threshold=triggers.threshold, idle=float(triggers.idle_seconds)))
