@@ -591,9 +591,9 @@ class SettingsAndOptOuts(Protocol):
 class ModelUsageLog(Protocol):
     """What the model was asked to do, per day, server and model."""
 
-    async def add_usage(self, persona: str, day: str, guild_id: int, model: str, input_tokens: int,
-                        output_tokens: int, cache_read: int, cache_write: int) -> None:
-        """One more call of `model` for this server (0: none) on `day`."""
+    async def add_usage(self, persona: str, spent: Sequence[tuple[int, ModelUsage]]) -> None:
+        """Add each server's (0: none) calls of a model on a day to what is recorded, in one statement (a server,
+        day and model at most once)."""
         ...
 
     async def usage_since(self, persona: str, guild_id: int, first_day: str) -> list[ModelUsage]:

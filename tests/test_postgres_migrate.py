@@ -9,7 +9,7 @@ from bot.providers.offline import OfflineLLM
 from memory import threads
 from memory.backends import open_store
 from memory.copying import copy_store
-from memory.records import NewMessage, PlaybookStep, Scope
+from memory.records import ModelUsage, NewMessage, PlaybookStep, Scope
 from memory.settings import StelisSettings, Triggers
 from memory.store import COPIED_TABLES, Store
 from memory.threads import Run
@@ -42,7 +42,7 @@ async def populate(store: Store) -> int:
     await store.log_playbook_step(run, PlaybookStep("look", "tool", 12.5, "found 3"))
     await store.end_playbook_run(run, "completed", {"answer": 42}, None)
     await store.log_autonomy("Stelis", "guild:1", "pulse", "worked", calls=3, tokens=900)
-    await store.add_usage("Stelis", "2026-11-24", 1, "claude-sonnet-5-5", 1_200, 80, 3_400, 0)
+    await store.add_usage("Stelis", [(1, ModelUsage("2026-11-24", "claude-sonnet-5-5", 1, 1_200, 80, 3_400, 0))])
     await store.set_window(root.id, window_start_seq=5, window_summary="before: hello")
     return root.id
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from memory.backends import open_store
-from memory.records import NewMessage, Scope
+from memory.records import ModelUsage, NewMessage, Scope
 from memory.settings import Triggers
 from memory.sql.threads import REPLY_WITHIN
 from memory.store import OptedOut, StaleUpdate, Store, StoreError
@@ -487,16 +487,21 @@ async def test_a_threads_revision_moves_with_a_change_to_its_stored_messages_and
 
 
 async def test_model_usage_adds_up_per_day_server_and_model_and_reads_back_by_server(store):
-    await store.add_usage("P", "2026-11-23", 1, "claude-haiku-5-5", 100, 10, 0, 50)
-    for _ in range(3):
-        await store.add_usage("P", "2026-11-24", 1, "claude-sonnet-5-5", 1_000, 200, 4_000, 0)
-    await store.add_usage("P", "2026-11-24", 2, "claude-sonnet-5-5", 9, 9, 9, 9)  # another server
-    await store.add_usage("Q", "2026-11-24", 1, "claude-sonnet-5-5", 9, 9, 9, 9)  # another persona
+    await store.add_usage("P", [(1, ModelUsage("2026-11-23", "claude-haiku-5-5", 1, 100, 10, 0, 50))])
+    await store.add_usage("P", [])  # nothing to add: no statement
+    for _ in range(2):
+        await store.add_usage("P", [(1, ModelUsage("2026-11-24", "claude-sonnet-5-5", 1, 1_000, 200, 4_000, 0))])
+    await store.add_usage("P", [(1, ModelUsage("2026-11-24", "claude-sonnet-5-5", 2, 2_000, 400, 8_000, 0)),
+                                (1, ModelUsage("2026-11-24", "claude-haiku-5-5", 1, 7, 7, 7, 7)),  # several in one
+                                (2, ModelUsage("2026-11-24", "claude-sonnet-5-5", 1, 9, 9, 9, 9))])  # another server
+    await store.add_usage("Q", [(1, ModelUsage("2026-11-24", "claude-sonnet-5-5", 1, 9, 9, 9, 9))])  # another persona
     rows = await store.usage_since("P", 1, "2026-11-23")
     assert [(r.day, r.model, r.calls, r.input_tokens, r.output_tokens, r.cache_read, r.cache_write) for r in rows] == [
         ("2026-11-23", "claude-haiku-5-5", 1, 100, 10, 0, 50),
-        ("2026-11-24", "claude-sonnet-5-5", 3, 3_000, 600, 12_000, 0)]
-    assert [r.day for r in await store.usage_since("P", 1, "2026-11-24")] == ["2026-11-24"]
+        ("2026-11-24", "claude-haiku-5-5", 1, 7, 7, 7, 7),
+        ("2026-11-24", "claude-sonnet-5-5", 4, 4_000, 800, 16_000, 0)]
+    assert [r.day for r in await store.usage_since("P", 1, "2026-11-24")] == ["2026-11-24"] * 2
+    assert [r.calls for r in await store.usage_since("P", 2, "2026-11-24")] == [1]
 
 
 async def test_the_newest_versions_of_several_scopes_are_read_in_one_statement_as_each_alone(store):

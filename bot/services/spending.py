@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -55,19 +56,56 @@ class Spending:
         self._persona = persona
         self._prices = dict(prices)
         self._clock = clock
+        # Calls not written yet, added up per (server, day, model), and the write that will take them. One write at a
+        # time: what calls end while one is under way go together in the next, so a burst of five hundred replies
+        # makes a few statements, not five hundred, and each call still waits until its usage is stored.
+        self._due: dict[tuple[int, str, str], list[int]] = {}
+        self._next: asyncio.Future[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
 
     async def record(self, request: LLMRequest, result: LLMResult) -> None:
-        """One call, for the server the work runs for (the log tags say which); a refusal is logged, not raised:
-        the reply it paid for matters more than its bookkeeping."""
+        """One call, for the server the work runs for (the log tags say which), stored before this returns; a
+        refusal is logged, not raised: the reply it paid for matters more than its bookkeeping."""
         guild = logs.tag("guild")
+        key = (guild if isinstance(guild, int) else NO_SERVER, _day(self._clock()),
+               result.model or request.model or "unknown")
         u = result.usage
+        for i, n in enumerate((1, u.input_tokens, u.output_tokens, u.cache_read_input_tokens,
+                               u.cache_creation_input_tokens)):
+            self._due.setdefault(key, [0] * 5)[i] += n
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+        written = self._next
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write())
+        await asyncio.shield(written)  # a caller cancelled leaves the write to the others
+
+    async def drain(self) -> None:
+        """Wait for what is recorded to be written (at shutdown)."""
+        if self._writer is not None:
+            await self._writer
+
+    async def _write(self) -> None:
+        written: asyncio.Future[None] | None = None
         try:
-            await self._store.add_usage(self._persona, _day(self._clock()),
-                                        guild if isinstance(guild, int) else NO_SERVER,
-                                        result.model or request.model or "unknown", u.input_tokens,
-                                        u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens)
-        except StoreError as exc:
-            log.warning("model usage not recorded: %s", exc.notice)
+            while self._next is not None:
+                due, self._due = self._due, {}
+                written, self._next = self._next, None
+                try:
+                    await self._store.add_usage(self._persona, [
+                        (guild, ModelUsage(day, model, *counts)) for (guild, day, model), counts in due.items()])
+                except StoreError as exc:
+                    log.warning("model usage of %d call(s) not recorded: %s",
+                                sum(counts[0] for counts in due.values()), exc.notice)
+                except Exception as exc:  # not the database's refusal: each call waiting on it gets the error
+                    written.set_exception(exc)
+                    continue
+                written.set_result(None)
+        finally:
+            self._writer = None
+            for waiting in (written, self._next):  # cancelled mid-write (the loop is closing): no one waits forever
+                if waiting is not None and not waiting.done():
+                    waiting.cancel()
 
     async def of(self, guild_id: int | None, days: int = 30) -> Spent:
         """A server's (None: no server's: the console, DMs) last `days` days, today included."""

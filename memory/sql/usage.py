@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from memory.records import ModelUsage
 from memory.sql.base import SqlStore
 
 
 class UsageSql(SqlStore):
-    async def add_usage(self, persona: str, day: str, guild_id: int, model: str, input_tokens: int,
-                        output_tokens: int, cache_read: int, cache_write: int) -> None:
-        """One more call of `model` for this server (0: none) on `day`."""
+    async def add_usage(self, persona: str, spent: Sequence[tuple[int, ModelUsage]]) -> None:
+        """Add each server's (0: none) calls of a model on a day to what is recorded, in one statement (a server,
+        day and model at most once)."""
+        if not spent:
+            return
         await self._changed(
             "INSERT INTO model_usage (persona, day, guild_id, model, calls, input_tokens, output_tokens, cache_read,"
-            " cache_write) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (persona, guild_id, day, model) DO UPDATE"
-            " SET calls = model_usage.calls + 1, input_tokens = model_usage.input_tokens + excluded.input_tokens,"
+            f" cache_write) VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?, ?, ?)'] * len(spent))}"
+            " ON CONFLICT (persona, guild_id, day, model) DO UPDATE"
+            " SET calls = model_usage.calls + excluded.calls,"
+            " input_tokens = model_usage.input_tokens + excluded.input_tokens,"
             " output_tokens = model_usage.output_tokens + excluded.output_tokens,"
             " cache_read = model_usage.cache_read + excluded.cache_read,"
             " cache_write = model_usage.cache_write + excluded.cache_write",
-            (persona, day, guild_id, model, input_tokens, output_tokens, cache_read, cache_write))
+            [value for guild_id, u in spent for value in (persona, u.day, guild_id, u.model, u.calls, u.input_tokens,
+                                                         u.output_tokens, u.cache_read, u.cache_write)])
 
     async def usage_since(self, persona: str, guild_id: int, first_day: str) -> list[ModelUsage]:
         """A server's days from `first_day` on, oldest first, one row per model."""
