@@ -110,6 +110,7 @@ class Engine:
         self.arrivals = Arrivals(self.conversations, self.socials, self.pulses)
         self._snapshotter: asyncio.Task[None] | None = None
         self._chronicler: asyncio.Task[None] | None = None
+        self._calibrator: asyncio.Task[None] | None = None
         self._heart: asyncio.Task[None] | None = None
         self._lock = InstanceLock(config.database_path)  # held only when opened exclusive
         self._closed = False
@@ -141,7 +142,10 @@ class Engine:
         try:
             store.owner = process_owner()
             llm = llm or make_llm(config)
-            config, ratio = await fit_to_server(config, llm)
+            # A server that says its context is asked before anything is planned; one that says only how it counts
+            # tokens is asked meanwhile (the first request is planned with room to spare, and its answer counts too).
+            waits = getattr(llm, "discovery_sets_context", True)
+            config, ratio = await fit_to_server(config, llm) if waits else (config, None)
             engine = cls(config, store, llm, clock)
             if ratio is not None:
                 engine.fitted.learn(ratio)
@@ -164,6 +168,8 @@ class Engine:
             await store.close()
             lock.release()
             raise
+        if not waits:
+            engine._calibrator = asyncio.create_task(engine._calibrate(llm))
         if swept:
             engine._chronicler = asyncio.create_task(threads.chronicle_swept(store, engine.llm, swept, config.stelis))
         if config.context.recall:
@@ -172,6 +178,16 @@ class Engine:
         if config.snapshots.interval_seconds > 0:
             engine._snapshotter = asyncio.create_task(engine.snapshots.every(config.snapshots.interval_seconds))
         return engine
+
+    async def _calibrate(self, llm: LLM) -> None:
+        """How the model's server counts tokens against our estimate, asked after start-up."""
+        try:
+            _, ratio = await fit_to_server(self.config, llm)
+        except Exception:  # the first answers' usage counts as well: replies go on planned with room to spare
+            log.exception("the model's server could not be asked how it counts tokens")
+            return
+        if ratio is not None:
+            self.fitted.learn(ratio)
 
     def _plan_for(self, ratio: float) -> None:
         """The server counts `ratio` tokens for each of ours: requests are planned with that much to spare."""
@@ -227,7 +243,7 @@ class Engine:
             background += [self._chronicler] if self._chronicler is not None else []
             if lost := self.conversations.unsaved():  # said, never stored: the log is what is left of them
                 log.error("shutdown: %d reply(ies) the database refused were never stored", lost)
-            for task in (self._snapshotter, self._heart, *background):
+            for task in (self._snapshotter, self._heart, self._calibrator, *background):
                 if task is not None:
                     task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

@@ -119,6 +119,36 @@ async def test_replies_come_from_an_anthropic_compatible_server(make_config, fak
     await e.close()
 
 
+async def test_start_up_does_not_wait_for_anthropics_token_count_and_takes_it_when_it_comes(make_config, monkeypatch):
+    """Issue 32: opening the engine waited for two count-token requests before the first reply could go out (and,
+    with the SDK's retries, for as long as that endpoint kept failing). What they say changes no setting."""
+    from bot.fitting import FIRST_RATIO
+    from tests.fake_anthropic import FakeAnthropic
+
+    release = asyncio.Event()
+    fake = FakeAnthropic()
+    counting = fake._count_tokens
+
+    async def slow_count(request):
+        await release.wait()
+        return await counting(request)
+
+    monkeypatch.setattr(fake, "_count_tokens", slow_count)  # before start: the route takes the bound method
+    await fake.start()
+    config = make_config(llm={"provider": "anthropic", "anthropic": {"api_key": "sk-x", "base_url": fake.base_url}})
+    e = await asyncio.wait_for(Engine.open(config, AnthropicLLM(config.llm.anthropic, config.persona.models)), 10)
+    assert e.fitted.ratio == FIRST_RATIO  # not counted yet: planned with room to spare
+    await e.conversations.hear(Scope.console(), "ping before the count", author_name="u")
+    reply = await asyncio.wait_for(e.conversations.reply((await e.stelis.root(Scope.console())).id), 10)
+    assert reply.content == "fake reply to: [u] ping before the count"
+    learnt = len(e.fitted._ratios)  # the reply's usage counted
+    release.set()
+    await asyncio.wait_for(e._calibrator, 10)
+    assert len(e.fitted._ratios) == learnt + 1  # and the count, once it came
+    await e.close()
+    await fake.stop()
+
+
 async def test_restart_remembers(make_config):
     config = make_config()
     e = await Engine.open(config, OfflineLLM())

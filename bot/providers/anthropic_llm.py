@@ -26,6 +26,7 @@ class AnthropicLLM:
     name = "anthropic"
     supports_tools = True
     supports_images = True  # image blocks with a URL source
+    discovery_sets_context = False  # discover() says how its tokenizer counts, never a context: start-up goes on
 
     def __init__(self, config: AnthropicConfig, tiers: ModelTiers):
         self.config = config
