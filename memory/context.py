@@ -32,6 +32,7 @@ from memory.layers import Layers, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier, Tool
 from memory.records import Message, NewMessage, Thread
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
+from memory.stamped import OncePerStamp
 from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
@@ -315,6 +316,9 @@ class Assembler:
         self._lives: OrderedDict[int, tuple[tuple[Thread, int], str]] = OrderedDict()  # child -> (as read, status)
         # visible conversations -> (the store's branch changes when read, the working memory then)
         self._branches: OrderedDict[frozenset[str], tuple[int, list[dict[str, str]]]] = OrderedDict()
+        # per persona, where any pin is (as of the store's memory changes) and where open branches are listed
+        self._pinned: OncePerStamp[str, set[tuple[str, int]]] = OncePerStamp()
+        self._open_branches: OncePerStamp[str, set[str]] = OncePerStamp()
 
     async def assemble(self, thread_id: int, *, shape: Shape = REPLY, incoming: NewMessage | None = None,
                        persist: bool = True, calls: bool = True) -> Assembly:
@@ -623,8 +627,14 @@ class Assembler:
                self.store.memory_changes, self.store.sharing_version)
         found = self._layers.get(thread.id)
         if as_of is None or found is None or found[0] != key:
+            # Where no pin and no other shared channel can be shown, they are not read (most conversations of a
+            # busy server: a burst of five hundred read each of them five hundred times to find none).
+            pinned = ("channel", root.channel_id or 0) in await self._pinned.get(
+                root.persona, self.store.memory_changes, lambda: self.store.pinned_scopes(root.persona))
+            others = root.guild_id is not None and len((await self.visibilities.of(self.store, root)).scope_keys) > 1
             found = (key, await memory_layers(self.store, thread, root, versions=conversation.memory_versions,
-                                              shared=conversation.shared_channels, as_of=as_of, budget=budget.memory))
+                                              shared=conversation.shared_channels if others else 0, as_of=as_of,
+                                              budget=budget.memory, pinned=pinned))
         _keep(self._layers, thread.id, found)
         return found[1]
 
@@ -906,7 +916,10 @@ class Assembler:
         if cached is not None and cached[0] == changes:
             self._branches.move_to_end(view)
             return cached[1]
-        rows = await self.store.recent_branches(root.persona, seen.scope_keys, self.policy.working_memory)
+        listed = await self._open_branches.get(root.persona, changes,
+                                               lambda: self.store.open_branch_scopes(root.persona))
+        rows = [] if listed.isdisjoint(view) else \
+            await self.store.recent_branches(root.persona, seen.scope_keys, self.policy.working_memory)
         found = [{"label": b.label, "kind": b.branch_type, "status": b.status, "state": b.brief_state or "",
                   "when": dates.day_line(b.active_at)} for b in rows]
         _keep(self._branches, view, (changes, found))  # a busy bot's others stay (they were all dropped)

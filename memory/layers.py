@@ -48,9 +48,10 @@ class _Piece:
 
 async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions: int,
                         shared: int, as_of: int | None = None,
-                        budget: int | None = None) -> Layers:
-    """The rendered layers for a thread whose conversation root is `root`, within `budget` tokens."""
-    pieces = await _candidates(store, thread, root, versions, shared, as_of)
+                        budget: int | None = None, pinned: bool = True) -> Layers:
+    """The rendered layers for a thread whose conversation root is `root`, within `budget` tokens (`pinned`
+    False: the conversation is known to have no pins, so they are not read; `shared` 0: no other channel shown)."""
+    pieces = await _candidates(store, thread, root, versions, shared, as_of, pinned)
     chosen = fit(pieces, budget)
     if not chosen:
         return Layers()
@@ -64,7 +65,7 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
 
 
 async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int,
-                      as_of: int | None) -> list[_Piece]:
+                      as_of: int | None, pinned: bool) -> list[_Piece]:
     persona, guild_id, channel_id = root.persona, root.guild_id, root.channel_id or 0
     asked: list[Versions] = [*_channel_versions(channel_id, versions)]
     if thread.discord_thread_id is not None:
@@ -74,10 +75,10 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     # Four statements at most, whatever the server shares: the pins, the versions of this conversation, its
     # Discord thread and its server, and which channels share; then all their versions at once. One after the
     # other: they run on the connection the assembly holds (Store.held).
-    pins = await store.pins(persona, "channel", channel_id)
+    pins = await store.pins(persona, "channel", channel_id) if pinned else []
     found = await store.newest_records(persona, asked, as_of)
-    others = [] if guild_id is None else await store.shared_channels(persona, guild_id, limit=shared,
-                                                                     besides=channel_id)
+    others = [] if guild_id is None or shared <= 0 else await store.shared_channels(persona, guild_id, limit=shared,
+                                                                                   besides=channel_id)
     own = (50, OWN)
     pieces = [_Piece(0, own, -1, "## Pinned facts\n" + "\n".join(f"- {p}" for p in pins))] if pins else []
     long_term, recent, *rest = found

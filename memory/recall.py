@@ -21,6 +21,7 @@ from datetime import date
 
 from memory import dates, excerpts
 from memory.records import MessageMatch, NoteMatch, Scope, Thread
+from memory.stamped import OncePerStamp
 from memory.store import Store
 from memory.tokens import cached_tokens
 from memory.words import CJK, STOPWORDS, words
@@ -132,7 +133,7 @@ class Visibilities:
 
     def __init__(self) -> None:
         self._known: dict[int, tuple[tuple[int, int], Visibility]] = {}
-        self._servers: dict[tuple[str, int], tuple[tuple[int, int], asyncio.Future[Shared]]] = {}
+        self._servers: OncePerStamp[tuple[str, int], Shared] = OncePerStamp()
 
     async def of(self, store: Store, root: Thread) -> Visibility:
         if root.guild_id is None:
@@ -140,19 +141,11 @@ class Visibilities:
         stamp = (store.sharing_version, store.conversations)
         found = self._known.get(root.id)
         if found is None or found[0] != stamp:
-            shared = await self._shared(store, root, stamp)
+            persona, guild_id = root.persona, root.guild_id
+            shared = await self._servers.get((persona, guild_id), stamp,
+                                             lambda: store.visible_conversations(persona, guild_id))
             found = self._known[root.id] = (stamp, await visibility(store, root, shared))
         return found[1]
-
-    async def _shared(self, store: Store, root: Thread, stamp: tuple[int, int]) -> Shared:
-        assert root.guild_id is not None
-        key = (root.persona, root.guild_id)
-        found = self._servers.get(key)
-        if found is None or found[0] != stamp or (found[1].done() and (
-                found[1].cancelled() or found[1].exception() is not None)):  # a failed read is not kept
-            found = self._servers[key] = (stamp, asyncio.ensure_future(
-                store.visible_conversations(root.persona, root.guild_id)))
-        return await asyncio.shield(found[1])  # one reader cancelled does not cancel the read for the others
 
 
 async def visibility(store: Store, root: Thread, shared: Shared | None = None) -> Visibility:

@@ -393,6 +393,10 @@ class MemoryRecords(Protocol):
     async def pins(self, persona: str, scope: str, scope_id: int) -> list[str]:
         ...
 
+    async def pinned_scopes(self, persona: str) -> set[tuple[str, int]]:
+        """Every (scope, scope id) with a pin of the persona's: whose pins a prompt need not read."""
+        ...
+
     async def pin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
         ...
 
@@ -425,6 +429,10 @@ class BranchesAndTasks(Protocol):
                               limit: int, *, with_completed: bool = False) -> list[Branch]:
         """The persona's open branches of these conversations (what one may see: recall's visibility), latest
         activity first: what its working memory shows."""
+        ...
+
+    async def open_branch_scopes(self, persona: str) -> set[str]:
+        """The conversations (scope keys) an open branch of the persona's is listed in."""
         ...
 
     async def branch_threads(self, branch_id: str) -> list[Thread]:

@@ -130,6 +130,43 @@ async def test_a_live_stelis_threads_status_follows_its_messages_and_is_read_aga
     assert reads == [child.id] * 4
 
 
+async def test_conversations_answering_at_once_read_who_has_pins_branches_and_shared_channels_once(store):
+    """Issue 32: a burst of a server's channels answering at once, none with a pin, an open branch or another
+    shared channel, read each of those three per channel to find nothing. Now each is known for the persona (or the
+    server) once, and a conversation that has one reads it, at once after it appears."""
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 10 + i), 0.8) for i in range(12)]
+    for r in roots:
+        await store.ensure_memory_channel(r)
+        await say(store, r.id, "good morning")
+    await store.add_record("Stelis", "channel", 12, "short_term", "The harbour master moved the market.", 1, 1)
+    asm = assembler(store, context_tokens=20_000)
+    asked: dict[str, int] = {}
+    for name in ("pins", "pinned_scopes", "recent_branches", "open_branch_scopes", "shared_channels",
+                 "visible_conversations"):
+        def counting(read, name=name):
+            async def counted(*args, **kwargs):
+                asked[name] = asked.get(name, 0) + 1
+                return await read(*args, **kwargs)
+            return counted
+        setattr(store, name, counting(getattr(store, name)))
+
+    await asyncio.gather(*(asm.assemble(r.id) for r in roots))
+    assert asked == {"pinned_scopes": 1, "open_branch_scopes": 1, "visible_conversations": 1}
+
+    asked.clear()
+    await store.pin("Stelis", "channel", 10, "the boat leaves at nine")
+    await store.create_branch("b-1", "Stelis", "task", "repaint the pier", roots[1].scope_key, 1, 11, None)
+    await store.set_channel_flags(roots[2].id, public=1, name="harbour")
+    for r in roots[:4]:
+        await say(store, r.id, "what is new")
+    shown = [str(a.request) for a in await asyncio.gather(*(asm.assemble(r.id) for r in roots[:4]))]
+    assert "the boat leaves at nine" in shown[0] and "repaint the pier" in shown[1]
+    assert "moved the market" in shown[0] and "moved the market" in shown[3]  # the channel made public, elsewhere
+    assert all("the boat leaves" not in text and "repaint" not in text for text in shown[2:])
+    assert asked["pins"] == 1 and asked["recent_branches"] == 1  # only where there is one
+    assert asked["pinned_scopes"] == asked["open_branch_scopes"] == asked["visible_conversations"] == 1
+
+
 async def test_an_edit_reads_again_the_window_of_its_thread_and_of_threads_showing_it_and_no_other(store):
     """Window caches key on the revisions of the threads they show (read with the thread rows): an edit in one
     conversation leaves another's cached window alone, and reaches a Stelis thread showing its parent's region."""

@@ -377,9 +377,10 @@ async def test_a_pin_branch_or_sharing_another_process_changes_reaches_the_next_
         shown = str((await asm.assemble(root.id)).request)
         assert "5512" not in shown and "repaint the lighthouse" in shown
         await there.update_branch("b-1", label="repaint the pier")
+        await there.pin("Stelis", "channel", 2, "the gate code is 7781")  # here knew of no pin left in this channel
         await say(here, root.id, "and then")
         shown = str((await asm.assemble(root.id)).request)
-        assert "repaint the pier" in shown and "lighthouse" not in shown
+        assert "repaint the pier" in shown and "lighthouse" not in shown and "the gate code is 7781" in shown
         await there.set_channel_flags(plans.id, public=0)  # made private elsewhere: neither shown nor recalled
         await say(here, root.id, "which night ferry was booked")
         assert "night ferry was booked" in (shown := str((await asm.assemble(root.id)).request))

@@ -72,6 +72,11 @@ class BranchesSql(SqlStore):
              status or "", now, branch_id))
         self.branch_changes += 1
 
+    async def open_branch_scopes(self, persona: str) -> set[str]:
+        rows = await self._rows("SELECT DISTINCT scope_key FROM branches WHERE persona = ? AND status != 'completed'",
+                                (persona,))
+        return {str(r[0]) for r in rows}
+
     async def recent_branches(self, persona: str, scope_keys: tuple[str, ...],
                               limit: int, *, with_completed: bool = False) -> list[Branch]:
         open_only = "" if with_completed else " AND status != 'completed'"

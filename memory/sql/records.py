@@ -108,6 +108,10 @@ class RecordsSql(SqlStore):
                                 " ORDER BY id", (persona, scope, scope_id))
         return [r[0] for r in rows]
 
+    async def pinned_scopes(self, persona: str) -> set[tuple[str, int]]:
+        rows = await self._rows("SELECT DISTINCT scope, scope_id FROM memory_pins WHERE persona = ?", (persona,))
+        return {(str(r[0]), int(r[1])) for r in rows}
+
     async def pin(self, persona: str, scope: str, scope_id: int, fact: str) -> bool:
         changed = await self._changed_for_all(
             "INSERT INTO memory_pins (persona, scope, scope_id, fact, created_at) VALUES (?, ?, ?, ?, ?)"
