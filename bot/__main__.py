@@ -198,9 +198,6 @@ def _run(command: str, loaded: LoadedConfig, args: argparse.Namespace, companion
             log.info("%s: data in %s", persona.persona.name, persona.data_dir.resolve())
         return event_loop.run(run_discord(config, companions))
     logs.configure(config.log_level, config.secrets(), log_file=config.data_dir / "stelis.log")
-    from bot.providers import preload
-
-    preload(config)  # the SDK imports while the engine does: the first reply comes sooner
     try:
         return event_loop.run(_console(loaded))
     except KeyboardInterrupt:  # the store closed in _console's finally; everything said is saved

@@ -302,27 +302,3 @@ def test_a_bad_item_of_a_list_from_the_environment_names_the_variable():
     with pytest.raises(ConfigError) as caught:
         load_config(None, {"STELIS_DISCORD_DENY_USERS": "123,abc"})
     assert "discord.deny_users.1 = 'abc' (from STELIS_DISCORD_DENY_USERS)" in str(caught.value)
-
-
-def test_the_providers_sdk_is_imported_ahead_and_a_missing_one_is_left_to_make_llm(monkeypatch, capsys):
-    """Issue 32: the console's first reply waited for the Anthropic SDK's import (most of a second); it now runs
-    while the engine starts. A provider whose extra is missing says so where the model is made, not in a thread."""
-    import sys
-    import threading
-
-    from bot import providers
-
-    monkeypatch.setitem(providers.MODULES, "anthropic", "no_such_sdk_anywhere")
-    providers.preload(load_config(None, {"ANTHROPIC_API_KEY": "sk-x"}).config)
-    for thread in threading.enumerate():
-        if thread.name == "preload-provider":
-            thread.join(5)
-    assert "Traceback" not in capsys.readouterr().err and "no_such_sdk_anywhere" not in sys.modules
-    monkeypatch.setitem(providers.MODULES, "anthropic", "json.tool")  # a module not imported yet, say
-    sys.modules.pop("json.tool", None)
-    providers.preload(load_config(None, {"ANTHROPIC_API_KEY": "sk-x"}).config)
-    for thread in threading.enumerate():
-        if thread.name == "preload-provider":
-            thread.join(5)
-    assert "json.tool" in sys.modules
-    providers.preload(load_config(None, {"STELIS_LLM_PROVIDER": "offline"}).config)  # nothing to import

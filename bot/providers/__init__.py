@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import threading
-
 from bot.config import Config
 from memory.llm import LLM
 
-MODULES = {"anthropic": "bot.providers.anthropic_llm", "openai": "bot.providers.openai_llm"}
-
-
-def preload(config: Config) -> None:
-    """Import the provider's SDK in the background while the rest starts (the Anthropic SDK alone takes most of a
-    second to import); make_llm then finds it imported, or waits for the import under way."""
-    module = MODULES.get(config.llm.resolved_provider())
-    if module is not None:
-        threading.Thread(target=_import, args=(module,), name="preload-provider", daemon=True).start()
-
-
-def _import(module: str) -> None:
-    with contextlib.suppress(ImportError):  # a missing extra: make_llm imports it again and says what to install
-        importlib.import_module(module)
-
 
 def make_llm(config: Config) -> LLM:
-    """The provider config asks for; `auto` falls back to the offline model when no key is set."""
+    """The provider config asks for; `auto` falls back to the offline model when no key is set.
+
+    Its SDK is imported here, in the one thread: imported in a thread of its own while the engine started, the
+    Anthropic SDK made the first reply later (1.49-1.54 s against 1.33-1.38): each of start-up's database hops
+    handed it the interpreter lock and waited up to a switch interval to get it back."""
     provider = config.llm.resolved_provider()
     tiers = config.persona.models
     if provider == "anthropic":
