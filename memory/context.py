@@ -629,8 +629,8 @@ class Assembler:
         if as_of is None or found is None or found[0] != key:
             # Where no pin and no other shared channel can be shown, they are not read (most conversations of a
             # busy server: a burst of five hundred read each of them five hundred times to find none).
-            pinned = ("channel", root.channel_id or 0) in await self._pinned.get(
-                root.persona, self.store.memory_changes, lambda: self.store.pinned_scopes(root.persona))
+            pinned = await self._pinned.get(root.persona, self.store.memory_changes,
+                                            lambda: self.store.pinned_scopes(root.persona))
             others = root.guild_id is not None and len((await self.visibilities.of(self.store, root)).scope_keys) > 1
             found = (key, await memory_layers(self.store, thread, root, versions=conversation.memory_versions,
                                               shared=conversation.shared_channels if others else 0, as_of=as_of,

@@ -13,6 +13,7 @@ prompt at the window's next cut, not in the middle of a cached prefix.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from memory import dates, extractive
@@ -48,9 +49,10 @@ class _Piece:
 
 async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions: int,
                         shared: int, as_of: int | None = None,
-                        budget: int | None = None, pinned: bool = True) -> Layers:
-    """The rendered layers for a thread whose conversation root is `root`, within `budget` tokens (`pinned`
-    False: the conversation is known to have no pins, so they are not read; `shared` 0: no other channel shown)."""
+                        budget: int | None = None, pinned: Container[tuple[str, int]] | None = None) -> Layers:
+    """The rendered layers for a thread whose conversation root is `root`, within `budget` tokens (`pinned`: the
+    (scope, id) pairs known to have pins, when known: a conversation not among them has its pins left unread;
+    `shared` 0: no other channel shown)."""
     pieces = await _candidates(store, thread, root, versions, shared, as_of, pinned)
     chosen = fit(pieces, budget)
     if not chosen:
@@ -65,7 +67,7 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
 
 
 async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int,
-                      as_of: int | None, pinned: bool) -> list[_Piece]:
+                      as_of: int | None, pinned: Container[tuple[str, int]] | None) -> list[_Piece]:
     persona, guild_id, channel_id = root.persona, root.guild_id, root.channel_id or 0
     asked: list[Versions] = [*_channel_versions(channel_id, versions)]
     if thread.discord_thread_id is not None:
@@ -75,7 +77,8 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     # Four statements at most, whatever the server shares: the pins, the versions of this conversation, its
     # Discord thread and its server, and which channels share; then all their versions at once. One after the
     # other: they run on the connection the assembly holds (Store.held).
-    pins = await store.pins(persona, "channel", channel_id) if pinned else []
+    pins = await store.pins(persona, "channel", channel_id) \
+        if pinned is None or ("channel", channel_id) in pinned else []
     found = await store.newest_records(persona, asked, as_of)
     others = [] if guild_id is None or shared <= 0 else await store.shared_channels(persona, guild_id, limit=shared,
                                                                                    besides=channel_id)

@@ -577,6 +577,7 @@ class RecallIndex(Protocol):
         (one round trip)."""
         ...
 
+
 class SettingsAndOptOuts(Protocol):
     """Per-server and per-channel setting overrides, and who opted out of being remembered."""
 

@@ -167,6 +167,22 @@ async def test_conversations_answering_at_once_read_who_has_pins_branches_and_sh
     assert asked["pinned_scopes"] == asked["open_branch_scopes"] == asked["visible_conversations"] == 1
 
 
+async def test_a_pin_quoting_someone_forgotten_leaves_the_next_prompt_though_the_pins_were_known(store):
+    """Which conversations have pins is kept per persona: a forget-me that takes a pin quoting the person away
+    moves it, so the next prompt neither shows the pin nor thinks one is still there to read."""
+    r = await root(store)
+    said = "my locker code is 5512"
+    await store.append(r.id, NewMessage("user", said, author_id=77, author_name="ana"))
+    await store.pin("Stelis", "channel", 2, said)
+    asm = assembler(store, context_tokens=20_000)
+    await say(store, r.id, "good morning")
+    assert "5512" in str((await asm.assemble(r.id)).request)
+    await store.purge(author_id=77, thread_ids=[r.id])
+    assert await store.pins("Stelis", "channel", 2) == []
+    await say(store, r.id, "what now")
+    assert "5512" not in str((await asm.assemble(r.id)).request)
+
+
 async def test_an_edit_reads_again_the_window_of_its_thread_and_of_threads_showing_it_and_no_other(store):
     """Window caches key on the revisions of the threads they show (read with the thread rows): an edit in one
     conversation leaves another's cached window alone, and reaches a Stelis thread showing its parent's region."""

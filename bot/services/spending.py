@@ -70,9 +70,10 @@ class Spending:
         key = (guild if isinstance(guild, int) else NO_SERVER, _day(self._clock()),
                result.model or request.model or "unknown")
         u = result.usage
+        counts = self._due.setdefault(key, [0] * 5)
         for i, n in enumerate((1, u.input_tokens, u.output_tokens, u.cache_read_input_tokens,
                                u.cache_creation_input_tokens)):
-            self._due.setdefault(key, [0] * 5)[i] += n
+            counts[i] += n
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
         written = self._next
