@@ -30,7 +30,7 @@ class Layers:
     tokens: int = 0
     records: frozenset[int] = frozenset()  # ids of the records shown whole
     partly: dict[int, frozenset[str]] = field(default_factory=dict)  # a record shortened to fit: the lines shown
-    covered_to: int | None = None  # the newest message of this conversation a shown version covers
+    covered_to: int | None = None  # the newest message of this thread a shown version of its own covers
 
 
 @dataclass
@@ -58,8 +58,9 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
     if not chosen:
         return Layers()
     text = render(chosen)
-    own = [p.record for p in chosen if p.record is not None and p.section[1] == OWN
-           and p.record.type == "short_term" and p.record.last_seq is not None]
+    # Only the thread's own versions cover its messages: a Discord thread's messages are not its channel's.
+    own = [p.record for p in chosen if p.record is not None and p.record.type == "short_term"
+           and (p.record.scope, p.record.scope_id) == thread.memory_scope]
     whole = frozenset(p.record.id for p in chosen if p.record and not p.shortened)
     partly = {p.record.id: frozenset(p.text.splitlines()) for p in chosen if p.record and p.shortened}
     return Layers(text, cached_tokens(text), whole, partly,

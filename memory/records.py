@@ -85,6 +85,14 @@ class Thread:
     def is_root(self) -> bool:
         return self.parent_thread_id is None
 
+    @property
+    def memory_scope(self) -> tuple[str, int] | None:
+        """Whose short-term versions summarise this thread's messages: a Discord thread's own, a conversation root's
+        channel; None for an internal Stelis thread (remembered through its chronicle)."""
+        if self.discord_thread_id is not None:
+            return "thread", self.discord_thread_id
+        return ("channel", self.channel_id or 0) if self.is_root else None
+
 
 @dataclass(frozen=True)
 class Message:

@@ -661,3 +661,26 @@ async def test_a_tool_exchange_stored_from_a_result_comes_back_as_the_same_tool_
     results = [(b.tool_id, b.text) for b in blocks_ if b.kind == "tool_result"]
     assert uses == [("toolu_a", "run", {"n": 1}), ("toolu_b", "run", {"n": 2})]
     assert results == [("toolu_a", "12 files"), ("toolu_b", "3 folders")]
+
+
+async def test_a_discord_threads_cut_summarises_its_own_messages_whatever_its_channels_memory_covers(store):
+    """The channel's memory versions cover the channel's messages, not a thread's said meanwhile: a cut in the thread
+    leaves none of its messages out of its rolling summary because the channel's newest version came later."""
+    r = await root(store)
+    thread = await threads.start(store, Run(r.id), "thread in Discord", StelisSettings(), discord_thread_id=555)
+    llm = Recording()
+    asm = assembler(store, context_tokens=4_000, locked_turns=2, llm=llm)
+    asm.policy = asm.policy.model_copy(update={"trims": 0})
+    for n in range(60):
+        await say(store, thread.id, f"t{n} " + "word " * 40)
+        await answer(store, thread.id, f"a{n} " + "answer " * 40)
+    await say(store, r.id, "meanwhile in the channel")
+    newest = (await store.tail(r.id, 1))[0].seq
+    await store.add_record("Stelis", "channel", 2, "short_term", "the channel's talk", 1, newest)
+    assembly = await asm.assemble(thread.id)
+    cut = assembly.thread
+    assert assembly.cut and cut.window_start_seq is not None
+    left = [m async for m in store.span(thread.id, None, cut.window_start_seq)]
+    assert left and cut.window_summary_from is not None and cut.window_summary_from <= left[-1].seq
+    read = " ".join(str(request) for request in llm.requests)
+    assert f"{left[-1].content.split()[0]} " in read  # the newest message that left was summarised

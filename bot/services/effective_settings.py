@@ -124,7 +124,7 @@ class EffectiveSettings:
 
     async def counted(self, thread: Thread) -> Triggers | None:
         """The triggers a message in this thread counts towards; None when it does not count."""
-        if not (thread.is_root or thread.discord_thread_id is not None):
+        if thread.memory_scope is None:
             return None  # internal Stelis threads are remembered through their chronicles
         config = await self.effective(thread.guild_id, thread.channel_id)
         return config.short_term_history.triggers if config.short_term_history.enabled else None
