@@ -28,9 +28,9 @@ from typing import Any
 from memory import anchors, dates, recall
 from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_room
 from memory.errors import Failure
-from memory.layers import Layers, memory_layers
+from memory.layers import Layers, covered_days, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier, Tool
-from memory.records import Message, NewMessage, Thread
+from memory.records import MemoryRecord, Message, NewMessage, Thread
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 from memory.stamped import OncePerStamp
 from memory.store import WINDOW_GAP, Store
@@ -59,9 +59,9 @@ __all__ = ["REPLY", "Assembler", "Assembly", "Budget", "ContextError", "ModelTra
 log = logging.getLogger(__name__)
 
 ROLLING_INSTRUCTION = (
-    "These messages are leaving the persona's context window. Write the memory summary that will "
-    "stand in for them (and for the earlier summary, if one is given): what was said and done, by "
-    "whom and on which day, with every name, number and identifier kept."
+    "These messages are leaving the persona's context window. Write the memory summary that will stand in for "
+    "them (and for the earlier summary, and for any memory given in place of some of them): what was said and "
+    "done, by whom and on which day, with every name, number and identifier kept."
 )
 COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
 # Room a cut leaves in a window of a handful of turns (context.cut_room_turns unset). A provider that bills a
@@ -71,6 +71,7 @@ COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer mem
 # (shared/findings/real-models.md).
 CUT_ROOM_TURNS = 2
 ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
+TRIM_VERSIONS = 3  # a trim looks for the messages it drops in this many of the thread's newest memory versions
 WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
 RENDERED_KEPT = 5_000  # messages a kept rendering holds before it starts afresh (a window without a cut)
 REPLY_DEPTH = 3  # how far back a reply chain is followed (what a reply answers, and what that answered ...)
@@ -789,13 +790,7 @@ class Assembler:
         """Summarise the run a trim drops (after the head, before `start`) into the bridge, with the one before."""
         lines = [Line.of(f"[earlier summary]\n{thread.window_bridge}")] if thread.window_bridge else []
         bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
-        leaving: list[Message] = []
-        for message in reversed(p.window[head:start]):  # the newest within one request; the rest is memory's job
-            bound -= message.token_count
-            if bound < 0:
-                break
-            leaving.insert(0, message)
-        lines += [Line(*line) for line in dated_transcript(leaving, p.seen.viewer, self.policy)]
+        lines += await self._dropped(thread, p, p.window[head:start], bound)
         bridge = await self._summary(lines, p.room, write)
         first = p.window[head]  # the gap's first message, unless the window was trimmed before
         if thread.window_gap_to is not None:  # the gap only grows: it starts where it started
@@ -805,6 +800,36 @@ class Assembler:
         return dict(window_gap_from=gap_from, window_gap_to=p.window[start].seq, window_bridge=bridge,
                     window_bridge_first_at=first_at, window_bridge_last_at=p.window[start - 1].created_at,
                     window_trims=thread.window_trims + 1)
+
+    async def _dropped(self, thread: Thread, p: _Planned, run: list[Message], bound: int) -> list[Line]:
+        """What a bridge is written from, the newest first within `bound` tokens (the rest is memory's job): of the run
+        a trim drops, nothing a shown memory version covers; a newer version of the thread's own where it is
+        shorter than the messages it covers (the memory work read them already); the rest as said."""
+        covered = p.layers.covered_to or 0
+        run = [m for m in run if m.seq > covered]
+        scope = thread.memory_scope
+        newer = [] if scope is None or not run else [
+            v for v in await self.store.recent_records(thread.persona, *scope, "short_term", TRIM_VERSIONS)
+            if v.first_seq is not None and v.last_seq is not None and v.last_seq > covered]
+        read: list[list[Line]] = []
+        for version, messages in reversed(_by_version(run, newer)):
+            said = sum(m.token_count for m in messages)
+            if version is not None and (memory := Line.of(_memory_of(version))).tokens < said:
+                bound -= memory.tokens
+                if bound < 0:
+                    break
+                read.append([memory])
+                continue
+            kept: list[Message] = []
+            for message in reversed(messages):
+                bound -= message.token_count
+                if bound < 0:
+                    break
+                kept.insert(0, message)
+            read.append([Line(*line) for line in dated_transcript(kept, p.seen.viewer, self.policy)])
+            if bound < 0:
+                break
+        return [line for part in reversed(read) for line in part]
 
     async def _fold(self, thread: Thread, state: dict[str, Any], preview: bool) -> Thread:
         """Move the window's start (unless previewing); `state` holds the summary that stands in for what left."""
@@ -957,6 +982,22 @@ def _items(messages: list[Message], seen: Rendering, gap_to: int | None, before:
                           + (day_tokens(message) if opens else 0), _starts_turn(message)))
         before = message
     return items
+
+
+def _by_version(run: list[Message], versions: list[MemoryRecord]) -> list[tuple[MemoryRecord | None, list[Message]]]:
+    """The run's messages in consecutive groups: those a version covers (with it), and those none does (None)."""
+    groups: list[tuple[MemoryRecord | None, list[Message]]] = []
+    for message in run:
+        version = next((v for v in versions if (v.first_seq or 0) <= message.seq <= (v.last_seq or 0)), None)
+        if groups and groups[-1][0] is version:
+            groups[-1][1].append(message)
+        else:
+            groups.append((version, [message]))
+    return groups
+
+
+def _memory_of(version: MemoryRecord) -> str:
+    return f"[memory of messages {version.first_seq}-{version.last_seq}, {covered_days(version)}]\n{version.content}"
 
 
 def _kept(seq: int, thread: Thread) -> bool:

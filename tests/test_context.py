@@ -684,3 +684,49 @@ async def test_a_discord_threads_cut_summarises_its_own_messages_whatever_its_ch
     assert left and cut.window_summary_from is not None and cut.window_summary_from <= left[-1].seq
     read = " ".join(str(request) for request in llm.requests)
     assert f"{left[-1].content.split()[0]} " in read  # the newest message that left was summarised
+
+
+async def test_a_trim_reads_a_newer_memory_version_instead_of_the_messages_it_covers(store):
+    """The memory work read those messages already: a bridge is written from its version where that is shorter, and
+    from nothing where a shown version covers them; never from another conversation's memory."""
+    r = await root(store)
+    elsewhere = await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    await say(store, elsewhere.id, "private words of channel three")
+    llm = Recording()
+    asm = assembler(store, context_tokens=4_000, locked_turns=2, llm=llm)
+    asm.policy = asm.policy.model_copy(update={"trims": 8})
+    covered, versions, run_from, noted, as_said = 0, [], None, 0, 0
+    for n in range(150):
+        await say(store, r.id, f"m{n} " + "word " * 40)
+        asked = len(llm.requests)
+        thread = (await asm.assemble(r.id)).thread
+        if thread.window_gap_to is None:
+            run_from = None
+        elif thread.window_gap_to != run_from and len(llm.requests) > asked:  # a trim that wrote its bridge
+            read = str(llm.requests[-1].turns)
+            run = [m async for m in store.span(r.id, run_from or thread.window_gap_from, thread.window_gap_to)
+                   if m.role == "user"]
+            inside = [m for m in run if any(first <= m.seq <= last for first, last, text in versions
+                                            if not text.startswith("the long version"))]
+            assert not [m for m in inside if f"{m.content.split()[0]} " in read]  # memory read them already
+            outside = [m for m in run if m not in inside]
+            if outside:
+                assert f"{outside[-1].content.split()[0]} " in read  # the newest of the rest, as said
+                as_said += 1
+            used = [text for first, last, text in versions if any(first <= m.seq <= last for m in inside)]
+            noted += any(text in read for text in used)
+            assert "the long version" not in read  # longer than the two messages it covers: they are read instead
+            assert "channel three" not in read and "[earlier summary]" in read or run_from is None
+            run_from = thread.window_gap_to
+        await answer(store, r.id, f"r{n} " + "answer " * 40)
+        newest = (await store.tail(r.id, 1))[0].seq
+        if n % 9 == 8:  # the memory work writes a version now and then
+            text = f"memory note {n}: mahe said many words"
+            if n == 62:
+                text = "the long version " + "detail " * 400
+                covered = newest - 4  # it covers two messages; the next takes the rest
+            versions.append((covered + 1, newest, text))
+            await store.add_record("Stelis", "channel", 2, "short_term", text, covered + 1, newest)
+            await store.add_record("Stelis", "channel", 3, "short_term", "channel three's memory", covered + 1, newest)
+            covered = newest
+    assert noted >= 3 and as_said >= 3, (noted, as_said)
