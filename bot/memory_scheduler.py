@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import logs, metrics
+from bot.foreground import Foreground
 from bot.owner import process_owner
 from memory import short_term
 from memory.errors import Failure
@@ -44,6 +45,7 @@ class MemoryWorker:
         self._running: set[asyncio.Task[object]] = set()
         self.owner = store.owner or process_owner()  # who holds a lease
         self._merge_again: set[tuple[str, int]] = set()  # workspace merges that failed: the next scan retries
+        self.foreground = Foreground()  # replies under way: an update waits for a moment without them
 
     async def drain(self, grace: float = 10.0) -> None:
         """At shutdown: let running updates finish for a moment, then cancel them.
@@ -68,13 +70,17 @@ class MemoryWorker:
         if task is not None:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
+        await self.foreground.quiet()
         now = self.clock()
         metrics.MEMORY_DUE.set(len(await self.store.due_channels(now, DUE_BATCH)))
         done: list[tuple[MemoryChannel, Outcome]] = []
 
         async def runner() -> None:  # claims one channel at a time: leases cover only work under way
-            while len(done) < DUE_BATCH and (
-                    claimed := await self.store.claim_due(now, self.owner, self.lease_seconds, 1)):
+            while len(done) < DUE_BATCH:
+                await self.foreground.quiet()  # replies first: each update waits for a moment without them
+                claimed = await self.store.claim_due(now, self.owner, self.lease_seconds, 1)
+                if not claimed:
+                    return
                 done.append((claimed[0], await self._claimed(claimed[0].thread_id, now, force=False)))
 
         await asyncio.gather(*(runner() for _ in range(self.concurrency)))

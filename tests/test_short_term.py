@@ -888,3 +888,41 @@ async def test_where_the_model_has_no_room_for_every_earlier_version_the_oldest_
     assert "- v3:" in together and "- v2:" in together and "- v1:" not in together
     assert [v.version for v in await versions(engine, GENERAL)] == [1, 2, 3, 4]
     await engine.close()
+
+
+async def test_a_memory_update_waits_while_a_reply_does_its_own_work_but_not_past_its_limit(world, monkeypatch):
+    """Replies first (issue 32): a version started in a burst of replies waits for a moment with none preparing or
+    storing one, so its work comes out of the time they wait on the model; a server never quiet still gets it."""
+    engine, _, llm = world
+    root = await engine.stelis.root(GENERAL)
+    release, assembling = asyncio.Event(), asyncio.Event()
+    real = engine.assembler.assemble
+
+    async def held(*args, **kwargs):
+        assembling.set()
+        await release.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(engine.assembler, "assemble", held)
+    for most, released in ((30.0, True), (0.2, False)):
+        engine.memory.foreground.most = most
+        await say(engine, GENERAL, *[f"round {most}: message {i}" for i in range(THRESHOLD)])
+        assembling.clear()
+        replying = asyncio.create_task(engine.conversations.reply(root.id))
+        await assembling.wait()
+        asked = len(llm.requests)
+        updating = asyncio.create_task(engine.memory.run_due())
+        await asyncio.sleep(0.1)
+        assert len(llm.requests) == asked and not updating.done()  # the version waits for the reply's own work
+        if released:
+            release.set()
+            await replying
+            outcomes = await updating
+            assert llm.requests[asked].purpose == "reply"  # the reply's request went first
+            release.clear()
+        else:
+            outcomes = await asyncio.wait_for(updating, 5)  # the reply is still assembling: the limit ran out
+            assert not replying.done()
+            release.set()
+            await replying
+        assert [o.short_term is not None for o in outcomes] == [True]

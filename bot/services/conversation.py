@@ -56,6 +56,7 @@ class Conversations:
                  persona: str, *, describes_images: bool = False):
         self._store = store
         self._scheduler = scheduler  # a message moves its conversation's memory timer (once the scheduler runs)
+        self._foreground = scheduler.worker.foreground  # memory work waits while replies do their own
         self._llm = llm
         self._assembler = assembler
         self._settings = settings
@@ -93,11 +94,12 @@ class Conversations:
                                    **({"reply_to": reply_to} if reply_to is not None else {})})
         triggers = await self._settings.counted(thread)
         try:
-            if triggers is None:
-                message, created = await self._store.append(thread.id, new)
-                due = None
-            else:
-                message, created, due = await self._store.append_counted(thread, new, triggers)
+            with self._foreground.busy():
+                if triggers is None:
+                    message, created = await self._store.append(thread.id, new)
+                    due = None
+                else:
+                    message, created, due = await self._store.append_counted(thread, new, triggers)
         except OptedOut:  # another process recorded the opt-out since this one last read them
             await self._forgetting.load()
             return None
@@ -147,7 +149,8 @@ class Conversations:
         reply = NewMessage("assistant", result.text, author_name=self._persona,
                            metadata={"placeholder": True} if result.placeholder else {})
         try:
-            message, _ = await self._store.append(thread_id, reply)
+            with self._foreground.busy():
+                message, _ = await self._store.append(thread_id, reply)
         except StoreError as exc:
             self._unsaved.setdefault(thread_id, []).append(reply)
             self._keep_trying(thread_id)
@@ -204,7 +207,8 @@ class Conversations:
         for round_ in range(MAX_TOOL_ROUNDS + 1):
             last = round_ == MAX_TOOL_ROUNDS
             shape = FINAL if last and offered else REPLY
-            assembly = await self._assembler.assemble(thread_id, shape=shape)
+            with self._foreground.busy():
+                assembly = await self._assembler.assemble(thread_id, shape=shape)
             if not assembly.request.turns:
                 raise ReplyFailed("There is nothing to reply to yet.")
             names = speakers(assembly.request, self._persona)
