@@ -33,7 +33,7 @@ from memory.llm import LLM, Block, LLMRequest, Tier, Tool
 from memory.records import MemoryRecord, Message, NewMessage, Thread
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 from memory.stamped import OncePerStamp
-from memory.store import WINDOW_GAP, Store
+from memory.store import WINDOW_GAP, StaleWindow, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import lineage
@@ -71,6 +71,7 @@ COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer mem
 # (shared/findings/real-models.md).
 CUT_ROOM_TURNS = 2
 ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
+STALE_RETRIES = 2  # plans again after an erasure voided a cut's summary, then lets StaleWindow through
 TRIM_VERSIONS = 3  # a trim looks for the messages it drops in this many of the thread's newest memory versions
 WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
 RENDERED_KEPT = 5_000  # messages a kept rendering holds before it starts afresh (a window without a cut)
@@ -329,6 +330,13 @@ class Assembler:
         preview: a cut is planned and summarised but not saved, and the cache's clock is left alone.
         With `calls=False` (what /context shows) no model is asked: a summary not written yet is a note.
         """
+        for _ in range(STALE_RETRIES):  # a message erased while the cut's summary was written: plan it again
+            with contextlib.suppress(StaleWindow):
+                return await self._assemble(thread_id, shape, incoming, persist, calls)
+        return await self._assemble(thread_id, shape, incoming, persist, calls)
+
+    async def _assemble(self, thread_id: int, shape: Shape, incoming: NewMessage | None, persist: bool,
+                        calls: bool) -> Assembly:
         preview, naive = not persist, shape.naive
         async with self.store.held():  # the reads before anything is waited on
             # Another process's erasure does not live on in a cache here; `newest`: what a cold cache shows memory as of
@@ -842,7 +850,7 @@ class Assembler:
         if preview:
             return replace(thread, **state)
         self._prepared.pop(thread.id, None)
-        return await self.store.set_window(thread.id, **state)
+        return await self.store.set_window(thread.id, revision=thread.revision, **state)
 
     async def _leaving(self, thread: Thread, lower: int, new_start: int, bound: int | None) -> list[Message]:
         """The messages a cut summarises: the newest from `lower` up to the new start, within `bound` tokens if

@@ -92,6 +92,10 @@ class StaleUpdate(StoreError):
     """Another worker wrote this memory update first (its lease ran out while this one worked): nothing saved."""
 
 
+class StaleWindow(StoreError):
+    """A message of the thread changed (was erased) since its window's new summary was read from it: not saved."""
+
+
 def backoff(base_delay: float, failures: int) -> float:
     """How long a memory update waits after its n-th failure in a row: doubling, at most an hour."""
     return float(min(MAX_BACKOFF, base_delay * 2 ** (failures - 1)))
@@ -202,8 +206,11 @@ class ThreadsAndMessages(Protocol):
         """A run's open Stelis threads, outermost first: the stack to resume it with."""
         ...
 
-    async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
-        """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write."""
+    async def set_window(self, thread_id: int, *, revision: int | None = None,
+                         **state: int | float | str | None) -> Thread:
+        """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write. With
+        `revision` (the thread's when its summary was read), StaleWindow and nothing written if a message changed
+        since: an erasure meanwhile must not be undone by a summary written from what it erased."""
         ...
 
     async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:

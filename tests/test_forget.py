@@ -212,3 +212,40 @@ async def test_a_forget_me_whose_files_cannot_be_cleaned_still_erases_and_says_s
     assert await traces(engine, config, SECRET) == []  # every row: erased all the same
     assert "could not be emptied" in (done.unscrubbed or "")
     assert "could not be cleaned yet" in forget_report(done, "of yours")
+
+
+async def test_a_summary_being_written_when_its_words_are_erased_is_not_saved(make_config, database):
+    """A cut's rolling summary was asked of the model before a forget-me erased what it summarises: when the model
+    answers, the erased words are not saved as the window's summary (the window is read again instead)."""
+    clock = Clock()
+    llm = Scripted()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    config = config.model_copy(update={"llm": config.llm.model_copy(update={"context_tokens": 3_000})})
+    engine = await Engine.open(config, llm, clock)
+    try:
+        await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA)
+        for n in range(60):
+            await engine.conversations.hear(GENERAL, f"ben's note {n}: " + "plans for the trip " * 12,
+                                            author_name="ben", author_id=BEN)
+        root = await engine.stelis.root(GENERAL)
+        summarising, release = asyncio.Event(), asyncio.Event()
+        answer = llm.complete
+
+        async def slow(request, on_text=None):
+            if request.purpose == "summary" and SECRET in str(request):
+                summarising.set()
+                await release.wait()
+            return await answer(request, on_text)
+
+        llm.complete = slow
+        replying = asyncio.create_task(engine.conversations.reply(root.id))
+        await asyncio.wait_for(summarising.wait(), 10)
+        done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+        assert done.messages == 1
+        release.set()
+        await asyncio.wait_for(replying, 10)
+        assert await engine.store.traces(SECRET) == []
+        thread = await engine.store.thread(root.id)
+        assert SECRET not in (thread.window_summary or "") + (thread.window_bridge or "")
+    finally:
+        await engine.close()

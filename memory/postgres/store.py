@@ -44,7 +44,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_window
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -400,12 +400,14 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             " ORDER BY t.depth DESC, t.id DESC", stale_before)
         return [row_to.thread(r) for r in rows]
 
-    async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
+    async def set_window(self, thread_id: int, *, revision: int | None = None,
+                         **state: int | float | str | None) -> Thread:
         assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(checked(state, WINDOW_STATE, "window state"),
-                                                                       start=2))
-        row = await self._one(f"UPDATE threads SET {assignments} WHERE id = $1 RETURNING *", thread_id,
-                              *state.values())
-        assert row is not None, thread_id
+                                                                       start=3))
+        row = await self._one(f"UPDATE threads SET {assignments} WHERE id = $1 AND ($2::int IS NULL OR revision = $2)"
+                              " RETURNING *", thread_id, revision, *state.values())
+        if row is None:
+            raise stale_window(thread_id, revision)
         return row_to.thread(row)
 
     # messages

@@ -36,7 +36,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_window
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -277,13 +277,14 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         )
         return [row_to.thread(r) for r in rows]
 
-    async def set_window(self, thread_id: int, **state: int | float | str | None) -> Thread:
+    async def set_window(self, thread_id: int, *, revision: int | None = None,
+                         **state: int | float | str | None) -> Thread:
         """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write."""
         assignments = ", ".join(f"{k} = ?" for k in checked(state, WINDOW_STATE, "window state"))
-        rows = await self._written(f"UPDATE threads SET {assignments} WHERE id = ? RETURNING *",
-                                   (*state.values(), thread_id))
+        rows = await self._written(f"UPDATE threads SET {assignments} WHERE id = ? AND (? IS NULL OR revision = ?)"
+                                   " RETURNING *", (*state.values(), thread_id, revision, revision))
         if not rows:
-            raise KeyError(f"no thread {thread_id}")
+            raise stale_window(thread_id, revision)
         return row_to.thread(rows[0])
 
     # messages
