@@ -92,8 +92,9 @@ class StaleUpdate(StoreError):
     """Another worker wrote this memory update first (its lease ran out while this one worked): nothing saved."""
 
 
-class StaleWindow(StoreError):
-    """A message of the thread changed (was erased) since its window's new summary was read from it: not saved."""
+class StaleSummary(StoreError):
+    """A summary of a thread's messages (a window's, a chronicle) read them before one changed (was erased): not
+    saved, or the erasure would live on in it."""
 
 
 def backoff(base_delay: float, failures: int) -> float:
@@ -189,8 +190,10 @@ class ThreadsAndMessages(Protocol):
         temporary thread has no anchor: nothing of it shows in the parent)."""
         ...
 
-    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
-        """Save an ended thread's status and chronicle and fix its anchor's final form, atomically."""
+    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int, *,
+                           revision: int | None = None) -> Thread:
+        """Save an ended thread's status and chronicle and fix its anchor's final form, atomically; with `revision`
+        (the thread's when they were read from its messages), StaleSummary and nothing saved if one changed since."""
         ...
 
     async def children(self, thread_id: int) -> list[Thread]:
@@ -209,7 +212,7 @@ class ThreadsAndMessages(Protocol):
     async def set_window(self, thread_id: int, *, revision: int | None = None,
                          **state: int | float | str | None) -> Thread:
         """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write. With
-        `revision` (the thread's when its summary was read), StaleWindow and nothing written if a message changed
+        `revision` (the thread's when its summary was read), StaleSummary and nothing written if a message changed
         since: an erasure meanwhile must not be undone by a summary written from what it erased."""
         ...
 

@@ -11,7 +11,7 @@ from typing import Any
 from memory.quotes import ERASED
 from memory.records import MemoryRecord, Message, NewMessage, Thread
 from memory.settings import Triggers
-from memory.store import WINDOW_GAP, StaleWindow
+from memory.store import WINDOW_GAP, StaleSummary
 
 WINDOW_STATE = frozenset({"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
                           "window_summary_first_at", "window_summary_last_at", "memory_as_of", *WINDOW_GAP})
@@ -43,11 +43,11 @@ def checked(given: dict[str, Any], allowed: frozenset[str], what: str) -> dict[s
     return given
 
 
-def stale_window(thread_id: int, revision: int | None) -> Exception:
-    """Why set_window wrote nothing: no such thread, or (with a revision) a message of it changed since."""
+def stale_summary(thread_id: int, revision: int | None) -> Exception:
+    """Why a thread's row was not written: no such thread, or (with a revision) a message of it changed since."""
     if revision is None:
         return KeyError(f"no thread {thread_id}")
-    return StaleWindow(f"a message of thread {thread_id} changed while its window's summary was written")
+    return StaleSummary(f"a message of thread {thread_id} changed while a summary of it was written")
 
 
 class CommonStore(ABC):

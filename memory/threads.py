@@ -13,7 +13,7 @@ from memory.errors import Failure
 from memory.llm import LLM, LLMError
 from memory.records import NewMessage, Thread, ThreadStatus
 from memory.settings import StelisSettings
-from memory.store import Store
+from memory.store import StaleSummary, Store
 from memory.summarise import Line, summarise
 from memory.tokens import cached_tokens
 from memory.transcript import transcript_lines
@@ -24,6 +24,7 @@ DEFAULT_CHRONICLE_PROMPT = (
     "Summarise this working session for the persona who worked in it: the goal, what was done, the "
     "results, and anything left open."
 )
+STALE_RETRIES = 2  # chronicles written again after an erasure voided one, before StaleSummary is let through
 PARTIAL_NOTE = "(partial: the session ended before it was finished)"
 COMPLETION_NOTE = "[A Stelis thread started earlier in this conversation has ended.]"
 
@@ -115,20 +116,28 @@ async def finish(store: Store, llm: LLM | None, thread: Thread, settings: Stelis
     """
     if thread.status != "active":
         raise StelisError(f"{anchors.thread_ref(thread.id)} has already {thread.status}")
-    for child in await store.children(thread.id):
-        if child.status == "active":
-            await finish(store, llm, child, settings, status="aborted", chronicle=chronicle)
-    text, failure, final_status = None, None, status
-    try:
-        if chronicle and llm is not None:
-            text = await write_chronicle(store, llm, thread, settings, partial=status == "aborted")
-    except LLMError as exc:
-        failure, final_status = exc, "aborted"
-        log.warning("chronicle of %s failed: %s", anchors.thread_ref(thread.id), exc.notice)
-    except asyncio.CancelledError:
-        await asyncio.shield(_close(store, thread, "aborted", None))
-        raise
-    closed = await _close(store, thread, final_status, text)
+    active = [child for child in await store.children(thread.id) if child.status == "active"]
+    for child in active:
+        await finish(store, llm, child, settings, status="aborted", chronicle=chronicle)
+    for attempt in range(STALE_RETRIES + 1):
+        if active or attempt:  # its children's anchors changed, or an erasure voided the chronicle: as it is now
+            thread = await store.thread(thread.id)
+        text, failure, final_status = None, None, status
+        try:
+            if chronicle and llm is not None:
+                text = await write_chronicle(store, llm, thread, settings, partial=status == "aborted")
+        except LLMError as exc:
+            failure, final_status = exc, "aborted"
+            log.warning("chronicle of %s failed: %s", anchors.thread_ref(thread.id), exc.notice)
+        except asyncio.CancelledError:
+            await asyncio.shield(_close(store, thread, "aborted", None))
+            raise
+        try:
+            closed = await _close(store, thread, final_status, text, revision=thread.revision)
+            break
+        except StaleSummary:
+            if attempt == STALE_RETRIES:
+                raise
     await _announce(store, closed)
     log.info("stelis %s %s", final_status, anchors.thread_ref(thread.id))
     if failure is not None and status == "completed":
@@ -178,14 +187,16 @@ async def chronicle_swept(store: Store, llm: LLM, swept: list[Thread], settings:
             await reclose(store, await store.thread(thread.id), text)
 
 
-async def _close(store: Store, thread: Thread, status: ThreadStatus, chronicle: str | None) -> Thread:
-    """One write: the thread's status and chronicle, and its anchor's final full form."""
+async def _close(store: Store, thread: Thread, status: ThreadStatus, chronicle: str | None,
+                 revision: int | None = None) -> Thread:
+    """One write: the thread's status and chronicle, and its anchor's final full form (read from its messages: with
+    `revision`, StaleSummary and nothing written if one changed since)."""
     ended = replace(thread, status=status, chronicle_summary=chronicle, completed_at=store.clock())
     count = await store.count_messages(thread.id)
     final = anchors.render_final(ended, count, await store.last_exchanges(thread.id, anchors.LAST_EXCHANGES))
     anchor = await store.message_by_seq(thread.anchor_seq) if thread.anchor_seq else None
     meta = anchors.final_metadata(anchor.metadata, ended, final) if anchor else None
-    return await store.close_thread(ended, meta, cached_tokens(final))
+    return await store.close_thread(ended, meta, cached_tokens(final), revision=revision)
 
 
 async def write_chronicle(store: Store, llm: LLM, thread: Thread, settings: StelisSettings, *,

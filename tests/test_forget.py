@@ -249,3 +249,36 @@ async def test_a_summary_being_written_when_its_words_are_erased_is_not_saved(ma
         assert SECRET not in (thread.window_summary or "") + (thread.window_bridge or "")
     finally:
         await engine.close()
+
+
+async def test_a_chronicle_being_written_when_its_words_are_erased_is_not_saved(make_config, database):
+    """A Stelis thread's chronicle was asked of the model before a forget-me erased a message of the thread: when the
+    model answers, the chronicle saved holds none of the erased words."""
+    llm = Scripted()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    engine = await Engine.open(config, llm, Clock())
+    try:
+        await engine.conversations.hear(GENERAL, "let us sort the paperwork", author_name="ben", author_id=BEN)
+        run = threads.Run((await engine.stelis.root(GENERAL)).id)
+        child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
+        await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
+        await engine.store.append(child.id, NewMessage("user", "and book the Kyoto train", BEN, "ben"))
+        writing, release = asyncio.Event(), asyncio.Event()
+        answer = llm.complete
+
+        async def slow(request, on_text=None):
+            if SECRET in str(request):
+                writing.set()
+                await release.wait()
+            return await answer(request, on_text)
+
+        llm.complete = slow
+        ending = asyncio.create_task(threads.end(engine.store, engine.llm, run, engine.config.stelis))
+        await asyncio.wait_for(writing.wait(), 10)
+        await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+        release.set()
+        closed = await asyncio.wait_for(ending, 10)
+        assert closed.status == "completed" and "Kyoto" in (closed.chronicle_summary or "")
+        assert await engine.store.traces(SECRET) == []
+    finally:
+        await engine.close()

@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import itertools
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -11,7 +12,7 @@ from memory.backends import open_store
 from memory.records import ModelUsage, NewMessage, Scope
 from memory.settings import Triggers
 from memory.sql.threads import REPLY_WITHIN
-from memory.store import OptedOut, StaleUpdate, StaleWindow, Store, StoreError
+from memory.store import OptedOut, StaleSummary, StaleUpdate, Store, StoreError
 from memory.tokens import count_tokens
 
 TRIGGERS = Triggers(idle_seconds=7_200, threshold=50)
@@ -528,14 +529,14 @@ async def test_the_newest_versions_of_several_scopes_are_read_in_one_statement_a
     assert await store.newest_records("Stelis", []) == []
 
 
-async def test_a_window_written_from_messages_one_of_which_changed_since_is_refused_whole(store):
-    """set_window with the revision its summary was read at: an edit or erasure since voids it, and nothing of it is
-    written; without a revision (bookkeeping, a reset) it always writes."""
+async def test_a_summary_written_from_messages_one_of_which_changed_since_is_refused_whole(store):
+    """set_window and close_thread with the revision their summary was read at: an edit or erasure since voids it,
+    and nothing of it is written; without a revision (bookkeeping, a reset) set_window always writes."""
     root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
     first, _ = await store.append(root.id, NewMessage("user", "hello", external_id=41))
     read = await store.thread(root.id)
     await store.edit_message(41, "hello again")
-    with pytest.raises(StaleWindow):
+    with pytest.raises(StaleSummary):
         await store.set_window(root.id, revision=read.revision, window_start_seq=first.seq, window_summary="said")
     assert (await store.thread(root.id)).window_summary is None
     now = await store.thread(root.id)
@@ -544,3 +545,7 @@ async def test_a_window_written_from_messages_one_of_which_changed_since_is_refu
     assert (await store.set_window(root.id, memory_as_of=3)).memory_as_of == 3
     with pytest.raises(KeyError):
         await store.set_window(root.id + 999, memory_as_of=3)
+    ended = replace(read, status="completed", chronicle_summary="hello, said", completed_at=1.0)
+    with pytest.raises(StaleSummary):  # a chronicle read before the edit
+        await store.close_thread(ended, None, 0, revision=read.revision)
+    assert (await store.thread(root.id)).status == "active"

@@ -44,7 +44,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_window
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_summary
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -380,11 +380,15 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                                               anchor_row["seq"], child["id"]))
         return row_to.thread(child), row_to.message(anchor_row)
 
-    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
+    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int, *,
+                           revision: int | None = None) -> Thread:
         async with self._transaction() as con:
-            row = _found(await con.fetchrow(
-                "UPDATE threads SET status = $1, chronicle_summary = $2, completed_at = $3 WHERE id = $4 RETURNING *",
-                ended.status, ended.chronicle_summary, ended.completed_at, ended.id))
+            row = await con.fetchrow(
+                "UPDATE threads SET status = $1, chronicle_summary = $2, completed_at = $3 WHERE id = $4"
+                " AND ($5::int IS NULL OR revision = $5) RETURNING *",
+                ended.status, ended.chronicle_summary, ended.completed_at, ended.id, revision)
+            if row is None:
+                raise stale_summary(ended.id, revision)
             if anchor_metadata is not None and ended.anchor_seq is not None:
                 await con.execute("UPDATE messages SET metadata = $1, token_count = $2 WHERE seq = $3",
                                   json.dumps(anchor_metadata, ensure_ascii=False), anchor_tokens, ended.anchor_seq)
@@ -407,7 +411,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         row = await self._one(f"UPDATE threads SET {assignments} WHERE id = $1 AND ($2::int IS NULL OR revision = $2)"
                               " RETURNING *", thread_id, revision, *state.values())
         if row is None:
-            raise stale_window(thread_id, revision)
+            raise stale_summary(thread_id, revision)
         return row_to.thread(row)
 
     # messages

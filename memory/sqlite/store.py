@@ -36,7 +36,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_window
+from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_summary
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -250,13 +250,17 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         rows = await db.execute_fetchall("SELECT * FROM threads WHERE id = ?", (thread_id,))
         return row_to.thread(next(iter(rows)))
 
-    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int) -> Thread:
+    async def close_thread(self, ended: Thread, anchor_metadata: dict[str, Any] | None, anchor_tokens: int, *,
+                           revision: int | None = None) -> Thread:
         """Save an ended thread's status and chronicle and fix its anchor's final form, atomically."""
         async with self._transaction() as db:
-            await db.execute(
-                "UPDATE threads SET status = ?, chronicle_summary = ?, completed_at = ? WHERE id = ?",
-                (ended.status, ended.chronicle_summary, ended.completed_at, ended.id),
+            cursor = await db.execute(
+                "UPDATE threads SET status = ?, chronicle_summary = ?, completed_at = ? WHERE id = ?"
+                " AND (? IS NULL OR revision = ?)",
+                (ended.status, ended.chronicle_summary, ended.completed_at, ended.id, revision, revision),
             )
+            if not cursor.rowcount:
+                raise stale_summary(ended.id, revision)
             if anchor_metadata is not None and ended.anchor_seq is not None:
                 await db.execute(
                     "UPDATE messages SET metadata = ?, token_count = ? WHERE seq = ?",
@@ -284,7 +288,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         rows = await self._written(f"UPDATE threads SET {assignments} WHERE id = ? AND (? IS NULL OR revision = ?)"
                                    " RETURNING *", (*state.values(), thread_id, revision, revision))
         if not rows:
-            raise stale_window(thread_id, revision)
+            raise stale_summary(thread_id, revision)
         return row_to.thread(rows[0])
 
     # messages
