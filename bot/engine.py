@@ -85,7 +85,8 @@ class Engine:
                                    config.memory.lease_seconds)
         self.scheduler = MemoryScheduler(self.memory, config.memory.scan_interval_seconds)
         self.snapshots = Snapshots(store, self.assembler, config.data_dir / "snapshots")
-        self.forgetting = Forgetting(store, llm, self.settings, config.stelis, self.snapshots, persona)
+        self.forgetting = Forgetting(store, llm, self.settings, config.stelis, self.snapshots, persona,
+                                     self.memory.owner)
         self.archive = Archive(store, self.assembler, self.stelis, self.snapshots, persona)
         self.admin = MemoryAdmin(store, self.settings, self.stelis, self.memory, persona)
         self.branches = DiscordThreadBranches(store, llm, self.stelis, persona)

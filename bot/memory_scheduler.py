@@ -146,7 +146,7 @@ class MemoryWorker:
         A worker that finds the merge held leaves it to the holder, which looks at the channel memories
         again after letting go: one saved while it merged is merged in the next round.
         """
-        key = f"workspace:{persona}:{guild_id}"
+        key = short_term.workspace_key(persona, guild_id)
         for _ in range(WORKSPACE_ROUNDS):
             if not await self.store.claim(key, self.owner, self.lease_seconds):
                 metrics.LEASE_CONFLICTS.inc()

@@ -15,7 +15,7 @@ from memory import threads
 from memory.llm import LLM
 from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.settings import MemorySettings, StelisSettings
-from memory.short_term import keep_pins, rebuild_long_term, update_workspace
+from memory.short_term import keep_pins, rebuild_long_term, update_workspace, workspace_held
 from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
@@ -37,7 +37,7 @@ class Rewritten:
 
 
 async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,
-                  stelis: StelisSettings) -> Rewritten:
+                  stelis: StelisSettings, owner: str) -> Rewritten:
     """Rewrite everything that covered the purged messages (thread id -> seqs)."""
     done = Rewritten(messages=sum(len(s) for s in purged.values()))
     covering = {tid: set(seqs) for tid, seqs in purged.items()}  # grows by the anchors of rewritten chronicles
@@ -70,10 +70,11 @@ async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings:
             if ch.shared and ch.guild_id is not None:
                 done.guilds.add(ch.guild_id)
     persona = next(iter(chains.values()))[-1].persona if chains else ""
-    for guild_id in sorted(done.guilds):
-        old = await store.recent_records(persona, "workspace", guild_id, "long_term", ALL)
-        await store.delete_records([r.id for r in old])
-        await update_workspace(store, llm, persona, guild_id, settings)
+    for guild_id in sorted(done.guilds):  # after a merge under way (`owner`: this rewrite's claim on it)
+        async with workspace_held(store, persona, guild_id, owner, settings.work.lease_seconds):
+            old = await store.recent_records(persona, "workspace", guild_id, "long_term", ALL)
+            await store.delete_records([r.id for r in old])
+            await update_workspace(store, llm, persona, guild_id, settings)
     return done
 
 

@@ -7,7 +7,10 @@ The workspace (guild) long-term memory is merged from the shareable channels onc
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +27,7 @@ from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
 ALL_VERSIONS = 10_000  # a rebuild reads the history this far back
+HELD_POLL = 0.1  # seconds between looks at a server memory merge another holds
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,25 @@ def _covering(first: MemoryRecord, newest: MemoryRecord) -> dict[str, Any]:
     """A long-term version's bookkeeping: the short-term version it merged last, and the days it covers."""
     return {"from_short_term": newest.version, "first_at": first.metadata.get("first_at", first.created_at),
             "last_at": newest.metadata.get("last_at", newest.created_at)}
+
+
+def workspace_key(persona: str, guild_id: int) -> str:
+    """The claim one merge of a server's memory holds at a time, across processes."""
+    return f"workspace:{persona}:{guild_id}"
+
+
+@contextlib.asynccontextmanager
+async def workspace_held(store: Store, persona: str, guild_id: int, owner: str,
+                         lease_seconds: float) -> AsyncIterator[None]:
+    """Hold the server's memory merge, waiting while another holds it: a merge under way saves first (a forget-me
+    then deletes what it saved), never after."""
+    key = workspace_key(persona, guild_id)
+    while not await store.claim(key, owner, lease_seconds):  # noqa: ASYNC110 (held in the database, maybe elsewhere)
+        await asyncio.sleep(HELD_POLL)
+    try:
+        yield
+    finally:
+        await store.release(key, owner)
 
 
 async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,

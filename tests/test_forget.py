@@ -282,3 +282,52 @@ async def test_a_chronicle_being_written_when_its_words_are_erased_is_not_saved(
         assert await engine.store.traces(SECRET) == []
     finally:
         await engine.close()
+
+
+async def test_a_server_memory_being_merged_when_its_words_are_erased_is_not_saved(make_config, database):
+    """The server's memory was being merged from a channel memory holding someone's words when they asked to be
+    forgotten: the merge that answers after the forget-me's own leaves none of their words behind."""
+    clock = Clock()
+    llm = Scripted()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    engine = await Engine.open(config, llm, clock)
+    try:
+        for scope, name in ((GENERAL, "general"), (RANDOM, "random")):
+            await engine.admin.describe(scope, name=name, public=True)
+        await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA)
+        clock.advance(IDLE)
+        await engine.memory.run_due()
+        await engine.conversations.hear(RANDOM, "ben likes the Kyoto trip plan", author_name="ben", author_id=BEN)
+        clock.advance(IDLE)
+        merging, release = asyncio.Event(), asyncio.Event()
+        answer = llm.complete
+
+        async def slow(request, on_text=None):
+            if SECRET in str(request) and "this server" in str(request):
+                merging.set()
+                await release.wait()
+            return await answer(request, on_text)
+
+        llm.complete = slow
+        waiting = asyncio.Event()
+        claim = engine.store.claim
+
+        async def claimed(key, owner, lease_seconds):
+            taken = await claim(key, owner, lease_seconds)
+            if not taken and owner.endswith("forget"):
+                waiting.set()  # the forget-me has rewritten the rest and waits for the merge under way
+            return taken
+
+        engine.store.claim = claimed
+        running = asyncio.create_task(engine.memory.run_due())
+        await asyncio.wait_for(merging.wait(), 10)
+        forgetting = asyncio.create_task(engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id))
+        await asyncio.wait_for(asyncio.wait([forgetting, asyncio.ensure_future(waiting.wait())],
+                                            return_when=asyncio.FIRST_COMPLETED), 10)
+        release.set()
+        await asyncio.wait_for(asyncio.gather(running, forgetting), 10)
+        assert await engine.store.traces(SECRET) == []
+        server = await engine.store.latest_record(engine.persona, "workspace", GENERAL.guild_id, "long_term")
+        assert server is not None and "Kyoto" in server.content
+    finally:
+        await engine.close()

@@ -20,9 +20,9 @@ log = logging.getLogger(__name__)
 
 class Forgetting:
     def __init__(self, store: Store, llm: LLM, settings: EffectiveSettings, stelis: StelisSettings,
-                 snapshots: Snapshots,
-                 persona: str):
+                 snapshots: Snapshots, persona: str, owner: str):
         self._store = store
+        self._owner = f"{owner} forget"  # its own claims: it waits for this process's merges too
         self._llm = llm
         self._settings = settings
         self._stelis = stelis
@@ -95,7 +95,7 @@ class Forgetting:
     async def _rewrite(self, purged: dict[int, set[int]]) -> forget.Rewritten:
         async with self._lock:
             done = await forget.rewrite(self._store, self._llm, purged, await self._settings.memory(None),
-                                        self._stelis)
+                                        self._stelis, self._owner)
         self._snapshots.changed(*done.threads)
         await self._snapshots.write_due()  # snapshots on disk hold messages too
         return done
