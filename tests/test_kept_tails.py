@@ -117,3 +117,29 @@ async def test_a_reply_asked_again_for_the_same_message_carries_one_tail(store):
     await say(store, r.id, "thanks")
     after = await asm.assemble(r.id)
     assert chatml(after).startswith(chatml(again) + REPLY)
+
+
+async def test_a_message_erased_in_another_channel_leaves_the_kept_tails_that_recalled_it(store):
+    """Recall reaches the server's public channels: a kept tail quoting one of their messages goes when it is
+    erased there, though nothing of this channel changed."""
+    from memory.records import Scope
+
+    r = await root(store)
+    there = await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    await store.ensure_memory_channel(there)
+    await store.set_channel_flags(there.id, public=1, name="boats")
+    await store.append(there.id, NewMessage(
+        "user", "the spare key of the boathouse is under the blue stone", author_name="ana", external_id=78))
+    asm = assembler(store, context_tokens=2048)
+    asm.keep_tails = True
+    for i in range(6):
+        await say(store, r.id, f"small talk {i} " + "and so on " * 10, name="ben")
+        await answer(store, r.id, "I see.")
+    await say(store, r.id, "where is the spare key of the boathouse?")
+    first = await asm.assemble(r.id)
+    assert "blue stone" in "\n".join(b.text for b in first.request.turns[-1].blocks)
+    await answer(store, r.id, "Under a stone.")
+    assert await store.delete_message(78)
+    await say(store, r.id, "thanks")
+    after = await asm.assemble(r.id)
+    assert "blue stone" not in "\n".join(b.text for t in after.request.turns for b in t.blocks)
