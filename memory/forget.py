@@ -134,8 +134,11 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
 
 
 async def _rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings) -> None:
-    """Every long-term version goes (each may quote what was erased); one is written again from the versions left."""
+    """Every long-term version goes (each may quote what was erased); one is written again from the versions left.
+    A merge under way (of a version read before the erasure) is refused when it saves: the rebuild reads every
+    version, so none is pending."""
     scope, scope_id = ch.scope
+    await store.long_term_saved(ch.thread_id, store.clock(), settings.triggers)
     old = await store.recent_records(ch.persona, scope, scope_id, "long_term", ALL)
     await store.delete_records([r.id for r in old])
     await rebuild_long_term(store, llm, ch, settings)

@@ -331,3 +331,39 @@ async def test_a_server_memory_being_merged_when_its_words_are_erased_is_not_sav
         assert server is not None and "Kyoto" in server.content
     finally:
         await engine.close()
+
+
+async def test_a_channel_memory_being_merged_when_its_words_are_erased_is_not_saved(make_config, database):
+    """A channel's long-term memory was being merged from a version holding someone's words when they asked to be
+    forgotten: the merge that answers after the forget-me's rebuild is not saved over it."""
+    clock = Clock()
+    llm = Scripted()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    engine = await Engine.open(config, llm, clock)
+    try:
+        await engine.admin.describe(GENERAL, name="general", public=False)
+        await engine.conversations.hear(GENERAL, "ben likes the Kyoto trip plan", author_name="ben", author_id=BEN)
+        clock.advance(IDLE)
+        await engine.memory.run_due()
+        await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA)
+        clock.advance(IDLE)
+        merging, release = asyncio.Event(), asyncio.Event()
+        answer = llm.complete
+
+        async def slow(request, on_text=None):
+            if SECRET in str(request) and "long-term memory" in str(request):
+                merging.set()
+                await release.wait()
+            return await answer(request, on_text)
+
+        llm.complete = slow
+        running = asyncio.create_task(engine.memory.run_due())
+        await asyncio.wait_for(merging.wait(), 10)
+        await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+        release.set()
+        await asyncio.wait_for(running, 10)
+        merged = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "long_term")
+        assert merged is not None and "Kyoto" in merged.content  # rebuilt from what is left
+        assert await engine.store.traces(SECRET) == []
+    finally:
+        await engine.close()
