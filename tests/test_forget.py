@@ -367,3 +367,41 @@ async def test_a_channel_memory_being_merged_when_its_words_are_erased_is_not_sa
         assert await engine.store.traces(SECRET) == []
     finally:
         await engine.close()
+
+
+async def test_a_snapshot_being_written_when_its_words_are_erased_is_written_again(make_config, database, monkeypatch):
+    """A timed snapshot had read a thread before a forget-me erased from it, and writes its file after the forget-me
+    wrote its own: the thread's snapshot is written once more, from what is left, and the file holds none of it."""
+    import threading
+
+    from memory import snapshots as snapshot_files
+
+    clock = Clock()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    engine = await Engine.open(config, Scripted(), clock)
+    try:
+        await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA)
+        await engine.conversations.hear(GENERAL, "ben likes the Kyoto trip plan", author_name="ben", author_id=BEN)
+        writing, release = asyncio.Event(), asyncio.Event()
+        write = snapshot_files.write
+
+        def slow(path, snapshot):
+            if SECRET in str(snapshot) and not release.is_set():
+                writing.set()
+                release_seen.wait(10)
+            write(path, snapshot)
+
+        release_seen = threading.Event()
+        monkeypatch.setattr(snapshot_files, "write", slow)
+        timed = asyncio.create_task(engine.snapshots.write_due())
+        await asyncio.wait_for(writing.wait(), 10)
+        forgetting = asyncio.create_task(engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id))
+        await asyncio.sleep(0.3)  # the forget-me erases, rewrites, and asks for its snapshots meanwhile
+        release.set()
+        release_seen.set()
+        await asyncio.wait_for(asyncio.gather(timed, forgetting), 10)
+        files = list((config.data_dir / "snapshots").glob("*.json"))
+        assert files and not [f.name for f in files if SECRET in f.read_text()]
+        assert any("Kyoto" in f.read_text() for f in files)
+    finally:
+        await engine.close()

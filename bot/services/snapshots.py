@@ -21,10 +21,14 @@ class Snapshots:
         self._store = store
         self._assembler = assembler
         self.directory = directory
-        self._dirty: set[int] = set()  # threads whose snapshot is out of date
+        # Threads whose snapshot is out of date, with how many changes: one made while its snapshot is written
+        # (an erasure, say) keeps it due, and the next write takes it.
+        self._dirty: dict[int, int] = {}
+        self._writing = asyncio.Lock()  # one write at a time: a file read before an erasure never lands after
 
     def changed(self, *thread_ids: int) -> None:
-        self._dirty.update(thread_ids)
+        for thread_id in thread_ids:
+            self._dirty[thread_id] = self._dirty.get(thread_id, 0) + 1
 
     async def export(self, thread_id: int) -> dict[str, Any]:
         return await snapshots.export(self._store, self._assembler, thread_id)
@@ -36,16 +40,18 @@ class Snapshots:
     async def write_due(self) -> list[Path]:
         """Snapshot every thread that changed since its last snapshot; a failure is logged, never fatal."""
         written = []
-        for thread_id in sorted(self._dirty):
-            path = self.directory / f"thread-{thread_id}.json"
-            try:
-                snapshot = await self.export(thread_id)
-                await asyncio.to_thread(snapshots.write, path, snapshot)
-            except (Failure, OSError) as exc:
-                log.warning("snapshot of thread %d not written: %s", thread_id, exc)
-                continue
-            self._dirty.discard(thread_id)
-            written.append(path)
+        async with self._writing:
+            for thread_id, changes in sorted(self._dirty.items()):
+                path = self.directory / f"thread-{thread_id}.json"
+                try:
+                    snapshot = await self.export(thread_id)
+                    await asyncio.to_thread(snapshots.write, path, snapshot)
+                except (Failure, OSError) as exc:
+                    log.warning("snapshot of thread %d not written: %s", thread_id, exc)
+                    continue
+                if self._dirty.get(thread_id) == changes:
+                    del self._dirty[thread_id]
+                written.append(path)
         return written
 
     async def every(self, seconds: int) -> None:
