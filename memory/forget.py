@@ -20,6 +20,7 @@ from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.transcript import dated_transcript
+from memory.vetting import finishing
 
 log = logging.getLogger(__name__)
 ALL = 1_000_000  # every version a conversation has
@@ -38,7 +39,14 @@ class Rewritten:
 
 async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,
                   stelis: StelisSettings, owner: str) -> Rewritten:
-    """Rewrite everything that covered the purged messages (thread id -> seqs)."""
+    """Rewrite everything that covered the purged messages (thread id -> seqs). A model that fails meanwhile leaves
+    extractive summaries of what is left (vetting.finishing): nothing erased outlives a rewrite it could not do."""
+    with finishing():
+        return await _rewrite(store, llm, purged, settings, stelis, owner)
+
+
+async def _rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,
+                   stelis: StelisSettings, owner: str) -> Rewritten:
     done = Rewritten(messages=sum(len(s) for s in purged.values()))
     covering = {tid: set(seqs) for tid, seqs in purged.items()}  # grows by the anchors of rewritten chronicles
     chains = {tid: await threads.lineage(store, await store.thread(tid)) for tid in purged}

@@ -8,13 +8,16 @@ never written from garbage, and a summary is always written.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from functools import lru_cache
 
 from memory.extractive import REQUEST_MARKUP, extractive_summary
 from memory.identifiers import identifiers
-from memory.llm import LLM, LLMRequest, LLMResult
+from memory.llm import LLM, LLMError, LLMRequest, LLMResult, RequestTooLarge
 from memory.templates import render
 
 log = logging.getLogger(__name__)
@@ -82,11 +85,33 @@ def refusal(result: LLMResult, request: LLMRequest, material: str) -> str | None
     return None
 
 
+_FINISHING: ContextVar[bool] = ContextVar("finishing", default=False)
+
+
+@contextlib.contextmanager
+def finishing() -> Iterator[None]:
+    """Within it, a model that fails (down, overloaded) leaves the extractive summary instead of an error: an
+    erasure's rewrite must finish, or the words it erases live on in what it could not rewrite."""
+    token = _FINISHING.set(True)
+    try:
+        yield
+    finally:
+        _FINISHING.reset(token)
+
+
 async def vetted(llm: LLM, request: LLMRequest, material: str, what: str) -> str:
     """The model's `what` (a summary, a chronicle, a merge) of `material`; refused once, it is asked again;
     refused twice, the extractive summary of the material within the same budget is kept instead."""
     for attempt in (1, 2):
-        result = await llm.complete(request)
+        try:
+            result = await llm.complete(request)
+        except RequestTooLarge:
+            raise  # the caller asks again in smaller parts
+        except LLMError as exc:
+            if not _FINISHING.get():
+                raise
+            log.warning("%s: the model failed (%s); the extractive summary is kept", what, exc.notice)
+            return extractive_summary(material, request.max_tokens)
         problem = refusal(result, request, material)
         if problem is None:
             return result.text.strip()

@@ -405,3 +405,19 @@ async def test_a_snapshot_being_written_when_its_words_are_erased_is_written_aga
         assert any("Kyoto" in f.read_text() for f in files)
     finally:
         await engine.close()
+
+
+async def test_a_forget_me_while_the_model_is_down_still_leaves_none_of_their_words(world):
+    """The versions, memories and chronicle written from an erased message are rewritten by the model; when it cannot
+    answer, they are rewritten extractively from what is left, and the erasure still finishes whole."""
+    engine, clock, config = world
+    await remember_everywhere(engine, clock)
+    llm = engine.memory.llm
+    while not isinstance(llm, Scripted):  # the engine's own model, under its metering wrappers
+        llm = llm.inner
+    llm.fail = 10_000
+    done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+    assert done.messages == 2 and done.versions >= 1 and done.chronicles == 1
+    assert await traces(engine, config, SECRET) == []
+    latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
+    assert "Kyoto" in latest.content  # Ben's part, kept by the extractive rewrite

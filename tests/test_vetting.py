@@ -156,3 +156,33 @@ async def test_the_extractive_summary_that_replaces_a_refused_one_never_quotes_t
                            max_tokens=200)
     assert "Osprey" in kept and "north pier" in kept
     assert echoes(kept, "", "") is None and "[part" not in kept and "transcript>" not in kept
+
+
+class Failing(Answers):
+    """A model that cannot answer: down, or the request too large for it."""
+
+    def __init__(self, error: Exception):
+        super().__init__("good")
+        self.error = error
+
+    async def complete(self, request: LLMRequest, on_text=None) -> LLMResult:
+        self.requests.append(request)
+        raise self.error
+
+
+async def test_a_failing_model_is_an_error_except_while_an_erasure_finishes_its_rewrite():
+    from memory.llm import LLMError, RequestTooLarge
+    from memory.vetting import finishing
+
+    down = Failing(LLMError("The model is overloaded (529) after 3 retries; try again in a minute."))
+    with pytest.raises(LLMError):
+        await _summary(down)
+    with finishing():
+        kept = await _summary(down)
+    assert "north pier" in kept and "kai" in kept  # the extractive summary of what is there
+    with pytest.raises(LLMError):  # the erasure's context ends with it
+        await _summary(down)
+    too_large = Failing(RequestTooLarge("the request needs 9,000 tokens; the model holds 4,096"))
+    with finishing(), pytest.raises(RequestTooLarge):  # the model is there: asked again in smaller parts
+        await _summary(too_large)
+    assert len(too_large.requests) > 1
