@@ -161,6 +161,7 @@ class Engine:
             swept = await threads.sweep(store, None, config.stelis, live_runs=set(keep_runs),
                                         stale_before=stale_before)
             await engine.forgetting.load()
+            erased = await store.erasures()  # a forget-me whose rewrite was cut short: done again below
             if dropped := await store.clear_claims():  # a crash left them (shared: only those run out)
                 log.info("%d memory update(s) a stopped process had claimed are free again", dropped)
             if repaired := await store.recount_pending(clock()):
@@ -173,6 +174,8 @@ class Engine:
             engine._calibrator = asyncio.create_task(engine._calibrate(llm))
         if swept:
             engine._chronicler = asyncio.create_task(threads.chronicle_swept(store, engine.llm, swept, config.stelis))
+        if erased:
+            engine.forgetting.resume(erased)
         if config.context.recall:
             engine.conversations.start_recall()
         engine._heart = asyncio.create_task(engine._beat())

@@ -7,14 +7,12 @@ The workspace (guild) long-term memory is merged from the shareable channels onc
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from memory import provenance
+from memory import claims, provenance
 from memory.extractive import extractive_summary
 from memory.llm import LLM, Block, LLMError, LLMRequest, RequestTooLarge, Turn
 from memory.records import MemoryChannel, MemoryRecord, Message, Thread
@@ -27,7 +25,6 @@ from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
 ALL_VERSIONS = 10_000  # a rebuild reads the history this far back
-HELD_POLL = 0.1  # seconds between looks at a server memory merge another holds
 
 
 @dataclass(frozen=True)
@@ -155,18 +152,11 @@ def workspace_key(persona: str, guild_id: int) -> str:
     return f"workspace:{persona}:{guild_id}"
 
 
-@contextlib.asynccontextmanager
-async def workspace_held(store: Store, persona: str, guild_id: int, owner: str,
-                         lease_seconds: float) -> AsyncIterator[None]:
+def workspace_held(store: Store, persona: str, guild_id: int, owner: str,
+                   lease_seconds: float) -> contextlib.AbstractAsyncContextManager[None]:
     """Hold the server's memory merge, waiting while another holds it: a merge under way saves first (a forget-me
     then deletes what it saved), never after."""
-    key = workspace_key(persona, guild_id)
-    while not await store.claim(key, owner, lease_seconds):  # noqa: ASYNC110 (held in the database, maybe elsewhere)
-        await asyncio.sleep(HELD_POLL)
-    try:
-        yield
-    finally:
-        await store.release(key, owner)
+    return claims.held(store, workspace_key(persona, guild_id), owner, lease_seconds)
 
 
 async def update_workspace(store: Store, llm: LLM, persona: str, guild_id: int,

@@ -54,7 +54,7 @@ COPIED_TABLES: dict[str, tuple[str, ...]] = {
     "branches": ("id",), "threads": ("id",), "messages": ("seq",), "memory_records": ("id",),
     "memory_channels": ("thread_id",), "memory_pins": ("id",), "settings": ("scope", "scope_id", "key"),
     "optouts": ("persona", "user_id"), "playbook_runs": ("id",), "playbook_steps": ("id",), "tasks": ("id",),
-    "autonomy_log": ("id",), "model_usage": ("persona", "guild_id", "day", "model"),
+    "autonomy_log": ("id",), "model_usage": ("persona", "guild_id", "day", "model"), "erasures": ("seq",),
 }
 
 
@@ -274,6 +274,15 @@ class ThreadsAndMessages(Protocol):
                     external_id: int | None = None) -> dict[int, set[int]]:
         """Erase messages for good (an author's in these threads, or one message): text, name and index
         entry go; the row stays as a gap so sequence numbers are never reused. Returns thread -> seqs."""
+        ...
+
+    async def erasures(self) -> dict[int, set[int]]:
+        """Messages erased whose memory is not rewritten yet (thread -> seqs): purge records them in its own
+        transaction, so a rewrite cut short is done again."""
+        ...
+
+    async def rewritten(self, erased: dict[int, set[int]]) -> None:
+        """The memory written from these erased messages is rewritten: they are no longer pending."""
         ...
 
     async def scrub(self) -> None:

@@ -12,6 +12,7 @@ from bot.clock import Clock
 from bot.engine import Engine
 from memory import threads
 from memory.records import NewMessage, Scope
+from memory.store import StoreError
 from tests.test_short_term import GENERAL, IDLE, RANDOM, Scripted, memory_config
 
 SECRET = "passport ZX4471Q"
@@ -421,3 +422,37 @@ async def test_a_forget_me_while_the_model_is_down_still_leaves_none_of_their_wo
     assert await traces(engine, config, SECRET) == []
     latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
     assert "Kyoto" in latest.content  # Ben's part, kept by the extractive rewrite
+
+
+async def test_a_forget_me_cut_short_is_finished_at_the_next_start(make_config, database):
+    """The messages were erased, then the process stopped before the memory written from them was rewritten (a
+    crash, the database gone): the next start rewrites it, and no erased word is left."""
+    clock = Clock()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    engine = await Engine.open(config, Scripted(), clock)
+    stopped = False
+    try:
+        await remember_everywhere(engine, clock)
+
+        async def cut_short(*args, **kwargs):
+            raise StoreError("the database went away")
+
+        engine.forgetting._rewrite = cut_short
+        with pytest.raises(StoreError):
+            await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+        assert "memory_records.content" in await engine.store.traces(SECRET)  # written from it, not rewritten
+        await engine.close()
+        stopped = True
+        engine = await Engine.open(config, Scripted(), clock)
+        stopped = False
+        for _ in range(200):
+            if not engine.forgetting.rewrites:
+                break
+            await asyncio.sleep(0.02)
+        assert await traces(engine, config, SECRET) == []
+        assert await engine.store.erasures() == {}
+        latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
+        assert "Kyoto" in latest.content
+    finally:
+        if not stopped:
+            await engine.close()

@@ -44,6 +44,8 @@ async def populate(store: Store) -> int:
     await store.log_autonomy("Stelis", "guild:1", "pulse", "worked", calls=3, tokens=900)
     await store.add_usage("Stelis", [(1, ModelUsage("2026-11-24", "claude-sonnet-5-5", 1, 1_200, 80, 3_400, 0))])
     await store.set_window(root.id, window_start_seq=5, window_summary="before: hello")
+    await store.append(root.id, NewMessage("user", "erase me", author_id=66))
+    await store.purge(author_id=66, thread_ids=[root.id])  # its rewrite still pending: the copy carries that
     return root.id
 
 

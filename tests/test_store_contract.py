@@ -549,3 +549,17 @@ async def test_a_summary_written_from_messages_one_of_which_changed_since_is_ref
     with pytest.raises(StaleSummary):  # a chronicle read before the edit
         await store.close_thread(ended, None, 0, revision=read.revision)
     assert (await store.thread(root.id)).status == "active"
+
+
+async def test_a_purge_records_what_it_erased_until_its_memory_is_rewritten(store):
+    """Written in the purge's own transaction, so a rewrite cut short is known at the next start."""
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    mine, _ = await store.append(root.id, NewMessage("user", "my passport number", author_id=7, external_id=51))
+    await store.append(root.id, NewMessage("user", "not mine", author_id=8))
+    assert await store.erasures() == {}
+    assert await store.purge(author_id=9, thread_ids=[root.id]) == {}  # nothing erased, nothing pending
+    assert await store.erasures() == {}
+    erased = await store.purge(author_id=7, thread_ids=[root.id])
+    assert erased == {root.id: {mine.seq}} and await store.erasures() == erased
+    await store.rewritten(erased)
+    assert await store.erasures() == {}

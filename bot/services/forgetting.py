@@ -9,7 +9,7 @@ import time
 
 from bot.services.effective_settings import EffectiveSettings
 from bot.services.snapshots import Snapshots
-from memory import forget
+from memory import claims, forget
 from memory.llm import LLM
 from memory.records import Message, Scope
 from memory.settings import StelisSettings
@@ -72,10 +72,21 @@ class Forgetting:
         purged = await self._store.purge(external_id=external_id)
         if purged:
             self._snapshots.changed(*purged)
-            task = asyncio.create_task(self._rewrite(purged))
-            self.rewrites.add(task)
-            task.add_done_callback(self.rewrites.discard)
+            self._in_background(purged)
         return bool(purged)
+
+    def resume(self, erased: dict[int, set[int]]) -> None:
+        """At start-up: rewrite the memory of messages erased before a rewrite was cut short (a crash, the database
+        gone, a shutdown), in the background (it asks the model)."""
+        log.warning("%d erased message(s) whose memory was not rewritten yet: rewriting it now",
+                    sum(len(seqs) for seqs in erased.values()))
+        self._snapshots.changed(*erased)
+        self._in_background(erased)
+
+    def _in_background(self, purged: dict[int, set[int]]) -> None:
+        task = asyncio.create_task(self._rewrite(purged))
+        self.rewrites.add(task)
+        task.add_done_callback(self.rewrites.discard)
 
     async def forget_person(self, user_id: int, *, guild_id: int | None = None,
                             dm: Scope | None = None) -> forget.Rewritten:
@@ -93,9 +104,13 @@ class Forgetting:
         return done
 
     async def _rewrite(self, purged: dict[int, set[int]]) -> forget.Rewritten:
-        async with self._lock:
-            done = await forget.rewrite(self._store, self._llm, purged, await self._settings.memory(None),
-                                        self._stelis, self._owner)
+        settings = await self._settings.memory(None)
+        # One rewrite at a time, in this process and across those sharing the database (one starting up finishes
+        # what another's rewrite left: after it, never beside it).
+        async with self._lock, claims.held(self._store, f"forget:{self._persona}", self._owner,
+                                           settings.work.lease_seconds):
+            done = await forget.rewrite(self._store, self._llm, purged, settings, self._stelis, self._owner)
+            await self._store.rewritten(purged)  # until here a restart does it again
         self._snapshots.changed(*done.threads)
         await self._snapshots.write_due()  # snapshots on disk hold messages too
         return done

@@ -520,10 +520,21 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 rows += await _erase_quotes(con, Erased.of(r[2] for r in said), min(s for _, s in rows),
                                             min(r[3] for r in said), self.clock())
                 await _revise(con, sorted({t for t, _ in rows}))
+                await con.execute("INSERT INTO erasures (seq, thread_id) SELECT * FROM unnest($1::bigint[],"
+                                  " $2::bigint[]) ON CONFLICT DO NOTHING", [s for _, s in rows], [t for t, _ in rows])
             await con.execute(_SHARED_CHANGE)  # what memory and branches quoted (other processes read them again)
         self.memory_changes += 1  # a pin that quoted it is gone
         self.branch_changes += 1  # and a branch's words
         return row_to.seqs_by_thread(rows)
+
+    async def erasures(self) -> dict[int, set[int]]:
+        return row_to.seqs_by_thread([(r[0], r[1]) for r in await self._all(
+            "SELECT thread_id, seq FROM erasures ORDER BY seq")])
+
+    async def rewritten(self, erased: dict[int, set[int]]) -> None:
+        seqs = sorted(seq for seqs in erased.values() for seq in seqs)
+        if seqs:
+            await self._execute("DELETE FROM erasures WHERE seq = ANY($1::bigint[])", seqs)
 
     async def scrub(self) -> None:
         # An update leaves the old row version in its page until a vacuum, and a plain vacuum leaves its bytes in

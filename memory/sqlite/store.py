@@ -427,10 +427,21 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                 rows += await _erase_quotes(db, Erased.of(r[0] for r in said), min(s for _, s in rows),
                                             min(r[1] for r in said), self.clock())
                 await _revise(db, sorted({t for t, _ in rows}))
+                await db.executemany("INSERT INTO erasures (seq, thread_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                                     [(seq, thread_id) for thread_id, seq in rows])
         self.memory_changes += 1  # a pin that quoted it is gone
         self.branch_changes += 1  # and a branch's words
         self._pending = None  # an erased text must not even be counted: index before the next search
         return row_to.seqs_by_thread(rows)
+
+    async def erasures(self) -> dict[int, set[int]]:
+        return row_to.seqs_by_thread([(r[0], r[1]) for r in await self._rows(
+            "SELECT thread_id, seq FROM erasures ORDER BY seq")])
+
+    async def rewritten(self, erased: dict[int, set[int]]) -> None:
+        seqs = sorted(seq for seqs in erased.values() for seq in seqs)
+        if seqs:
+            await self._written(f"DELETE FROM erasures WHERE seq IN ({', '.join('?' * len(seqs))})", seqs)
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:

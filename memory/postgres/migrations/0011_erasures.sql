@@ -1,0 +1,7 @@
+-- 11: messages erased whose memory (versions, summaries, chronicles, the server's memory) is not rewritten yet,
+-- written in the purge's own transaction: a rewrite cut short (a crash, a database gone, the process stopped) is
+-- done again at the next start, so no erased word outlives it (SQLite's 23).
+CREATE TABLE erasures (
+    seq         BIGINT PRIMARY KEY,
+    thread_id   BIGINT NOT NULL
+);
