@@ -243,6 +243,7 @@ class Engine:
             await self.memory.drain(self.shutdown_grace)
             if self.forgetting.rewrites:  # erasures in progress finish: they must not be left half done
                 await asyncio.wait(self.forgetting.rewrites, timeout=self.shutdown_grace)
+                background += list(self.forgetting.rewrites)  # still failing: pending, finished at the next start
             # Summaries prepared ahead are only a head start, and what is not indexed yet is at the next start.
             background += [self._chronicler] if self._chronicler is not None else []
             if lost := self.conversations.unsaved():  # said, never stored: the log is what is left of them

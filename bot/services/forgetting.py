@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -13,9 +14,10 @@ from memory import claims, forget
 from memory.llm import LLM
 from memory.records import Message, Scope
 from memory.settings import StelisSettings
-from memory.store import Store, StoreError
+from memory.store import Store, StoreError, backoff
 
 log = logging.getLogger(__name__)
+RETRY_SECONDS = 30.0  # the first wait before a failed rewrite of erased memory is tried again
 
 
 class Forgetting:
@@ -31,7 +33,7 @@ class Forgetting:
         self._opted_out: set[int] = set()
         self._loaded_at = -math.inf
         self._lock = asyncio.Lock()  # one rewrite at a time: they touch the same versions
-        self.rewrites: set[asyncio.Task[forget.Rewritten]] = set()  # erasures being rewritten in the background
+        self.rewrites: set[asyncio.Task[None]] = set()  # erasures being rewritten in the background
 
     async def load(self) -> None:
         self._opted_out = await self._store.opted_out(self._persona)
@@ -84,9 +86,22 @@ class Forgetting:
         self._in_background(erased)
 
     def _in_background(self, purged: dict[int, set[int]]) -> None:
-        task = asyncio.create_task(self._rewrite(purged))
+        task = asyncio.create_task(self._until_rewritten(purged))
         self.rewrites.add(task)
         task.add_done_callback(self.rewrites.discard)
+
+    async def _until_rewritten(self, purged: dict[int, set[int]]) -> None:
+        """Rewrite; after a failure (the database away a moment), again and again later, doubling the wait. Meanwhile
+        the erasure is pending in the database, so a shutdown leaves it to the next start."""
+        for failures in itertools.count(1):
+            try:
+                await self._rewrite(purged)
+                return
+            except Exception:  # any failure: nothing erased may outlive it, so it is tried until it works
+                delay = backoff(RETRY_SECONDS, failures)
+                log.exception("the memory of %d erased message(s) is not rewritten yet; trying again in %.0f s",
+                              sum(len(seqs) for seqs in purged.values()), delay)
+                await asyncio.sleep(delay)
 
     async def forget_person(self, user_id: int, *, guild_id: int | None = None,
                             dm: Scope | None = None) -> forget.Rewritten:
@@ -95,7 +110,11 @@ class Forgetting:
                                                             scope_key=dm.key if dm else None)
         purged = await self._store.purge(author_id=user_id, thread_ids=thread_ids)
         self._snapshots.changed(*purged)
-        done = await self._rewrite(purged)
+        try:
+            done = await self._rewrite(purged)
+        except Exception:
+            self._in_background(purged)  # finished later; the caller hears now that it is not yet
+            raise
         try:
             await self._store.scrub()  # the database's files too: old pages, index segments, the log
         except StoreError as exc:  # erased from every row all the same; say what is left, and where
