@@ -38,6 +38,21 @@ async def traces(engine, config, text: str) -> list[str]:
     return found
 
 
+def hold_answers(llm: Scripted, *needles: str, purpose: str | None = None) -> tuple[asyncio.Event, asyncio.Event]:
+    """The model holds back its answer to a request that holds every needle until released: (asked, release)."""
+    asked, release = asyncio.Event(), asyncio.Event()
+    answer = llm.complete
+
+    async def held(request, on_text=None):
+        if all(n in str(request) for n in needles) and purpose in (None, request.purpose):
+            asked.set()
+            await release.wait()
+        return await answer(request, on_text)
+
+    llm.complete = held
+    return asked, release
+
+
 async def remember_everywhere(engine, clock):
     """Ana's secret in a channel, its versions, long-term and server memory, a chronicle and a snapshot."""
     await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA,
@@ -229,16 +244,7 @@ async def test_a_summary_being_written_when_its_words_are_erased_is_not_saved(ma
             await engine.conversations.hear(GENERAL, f"ben's note {n}: " + "plans for the trip " * 12,
                                             author_name="ben", author_id=BEN)
         root = await engine.stelis.root(GENERAL)
-        summarising, release = asyncio.Event(), asyncio.Event()
-        answer = llm.complete
-
-        async def slow(request, on_text=None):
-            if request.purpose == "summary" and SECRET in str(request):
-                summarising.set()
-                await release.wait()
-            return await answer(request, on_text)
-
-        llm.complete = slow
+        summarising, release = hold_answers(llm, SECRET, purpose="summary")
         replying = asyncio.create_task(engine.conversations.reply(root.id))
         await asyncio.wait_for(summarising.wait(), 10)
         done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
@@ -264,16 +270,7 @@ async def test_a_chronicle_being_written_when_its_words_are_erased_is_not_saved(
         child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
         await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
         await engine.store.append(child.id, NewMessage("user", "and book the Kyoto train", BEN, "ben"))
-        writing, release = asyncio.Event(), asyncio.Event()
-        answer = llm.complete
-
-        async def slow(request, on_text=None):
-            if SECRET in str(request):
-                writing.set()
-                await release.wait()
-            return await answer(request, on_text)
-
-        llm.complete = slow
+        writing, release = hold_answers(llm, SECRET)
         ending = asyncio.create_task(threads.end(engine.store, engine.llm, run, engine.config.stelis))
         await asyncio.wait_for(writing.wait(), 10)
         await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
@@ -300,16 +297,7 @@ async def test_a_server_memory_being_merged_when_its_words_are_erased_is_not_sav
         await engine.memory.run_due()
         await engine.conversations.hear(RANDOM, "ben likes the Kyoto trip plan", author_name="ben", author_id=BEN)
         clock.advance(IDLE)
-        merging, release = asyncio.Event(), asyncio.Event()
-        answer = llm.complete
-
-        async def slow(request, on_text=None):
-            if SECRET in str(request) and "this server" in str(request):
-                merging.set()
-                await release.wait()
-            return await answer(request, on_text)
-
-        llm.complete = slow
+        merging, release = hold_answers(llm, SECRET, "this server")
         waiting = asyncio.Event()
         claim = engine.store.claim
 
@@ -348,16 +336,7 @@ async def test_a_channel_memory_being_merged_when_its_words_are_erased_is_not_sa
         await engine.memory.run_due()
         await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA)
         clock.advance(IDLE)
-        merging, release = asyncio.Event(), asyncio.Event()
-        answer = llm.complete
-
-        async def slow(request, on_text=None):
-            if SECRET in str(request) and "long-term memory" in str(request):
-                merging.set()
-                await release.wait()
-            return await answer(request, on_text)
-
-        llm.complete = slow
+        merging, release = hold_answers(llm, SECRET, "long-term memory")
         running = asyncio.create_task(engine.memory.run_due())
         await asyncio.wait_for(merging.wait(), 10)
         await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)

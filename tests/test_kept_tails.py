@@ -82,20 +82,25 @@ async def test_a_thing_recalled_once_is_not_recalled_again_while_its_tail_is_in_
 
 async def test_an_erased_message_leaves_the_kept_tails_that_recalled_it(store):
     r = await root(store)
-    asm = assembler(store, context_tokens=2048)
-    asm.keep_tails = True
     await store.append(r.id, NewMessage(
         "user", "the spare key of the boathouse is under the blue stone", author_name="ana", external_id=77))
-    for i in range(60):
-        await say(store, r.id, f"small talk {i} " + "and so on " * 10, name="ben")
-        await answer(store, r.id, "I see.")
-    await say(store, r.id, "where is the spare key of the boathouse?")
-    first = await asm.assemble(r.id)
+    await _recalled_then_erased(store, r.id, 77, small_talk=60)
+
+
+async def _recalled_then_erased(store, thread_id: int, external_id: int, small_talk: int) -> None:
+    """A kept tail recalls the boathouse key; once that message is erased, the next request holds none of it."""
+    asm = assembler(store, context_tokens=2048)
+    asm.keep_tails = True
+    for i in range(small_talk):
+        await say(store, thread_id, f"small talk {i} " + "and so on " * 10, name="ben")
+        await answer(store, thread_id, "I see.")
+    await say(store, thread_id, "where is the spare key of the boathouse?")
+    first = await asm.assemble(thread_id)
     assert "blue stone" in "\n".join(b.text for b in first.request.turns[-1].blocks)
-    await answer(store, r.id, "Under a stone.")
-    assert await store.delete_message(77)
-    await say(store, r.id, "thanks")
-    after = await asm.assemble(r.id)
+    await answer(store, thread_id, "Under a stone.")
+    assert await store.delete_message(external_id)
+    await say(store, thread_id, "thanks")
+    after = await asm.assemble(thread_id)
     assert "blue stone" not in "\n".join(b.text for t in after.request.turns for b in t.blocks)
 
 
@@ -130,16 +135,4 @@ async def test_a_message_erased_in_another_channel_leaves_the_kept_tails_that_re
     await store.set_channel_flags(there.id, public=1, name="boats")
     await store.append(there.id, NewMessage(
         "user", "the spare key of the boathouse is under the blue stone", author_name="ana", external_id=78))
-    asm = assembler(store, context_tokens=2048)
-    asm.keep_tails = True
-    for i in range(6):
-        await say(store, r.id, f"small talk {i} " + "and so on " * 10, name="ben")
-        await answer(store, r.id, "I see.")
-    await say(store, r.id, "where is the spare key of the boathouse?")
-    first = await asm.assemble(r.id)
-    assert "blue stone" in "\n".join(b.text for b in first.request.turns[-1].blocks)
-    await answer(store, r.id, "Under a stone.")
-    assert await store.delete_message(78)
-    await say(store, r.id, "thanks")
-    after = await asm.assemble(r.id)
-    assert "blue stone" not in "\n".join(b.text for t in after.request.turns for b in t.blocks)
+    await _recalled_then_erased(store, r.id, 78, small_talk=6)
