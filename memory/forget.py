@@ -35,6 +35,7 @@ class Rewritten:
     guilds: set[int] = field(default_factory=set)
     threads: set[int] = field(default_factory=set)  # whose stored messages changed: their snapshots are stale
     unscrubbed: str | None = None  # why the database's files may still hold the old bytes (None: they do not)
+    unfinished: str | None = None  # why what was written from them is still being rewritten (in the background)
 
 
 async def rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings: MemorySettings,

@@ -281,7 +281,9 @@ class Dashboard:
         else:
             done = await self.engine.forgetting.forget_person(user_id, guild_id=grant.guild_id)
             notice = (f"Forgotten in this server: {done.messages} message(s) erased, {done.versions} memory "
-                      f"version(s) rewritten.")
+                      f"version(s) rewritten.") if not done.unfinished else (
+                f"Forgotten in this server: {done.messages} message(s) erased. What was remembered from them could "
+                f"not be rewritten yet ({done.unfinished}); it is rewritten on its own as soon as it can be.")
         raise web.HTTPSeeOther(f"{request.path}?notice={quote(notice)}")
 
     # rendering

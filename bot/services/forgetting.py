@@ -11,6 +11,7 @@ import time
 from bot.services.effective_settings import EffectiveSettings
 from bot.services.snapshots import Snapshots
 from memory import claims, forget
+from memory.errors import Failure
 from memory.llm import LLM
 from memory.records import Message, Scope
 from memory.settings import StelisSettings
@@ -112,9 +113,11 @@ class Forgetting:
         self._snapshots.changed(*purged)
         try:
             done = await self._rewrite(purged)
-        except Exception:
-            self._in_background(purged)  # finished later; the caller hears now that it is not yet
-            raise
+        except Exception as exc:  # the words are erased; what was written from them is finished in the background
+            log.exception("forget-me of %d: the memory written from the erased messages is rewritten later", user_id)
+            self._in_background(purged)
+            return forget.Rewritten(messages=sum(len(seqs) for seqs in purged.values()),
+                                    unfinished=exc.notice if isinstance(exc, Failure) else type(exc).__name__)
         try:
             await self._store.scrub()  # the database's files too: old pages, index segments, the log
         except StoreError as exc:  # erased from every row all the same; say what is left, and where

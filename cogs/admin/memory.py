@@ -195,6 +195,9 @@ def forget_report(done: Rewritten, whose: str) -> str:
     """What a forget request erased and rewrote, in one line."""
     if not done.messages:
         return f"There were no messages {whose} to forget here."
+    if done.unfinished:
+        return (f"Forgot {done.messages} message(s) {whose}. What I remembered from them could not be rewritten yet "
+                f"({done.unfinished}); it is rewritten on its own as soon as it can be, even after a restart.")
     said = (f"Forgot {done.messages} message(s) {whose}: rewrote {done.versions} memory version(s), "
             f"{done.chronicles} chronicle(s) and {done.windows} rolling summary(ies); the old text is deleted.")
     if done.unscrubbed:
