@@ -140,6 +140,27 @@ class MemoryWorker:
         finally:
             await self.store.release_channel(thread_id, self.owner)
 
+    async def unshared(self, persona: str, guild_id: int) -> None:
+        """A channel of the server stopped being shared: the server memory, merged from it too, goes now, and is merged
+        again from the channels still shared, in the background, after any merge under way (which read it too)."""
+        await short_term.drop_workspace(self.store, persona, guild_id)
+        task = asyncio.create_task(self._merged_anew(persona, guild_id))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _merged_anew(self, persona: str, guild_id: int) -> None:
+        try:
+            async with short_term.workspace_held(self.store, persona, guild_id, f"{self.owner} anew",
+                                                 self.lease_seconds):
+                await short_term.drop_workspace(self.store, persona, guild_id)  # what a merge under way saved
+                async with self._slots:
+                    await short_term.update_workspace(self.store, self.llm, persona, guild_id,
+                                                      await self.settings_for(None))
+        except LLMError as exc:
+            log.warning("workspace memory of guild %d not merged again: %s (the next scan tries again)", guild_id,
+                        exc.notice)
+            self._merge_again.add((persona, guild_id))
+
     async def _workspace(self, persona: str, guild_id: int) -> None:
         """Merge a server's workspace memory, by one worker at a time across processes.
 

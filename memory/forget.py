@@ -15,7 +15,7 @@ from memory import threads
 from memory.llm import LLM
 from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.settings import MemorySettings, StelisSettings
-from memory.short_term import keep_pins, rebuild_long_term, update_workspace, workspace_held
+from memory.short_term import drop_workspace, keep_pins, rebuild_long_term, update_workspace, workspace_held
 from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
@@ -81,8 +81,7 @@ async def _rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings
     persona = next(iter(chains.values()))[-1].persona if chains else ""
     for guild_id in sorted(done.guilds):  # after a merge under way (`owner`: this rewrite's claim on it)
         async with workspace_held(store, persona, guild_id, owner, settings.work.lease_seconds):
-            old = await store.recent_records(persona, "workspace", guild_id, "long_term", ALL)
-            await store.delete_records([r.id for r in old])
+            await drop_workspace(store, persona, guild_id)
             await update_workspace(store, llm, persona, guild_id, settings)
     return done
 

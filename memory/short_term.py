@@ -25,6 +25,7 @@ from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
 ALL_VERSIONS = 10_000  # a rebuild reads the history this far back
+EVERY_RECORD = 1_000_000  # a deletion of a memory's every version reaches this far back
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,13 @@ def _covering(first: MemoryRecord, newest: MemoryRecord) -> dict[str, Any]:
     """A long-term version's bookkeeping: the short-term version it merged last, and the days it covers."""
     return {"from_short_term": newest.version, "first_at": first.metadata.get("first_at", first.created_at),
             "last_at": newest.metadata.get("last_at", newest.created_at)}
+
+
+async def drop_workspace(store: Store, persona: str, guild_id: int) -> None:
+    """Delete every version of the server's memory: each may hold what must no longer be shown (erased words, or a
+    channel no longer shared)."""
+    old = await store.recent_records(persona, "workspace", guild_id, "long_term", EVERY_RECORD)
+    await store.delete_records([r.id for r in old])
 
 
 def workspace_key(persona: str, guild_id: int) -> str:

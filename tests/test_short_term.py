@@ -926,3 +926,27 @@ async def test_a_memory_update_waits_while_a_reply_does_its_own_work_but_not_pas
             release.set()
             await replying
         assert [o.short_term is not None for o in outcomes] == [True]
+
+
+async def test_a_channel_that_stops_being_shared_leaves_the_server_memory_before_the_next_prompt(world):
+    """A channel made private (its permissions changed, or an admin stopped sharing it): what the server memory
+    merged from it is not shown in the other channels' prompts any more."""
+    engine, clock, _ = world
+    await say(engine, GENERAL, "the staff party venue is the Blue Heron, keep it quiet", name="mahe")
+    await say(engine, RANDOM, "ben likes the Kyoto trip plan", name="ben")
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    server = await engine.store.latest_record(engine.persona, "workspace", GENERAL.guild_id, "long_term")
+    assert server is not None and "Blue Heron" in server.content
+    await engine.admin.describe(GENERAL, public=False)
+    root = await engine.stelis.root(RANDOM)
+    await say(engine, RANDOM, "what are the plans?", name="ben")
+    prompt = str((await engine.conversations.context(root.id)).request)
+    assert "Blue Heron" not in prompt  # at once
+    await engine.memory.drain(10)  # merged again, in the background, from the channels still shared
+    server = await engine.store.latest_record(engine.persona, "workspace", GENERAL.guild_id, "long_term")
+    assert server is not None and "Kyoto" in server.content and "Blue Heron" not in server.content
+    await engine.admin.share(RANDOM, False)  # an admin stops sharing the other one: nothing is left to merge
+    assert await engine.store.latest_record(engine.persona, "workspace", GENERAL.guild_id, "long_term") is None
+    await engine.memory.drain(10)
+    assert await engine.store.latest_record(engine.persona, "workspace", GENERAL.guild_id, "long_term") is None

@@ -33,7 +33,7 @@ class MemoryAdmin:
         if public is not None:
             flags["public"] = int(public)
         if flags:
-            await self._store.set_channel_flags((await self._channel(scope)).thread_id, **flags)
+            await self._flagged(await self._channel(scope), **flags)
 
     async def view(self, scope: Scope) -> MemoryView:
         return await self._view(await self._channel(scope))
@@ -104,8 +104,14 @@ class MemoryAdmin:
         """Opt a channel in or out of sharing (None: follow its visibility)."""
         if scope.private and shareable:
             raise MemoryAdminError("a private thread's memory is never shared: only its members may read it")
-        ch = await self._channel(scope)
-        await self._store.set_channel_flags(ch.thread_id, shareable=None if shareable is None else int(shareable))
+        await self._flagged(await self._channel(scope), shareable=None if shareable is None else int(shareable))
+
+    async def _flagged(self, ch: MemoryChannel, **flags: int | str | None) -> None:
+        """Set a channel's flags; one that stops it being shared takes its words out of the server memory too."""
+        await self._store.set_channel_flags(ch.thread_id, **flags)
+        now = await self._store.memory_channel(ch.thread_id)
+        if ch.shared and now is not None and not now.shared and ch.guild_id is not None:
+            await self._worker.unshared(ch.persona, ch.guild_id)
 
     async def _channel(self, scope: Scope) -> MemoryChannel:
         """The memory bookkeeping of a scope's conversation, created on first use."""
