@@ -119,12 +119,26 @@ async def finish(store: Store, llm: LLM | None, thread: Thread, settings: Stelis
     active = [child for child in await store.children(thread.id) if child.status == "active"]
     for child in active:
         await finish(store, llm, child, settings, status="aborted", chronicle=chronicle)
+    if active:  # their anchors in it changed: closed as it is now
+        thread = await store.thread(thread.id)
+    closed, failure = await _chronicled(store, llm if chronicle else None, thread, settings, status)
+    await _announce(store, closed)
+    log.info("stelis %s %s", closed.status, anchors.thread_ref(thread.id))
+    if failure is not None and status == "completed":
+        raise failure
+    return closed
+
+
+async def _chronicled(store: Store, llm: LLM | None, thread: Thread, settings: StelisSettings,
+                      status: Literal["completed", "aborted"]) -> tuple[Thread, LLMError | None]:
+    """The thread closed with its chronicle (none without `llm`); aborted, with the error, when the chronicle fails.
+    An erasure while it was written voids it: written again from what is left."""
     for attempt in range(STALE_RETRIES + 1):
-        if active or attempt:  # its children's anchors changed, or an erasure voided the chronicle: as it is now
+        if attempt:
             thread = await store.thread(thread.id)
         text, failure, final_status = None, None, status
         try:
-            if chronicle and llm is not None:
+            if llm is not None:
                 text = await write_chronicle(store, llm, thread, settings, partial=status == "aborted")
         except LLMError as exc:
             failure, final_status = exc, "aborted"
@@ -133,16 +147,11 @@ async def finish(store: Store, llm: LLM | None, thread: Thread, settings: Stelis
             await asyncio.shield(_close(store, thread, "aborted", None))
             raise
         try:
-            closed = await _close(store, thread, final_status, text, revision=thread.revision)
-            break
+            return await _close(store, thread, final_status, text, revision=thread.revision), failure
         except StaleSummary:
             if attempt == STALE_RETRIES:
                 raise
-    await _announce(store, closed)
-    log.info("stelis %s %s", final_status, anchors.thread_ref(thread.id))
-    if failure is not None and status == "completed":
-        raise failure
-    return closed
+    raise AssertionError("the last attempt returns or raises")
 
 
 async def _announce(store: Store, ended: Thread) -> None:
