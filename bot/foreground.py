@@ -25,7 +25,8 @@ class Foreground:
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:
-        """Around a reply's own work (never around the wait for the model)."""
+        """Around a reply's own work: storing a message, assembling the request (the reply's model call is outside it;
+        a window cut summarised there and then is inside)."""
         self._busy += 1
         self._quiet.clear()
         try:
