@@ -67,25 +67,54 @@ class Frequencies:
         self.entries = entries
         self.total = 0  # messages in the archive, as of the last count
         self._known: OrderedDict[str, tuple[int, int]] = OrderedDict()  # word -> (count, archive size then)
+        self._counting: dict[str, asyncio.Future[int]] = {}  # words being counted now: others wait for that count
 
     async def counts(self, store: Store, terms: list[str], unindexed: Collection[str] = ()) -> dict[str, int]:
-        """Each term's match count, up to COMMON_CAP; `unindexed` (lowercased texts) are counted too."""
+        """Each term's match count, up to COMMON_CAP; `unindexed` (lowercased texts) are counted too.
+
+        The archive's size is that of the last count, or the newest message this process stored since, if later: a
+        word said in a burst of messages is counted again as the burst grows the archive."""
+        size = max(self.total, store.newest_seq)
         known = {}
         for term in terms:
             entry = self._known.get(term)
-            if entry is not None and self.total <= entry[1] * FREQUENCY_GROWTH:
+            if entry is not None and size <= entry[1] * FREQUENCY_GROWTH:
                 known[term] = entry[0]
                 self._known.move_to_end(term)
-        missing = [t for t in terms if t not in known]
-        if missing or not self.total:
-            self.total, counted = await store.match_counts(missing, COMMON_CAP)
-            for term, n in counted.items():
-                known[term] = n
-                if n:  # a word found nowhere yet may be said any moment: it is counted again next time
-                    self._known[term] = (n, self.total)
+        waiting = {t: self._counting[t] for t in terms if t not in known and t in self._counting}
+        missing = [t for t in terms if t not in known and t not in waiting]
+        if missing or not (self.total or waiting):
+            known.update(await self._count(store, missing))
+        for term, counting in waiting.items():
+            await asyncio.wait([counting])
+            if not counting.cancelled():
+                known[term] = counting.result()
+        if failed := [t for t in waiting if t not in known]:  # the count they waited for failed: their own
+            known.update(await self._count(store, failed))
         while len(self._known) > self.entries:
             self._known.popitem(last=False)
         return {t: min(COMMON_CAP, known[t] + sum(t in text for text in unindexed)) for t in terms}
+
+    async def _count(self, store: Store, terms: list[str]) -> dict[str, int]:
+        """Count `terms` in one round trip; those asking for them meanwhile wait for this count."""
+        loop = asyncio.get_running_loop()
+        counting = {t: loop.create_future() for t in terms}
+        self._counting.update(counting)
+        try:
+            self.total, counted = await store.match_counts(terms, COMMON_CAP)
+        except BaseException:
+            for future in counting.values():
+                future.cancel()
+            raise
+        finally:
+            for term, future in counting.items():
+                if self._counting.get(term) is future:
+                    del self._counting[term]
+        for term, n in counted.items():
+            counting[term].set_result(n)
+            if n:  # a word found nowhere yet may be said any moment: it is counted again next time
+                self._known[term] = (n, self.total)
+        return counted
 
     async def warm(self, store: Store, messages: int = WARM_MESSAGES) -> int:
         """Count ahead the words of the newest messages (a conversation's words recur); how many words.

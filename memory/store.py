@@ -642,3 +642,4 @@ class Store(Database, ThreadsAndMessages, MemoryRecords, BranchesAndTasks, Claim
     memory_changes: int  # a memory version was removed or a pin changed
     conversations: int  # a conversation may have joined its server (recall's visibility)
     branch_changes: int  # a branch was created or changed (the working memory)
+    newest_seq: int  # the newest message this process stored

@@ -60,6 +60,7 @@ class CommonStore(ABC):
         self.memory_changes = 0  # bumped when a memory version is removed or a pin changes (caches key on it)
         self.branch_changes = 0  # bumped when a branch is created or changes (the working memory keys on it)
         self.conversations = 0  # bumped when a conversation may have joined its server (recall's visibility)
+        self.newest_seq = 0  # the newest message this process stored (how far the archive has grown, for recall)
         self._conversations: set[int] = set()
 
     @abstractmethod
@@ -97,13 +98,16 @@ class CommonStore(ABC):
     async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
         """Store a message; a known external id returns the stored one and False instead."""
         message, created, _ = await self._append(thread_id, new, None)
+        self.newest_seq = max(self.newest_seq, message.seq)
         return message, created
 
     async def append_counted(self, thread: Thread, new: NewMessage,
                              triggers: Triggers) -> tuple[Message, bool, float | None]:
         """Store a message and count it towards its conversation's next memory version, in one transaction
         (so a crash never loses the count); also returns the conversation's new deadline."""
-        return await self._append(thread.id, new, (thread, triggers))
+        stored = await self._append(thread.id, new, (thread, triggers))
+        self.newest_seq = max(self.newest_seq, stored[0].seq)
+        return stored
 
     async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str,
                             as_of: int | None = None) -> MemoryRecord | None:

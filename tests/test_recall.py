@@ -455,3 +455,32 @@ async def test_a_forgotten_member_s_reply_is_never_brought_back(engine):
     assert "it turned out lovely" in said  # the next thing someone else said stands in
     looked_up = "\n".join(await engine.tools.recall_text(GENERAL, "painted windowsill frame", 5))
     assert "cobalt" not in looked_up and "Porto" not in looked_up
+
+
+async def test_a_word_is_counted_once_for_everyone_asking_and_again_once_the_archive_grew():
+    """Five hundred replies asking at once make one count; a word counted early in a burst is counted again once the
+    messages this process stored grew the archive (its count would be stale: rare, then said everywhere)."""
+    import asyncio
+
+    from memory.recall import FREQUENCY_GROWTH, Frequencies
+
+    class Archive:
+        newest_seq = 0
+
+        def __init__(self) -> None:
+            self.asked: list[list[str]] = []
+            self.today = 3
+
+        async def match_counts(self, terms, cap):
+            self.asked.append(list(terms))
+            await asyncio.sleep(0.01)
+            return 1_000, {t: self.today for t in terms}
+
+    archive, frequencies = Archive(), Frequencies()
+    found = await asyncio.gather(*(frequencies.counts(archive, ["today"]) for _ in range(500)))
+    assert archive.asked == [["today"]] and found == [{"today": 3}] * 500
+    archive.today = 400  # the burst said it everywhere
+    archive.newest_seq = int(1_000 * FREQUENCY_GROWTH) - 1
+    assert await frequencies.counts(archive, ["today"]) == {"today": 3}  # not grown enough: as counted
+    archive.newest_seq = int(1_000 * FREQUENCY_GROWTH) + 1
+    assert await frequencies.counts(archive, ["today"]) == {"today": 400} and len(archive.asked) == 2

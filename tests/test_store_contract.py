@@ -563,3 +563,13 @@ async def test_a_purge_records_what_it_erased_until_its_memory_is_rewritten(stor
     assert erased == {root.id: {mine.seq}} and await store.erasures() == erased
     await store.rewritten(erased)
     assert await store.erasures() == {}
+
+
+async def test_match_counts_of_no_word_is_the_archives_size(store):
+    """A query of short words only asks for the size alone (PostgreSQL refused the statement: a parameter too many)."""
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    said, _ = await store.append(root.id, NewMessage("user", "ok so we go"))
+    await store.index_messages()
+    assert await store.match_counts([], 500) == (said.seq, {})
+    total, counted = await store.match_counts(["ok so"], 500)
+    assert total == said.seq and set(counted) == {"ok so"}

@@ -719,8 +719,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     async def match_counts(self, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
         counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE {MESSAGES_MATCH} ${i + 2}"
                          " AND deleted_at IS NULL LIMIT $1) AS hits)" for i in range(len(terms)))
-        (row,) = await self._searched(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}", cap,
-                                      *_patterns(terms))
+        (row,) = await self._searched(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}",
+                                      *((cap, *_patterns(terms)) if terms else ()))  # no term: the size alone
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
