@@ -143,7 +143,7 @@ class MemoryWorker:
     async def unshared(self, persona: str, guild_id: int) -> None:
         """A channel of the server stopped being shared: the server memory, merged from it too, goes now, and is merged
         again from the channels still shared, in the background, after any merge under way (which read it too)."""
-        await short_term.drop_workspace(self.store, persona, guild_id)
+        await short_term.drop_long_term(self.store, persona, "workspace", guild_id)
         task = asyncio.create_task(self._merged_anew(persona, guild_id))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
@@ -152,7 +152,7 @@ class MemoryWorker:
         try:
             async with short_term.workspace_held(self.store, persona, guild_id, f"{self.owner} anew",
                                                  self.lease_seconds):
-                await short_term.drop_workspace(self.store, persona, guild_id)  # what a merge under way saved
+                await short_term.drop_long_term(self.store, persona, "workspace", guild_id)  # a merge under way's
                 async with self._slots:
                     await short_term.update_workspace(self.store, self.llm, persona, guild_id,
                                                       await self.settings_for(None))

@@ -15,7 +15,14 @@ from memory import threads
 from memory.llm import LLM
 from memory.records import MemoryChannel, MemoryRecord, Thread
 from memory.settings import MemorySettings, StelisSettings
-from memory.short_term import drop_workspace, keep_pins, rebuild_long_term, update_workspace, workspace_held
+from memory.short_term import (
+    EVERY_RECORD,
+    drop_long_term,
+    keep_pins,
+    rebuild_long_term,
+    update_workspace,
+    workspace_held,
+)
 from memory.store import WINDOW_GAP, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
@@ -23,7 +30,6 @@ from memory.transcript import dated_transcript
 from memory.vetting import finishing
 
 log = logging.getLogger(__name__)
-ALL = 1_000_000  # every version a conversation has
 
 
 @dataclass
@@ -81,7 +87,7 @@ async def _rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings
     persona = next(iter(chains.values()))[-1].persona if chains else ""
     for guild_id in sorted(done.guilds):  # after a merge under way (`owner`: this rewrite's claim on it)
         async with workspace_held(store, persona, guild_id, owner, settings.work.lease_seconds):
-            await drop_workspace(store, persona, guild_id)
+            await drop_long_term(store, persona, "workspace", guild_id)
             await update_workspace(store, llm, persona, guild_id, settings)
     return done
 
@@ -115,7 +121,7 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
                             settings: MemorySettings) -> int:
     """Re-summarise each short-term version that covered an erased message, then rebuild long-term."""
     scope, scope_id = ch.scope
-    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", ALL, hidden=True)
+    versions = await store.recent_records(ch.persona, scope, scope_id, "short_term", EVERY_RECORD, hidden=True)
     hit = [r for r in versions if _covers(r, seqs)]
     if not hit:
         return 0
@@ -145,10 +151,8 @@ async def _rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings
     """Every long-term version goes (each may quote what was erased); one is written again from the versions left.
     A merge under way (of a version read before the erasure) is refused when it saves: the rebuild reads every
     version, so none is pending."""
-    scope, scope_id = ch.scope
     await store.long_term_saved(ch.thread_id, store.clock(), settings.triggers)
-    old = await store.recent_records(ch.persona, scope, scope_id, "long_term", ALL)
-    await store.delete_records([r.id for r in old])
+    await drop_long_term(store, ch.persona, *ch.scope)
     await rebuild_long_term(store, llm, ch, settings)
 
 

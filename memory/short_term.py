@@ -25,7 +25,7 @@ from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
 ALL_VERSIONS = 10_000  # a rebuild reads the history this far back
-EVERY_RECORD = 1_000_000  # a deletion of a memory's every version reaches this far back
+EVERY_RECORD = 1_000_000  # every version a conversation's memory has: a deletion or a rewrite reaches this far
 
 
 @dataclass(frozen=True)
@@ -148,10 +148,10 @@ def _covering(first: MemoryRecord, newest: MemoryRecord) -> dict[str, Any]:
             "last_at": newest.metadata.get("last_at", newest.created_at)}
 
 
-async def drop_workspace(store: Store, persona: str, guild_id: int) -> None:
-    """Delete every version of the server's memory: each may hold what must no longer be shown (erased words, or a
-    channel no longer shared)."""
-    old = await store.recent_records(persona, "workspace", guild_id, "long_term", EVERY_RECORD)
+async def drop_long_term(store: Store, persona: str, scope: str, scope_id: int) -> None:
+    """Delete every version of a long-term memory (a channel's, or with "workspace" the server's): each may hold what
+    must no longer be shown (erased words, or a channel no longer shared)."""
+    old = await store.recent_records(persona, scope, scope_id, "long_term", EVERY_RECORD)
     await store.delete_records([r.id for r in old])
 
 

@@ -527,15 +527,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         self.branch_changes += 1  # and a branch's words
         return row_to.seqs_by_thread(rows)
 
-    async def erasures(self) -> dict[int, set[int]]:
-        return row_to.seqs_by_thread([(r[0], r[1]) for r in await self._all(
-            "SELECT thread_id, seq FROM erasures ORDER BY seq")])
-
-    async def rewritten(self, erased: dict[int, set[int]]) -> None:
-        seqs = sorted(seq for seqs in erased.values() for seq in seqs)
-        if seqs:
-            await self._execute("DELETE FROM erasures WHERE seq = ANY($1::bigint[])", seqs)
-
     async def scrub(self) -> None:
         # An update leaves the old row version in its page until a vacuum, and a plain vacuum leaves its bytes in
         # the page's free space: only a full vacuum writes the tables (and their indexes) anew without them. It

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from memory import rows as row_to
 from memory.records import MemoryChannel, MemoryRecord, Thread
-from memory.sql.base import SqlStore
+from memory.sql.base import SqlStore, marks
 from memory.store import Versions
 from memory.store_common import CHANNEL_FLAGS, checked
 
@@ -107,6 +107,15 @@ class RecordsSql(SqlStore):
         rows = await self._rows("SELECT fact FROM memory_pins WHERE persona = ? AND scope = ? AND scope_id = ?"
                                 " ORDER BY id", (persona, scope, scope_id))
         return [r[0] for r in rows]
+
+    async def erasures(self) -> dict[int, set[int]]:
+        rows = await self._rows("SELECT thread_id, seq FROM erasures ORDER BY seq")
+        return row_to.seqs_by_thread([(r[0], r[1]) for r in rows])
+
+    async def rewritten(self, erased: dict[int, set[int]]) -> None:
+        seqs = sorted(seq for seqs in erased.values() for seq in seqs)
+        if seqs:
+            await self._changed(f"DELETE FROM erasures WHERE seq IN ({marks(seqs)})", seqs)
 
     async def pinned_scopes(self, persona: str) -> set[tuple[str, int]]:
         rows = await self._rows("SELECT DISTINCT scope, scope_id FROM memory_pins WHERE persona = ?", (persona,))

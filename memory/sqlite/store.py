@@ -434,15 +434,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         self._pending = None  # an erased text must not even be counted: index before the next search
         return row_to.seqs_by_thread(rows)
 
-    async def erasures(self) -> dict[int, set[int]]:
-        return row_to.seqs_by_thread([(r[0], r[1]) for r in await self._rows(
-            "SELECT thread_id, seq FROM erasures ORDER BY seq")])
-
-    async def rewritten(self, erased: dict[int, set[int]]) -> None:
-        seqs = sorted(seq for seqs in erased.values() for seq in seqs)
-        if seqs:
-            await self._written(f"DELETE FROM erasures WHERE seq IN ({', '.join('?' * len(seqs))})", seqs)
-
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
         """One connection serves every statement already."""
