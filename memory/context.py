@@ -33,7 +33,7 @@ from memory.llm import LLM, Block, LLMRequest, Tier, Tool
 from memory.records import MemoryRecord, Message, NewMessage, Thread
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 from memory.stamped import OncePerStamp
-from memory.store import WINDOW_GAP, StaleSummary, Store
+from memory.store import STALE_RETRIES, WINDOW_GAP, StaleSummary, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import lineage
@@ -71,7 +71,6 @@ COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer mem
 # (shared/findings/real-models.md).
 CUT_ROOM_TURNS = 2
 ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
-STALE_RETRIES = 2  # plans again after an erasure voided a cut's summary, then lets StaleSummary through
 TRIM_VERSIONS = 3  # a trim looks for the messages it drops in this many of the thread's newest memory versions
 WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
 RENDERED_KEPT = 5_000  # messages a kept rendering holds before it starts afresh (a window without a cut)

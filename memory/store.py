@@ -97,6 +97,9 @@ class StaleSummary(StoreError):
     saved, or the erasure would live on in it."""
 
 
+STALE_RETRIES = 2  # a summary an erasure voided is written again this many times before StaleSummary goes through
+
+
 def backoff(base_delay: float, failures: int) -> float:
     """How long a memory update waits after its n-th failure in a row: doubling, at most an hour."""
     return float(min(MAX_BACKOFF, base_delay * 2 ** (failures - 1)))

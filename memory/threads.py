@@ -13,7 +13,7 @@ from memory.errors import Failure
 from memory.llm import LLM, LLMError
 from memory.records import NewMessage, Thread, ThreadStatus
 from memory.settings import StelisSettings
-from memory.store import StaleSummary, Store
+from memory.store import STALE_RETRIES, StaleSummary, Store
 from memory.summarise import Line, summarise
 from memory.tokens import cached_tokens
 from memory.transcript import transcript_lines
@@ -24,7 +24,6 @@ DEFAULT_CHRONICLE_PROMPT = (
     "Summarise this working session for the persona who worked in it: the goal, what was done, the "
     "results, and anything left open."
 )
-STALE_RETRIES = 2  # chronicles written again after an erasure voided one, before StaleSummary is let through
 PARTIAL_NOTE = "(partial: the session ended before it was finished)"
 COMPLETION_NOTE = "[A Stelis thread started earlier in this conversation has ended.]"
 
