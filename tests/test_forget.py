@@ -462,3 +462,17 @@ async def test_a_rewrite_that_fails_is_tried_again_until_the_erased_words_are_go
     await asyncio.wait_for(asyncio.gather(*engine.forgetting.rewrites), 10)
     assert failed and await traces(engine, config, "expires in May") == []
     assert await engine.store.erasures() == {}
+    # A forget-me whose rewrite fails: finished in the background, and the database's files cleaned after it.
+    failed.clear()
+    scrubbed = []
+    scrub = engine.store.scrub
+
+    async def counted_scrub():
+        scrubbed.append(True)
+        await scrub()
+
+    monkeypatch.setattr(engine.store, "scrub", counted_scrub)
+    done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+    assert done.unfinished == "the database went away" and not scrubbed
+    await asyncio.wait_for(asyncio.gather(*engine.forgetting.rewrites), 10)
+    assert scrubbed and await traces(engine, config, SECRET) == [] and await engine.store.erasures() == {}

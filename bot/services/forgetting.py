@@ -86,17 +86,20 @@ class Forgetting:
         self._snapshots.changed(*erased)
         self._in_background(erased)
 
-    def _in_background(self, purged: dict[int, set[int]]) -> None:
-        task = asyncio.create_task(self._until_rewritten(purged))
+    def _in_background(self, purged: dict[int, set[int]], scrub: bool = False) -> None:
+        task = asyncio.create_task(self._until_rewritten(purged, scrub))
         self.rewrites.add(task)
         task.add_done_callback(self.rewrites.discard)
 
-    async def _until_rewritten(self, purged: dict[int, set[int]]) -> None:
-        """Rewrite; after a failure (the database away a moment), again and again later, doubling the wait. Meanwhile
-        the erasure is pending in the database, so a shutdown leaves it to the next start."""
+    async def _until_rewritten(self, purged: dict[int, set[int]], scrub: bool) -> None:
+        """Rewrite (then, for a forget-me, clean the database's files); after a failure (the database away a moment),
+        again and again later, doubling the wait. Meanwhile the erasure is pending in the database, so a shutdown
+        leaves it to the next start."""
         for failures in itertools.count(1):
             try:
                 await self._rewrite(purged)
+                if scrub:
+                    await self._scrub()
                 return
             except Exception:  # any failure: nothing erased may outlive it, so it is tried until it works
                 delay = backoff(RETRY_SECONDS, failures)
@@ -115,15 +118,20 @@ class Forgetting:
             done = await self._rewrite(purged)
         except Exception as exc:  # the words are erased; what was written from them is finished in the background
             log.exception("forget-me of %d: the memory written from the erased messages is rewritten later", user_id)
-            self._in_background(purged)
+            self._in_background(purged, scrub=True)
             return forget.Rewritten(messages=sum(len(seqs) for seqs in purged.values()),
                                     unfinished=exc.notice if isinstance(exc, Failure) else type(exc).__name__)
-        try:
-            await self._store.scrub()  # the database's files too: old pages, index segments, the log
-        except StoreError as exc:  # erased from every row all the same; say what is left, and where
-            log.error("forget-me of %d: the database's files were not cleaned: %s", user_id, exc.notice)
-            done.unscrubbed = exc.notice
+        done.unscrubbed = await self._scrub()
         return done
+
+    async def _scrub(self) -> str | None:
+        """The database's files cleaned too (old pages, index segments, the log); why not, if they could not be."""
+        try:
+            await self._store.scrub()
+        except StoreError as exc:  # erased from every row all the same; say what is left, and where
+            log.error("forget-me: the database's files were not cleaned: %s", exc.notice)
+            return exc.notice
+        return None
 
     async def _rewrite(self, purged: dict[int, set[int]]) -> forget.Rewritten:
         settings = await self._settings.memory(None)
