@@ -364,9 +364,9 @@ class Assembler:
             window = _shown(window, thread)
         else:
             fold_soon = not naive and _nearly_full(p.items, p.budget, p.summary + p.bridge, self.policy)
-            if not preview and as_of != thread.memory_as_of:
-                thread = await self.store.set_window(thread.id, memory_as_of=as_of,
-                                                     window_cached_after=window[-1].seq if window else None)
+            if not preview and as_of != thread.memory_as_of:  # stored with the thread's next message (the reply)
+                thread = self.store.note_window(thread, memory_as_of=as_of,
+                                                window_cached_after=window[-1].seq if window else None)
         if not preview:
             self._last_request[thread.id] = now
 

@@ -34,6 +34,7 @@ class OncePerStamp(Generic[K, V]):
                     raise
                 reading.set_result(value)
                 return value
-            await asyncio.wait([found[1]])
+            if not found[1].done():  # read already: no wait (the read of most who ask)
+                await asyncio.wait([found[1]])
             if not found[1].cancelled():
                 return found[1].result()

@@ -219,6 +219,12 @@ class ThreadsAndMessages(Protocol):
         since: an erasure meanwhile must not be undone by a summary written from what it erased."""
         ...
 
+    def note_window(self, thread: Thread, **state: int | None) -> Thread:
+        """Which memory a thread's window shows (`memory_as_of`) and where the cache holds its prefix
+        (`window_cached_after`): stored with the thread's next message, shown by `current_thread` until then; voided
+        by a change of the thread's messages. The thread as noted."""
+        ...
+
     async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
         """Store a message; a known external id returns the stored one and False instead. OptedOut, and nothing
         stored, when its author opted out of this thread's persona (checked in the statement that stores it)."""

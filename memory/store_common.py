@@ -6,6 +6,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 from memory.quotes import ERASED
@@ -15,6 +16,10 @@ from memory.store import WINDOW_GAP, StaleSummary
 
 WINDOW_STATE = frozenset({"window_start_seq", "window_summary", "window_summary_from", "window_summary_to",
                           "window_summary_first_at", "window_summary_last_at", "memory_as_of", *WINDOW_GAP})
+# A window's cache bookkeeping, stored with its thread's next message (CommonStore.note_window)
+NOTED_WINDOW = frozenset({"memory_as_of", "window_cached_after"})
+NOTED_MOST = 10_000  # threads whose bookkeeping waits for their next message; beyond, the oldest is let go
+Noted = tuple[int, dict[str, Any]]  # (the thread's revision when noted, the bookkeeping)
 CHANNEL_FLAGS = frozenset({"paused", "public", "shareable", "name"})
 # Free texts that may quote a message (a tool's result aside: a playbook's step and run, a pulse's note, a
 # branch's or task's words, a thread's name, a pin): (table, key, column, what the column holds, the time it
@@ -62,6 +67,7 @@ class CommonStore(ABC):
         self.conversations = 0  # bumped when a conversation may have joined its server (recall's visibility)
         self.newest_seq = 0  # the newest message this process stored (how far the archive has grown, for recall)
         self._conversations: set[int] = set()
+        self._noted: dict[int, Noted] = {}  # thread -> window bookkeeping to store with its next message
 
     @abstractmethod
     async def find_thread(self, thread_id: int) -> Thread | None: ...
@@ -75,8 +81,14 @@ class CommonStore(ABC):
                     external_id: int | None = None) -> dict[int, set[int]]: ...
 
     @abstractmethod
-    async def _append(self, thread_id: int, new: NewMessage,
-                      counting: tuple[Thread, Triggers] | None) -> tuple[Message, bool, float | None]: ...
+    async def _append(self, thread_id: int, new: NewMessage, counting: tuple[Thread, Triggers] | None,
+                      noted: Noted | None) -> tuple[Message, bool, float | None]:
+        """Store a message, in one transaction with its count (`counting`) and its thread's bookkeeping (`noted`,
+        written only while the thread is at that revision)."""
+
+    @abstractmethod
+    async def _set_window(self, thread_id: int, revision: int | None,
+                          state: dict[str, int | float | str | None]) -> Thread: ...
 
     @abstractmethod
     async def _page(self, thread_id: int, lower: int, upper: int, limit: int,
@@ -97,17 +109,55 @@ class CommonStore(ABC):
 
     async def append(self, thread_id: int, new: NewMessage) -> tuple[Message, bool]:
         """Store a message; a known external id returns the stored one and False instead."""
-        message, created, _ = await self._append(thread_id, new, None)
-        self.newest_seq = max(self.newest_seq, message.seq)
+        message, created, _ = await self._appended(thread_id, new, None)
         return message, created
 
     async def append_counted(self, thread: Thread, new: NewMessage,
                              triggers: Triggers) -> tuple[Message, bool, float | None]:
         """Store a message and count it towards its conversation's next memory version, in one transaction
         (so a crash never loses the count); also returns the conversation's new deadline."""
-        stored = await self._append(thread.id, new, (thread, triggers))
+        return await self._appended(thread.id, new, (thread, triggers))
+
+    async def _appended(self, thread_id: int, new: NewMessage,
+                        counting: tuple[Thread, Triggers] | None) -> tuple[Message, bool, float | None]:
+        noted = self._noted.pop(thread_id, None)
+        try:
+            stored = await self._append(thread_id, new, counting, noted)
+        except BaseException:
+            if noted is not None:  # not stored: it waits for the next message (unless noted again since)
+                self._noted.setdefault(thread_id, noted)
+            raise
         self.newest_seq = max(self.newest_seq, stored[0].seq)
         return stored
+
+    def note_window(self, thread: Thread, **state: Any) -> Thread:
+        """Which memory a thread's window shows and where the cache holds its prefix: kept here and stored with
+        the thread's next message (a reply's own write), not in a write of its own before the model is asked.
+        Until then `current_thread` shows it. A change of the thread's messages since (its revision) voids it, and
+        a crash loses it: the next request works it out again, as after any cold cache."""
+        checked(state, NOTED_WINDOW, "noted window state")
+        _, before = self._noted.pop(thread.id, (thread.revision, {}))
+        self._noted[thread.id] = (thread.revision, {**before, **state})
+        if len(self._noted) > NOTED_MOST:
+            del self._noted[next(iter(self._noted))]
+        return replace(thread, **state)
+
+    def _as_noted(self, thread: Thread) -> Thread:
+        """The thread with the bookkeeping noted for it, if its messages did not change since."""
+        found = self._noted.get(thread.id)
+        if found is None:
+            return thread
+        if found[0] != thread.revision:
+            del self._noted[thread.id]
+            return thread
+        return replace(thread, **found[1])
+
+    async def set_window(self, thread_id: int, *, revision: int | None = None,
+                         **state: int | float | str | None) -> Thread:
+        """A window cut or trim, in one write; what was noted for the thread at this revision goes with it."""
+        noted = self._noted.pop(thread_id, None)
+        carried = noted[1] if noted is not None and revision is not None and noted[0] == revision else {}
+        return await self._set_window(thread_id, revision, {**carried, **checked(state, WINDOW_STATE, "window state")})
 
     async def latest_record(self, persona: str, scope: str, scope_id: int, type_: str,
                             as_of: int | None = None) -> MemoryRecord | None:

@@ -731,3 +731,32 @@ async def test_a_trim_reads_a_newer_memory_version_instead_of_the_messages_it_co
             await store.add_record("Stelis", "channel", 3, "short_term", "channel three's memory", covered + 1, newest)
             covered = newest
     assert noted >= 3 and as_said >= 3, (noted, as_said)
+
+
+async def test_a_reply_asks_the_model_without_writing_first_and_stores_what_memory_it_showed_with_its_answer(store):
+    """Which memory a window shows is kept with the thread at once and stored with the reply: the same memory
+    next turn, though a version was written between the two."""
+    r = await root(store)
+    await store.add_record("Stelis", "channel", 2, "long_term", "Mahe likes tea.")
+    await say(store, r.id, "hello")
+    asm = assembler(store)
+    writes = []
+    for name in ("set_window", "append", "append_counted", "close_thread"):
+        method = getattr(store, name)
+
+        async def spied(*args, _method=method, _name=name, **kwargs):
+            writes.append(_name)
+            return await _method(*args, **kwargs)
+        setattr(store, name, spied)
+    first = await asm.assemble(r.id)
+    assert writes == []  # nothing waits on a write of its own before the model is asked
+    assert (await store.thread(r.id)).memory_as_of is None
+    await store.add_record("Stelis", "channel", 2, "long_term", "Mahe likes coffee now.")
+    await answer(store, r.id, "hi Mahe")
+    stored = await store.thread(r.id)
+    assert stored.memory_as_of is not None and stored.window_cached_after == first.window_messages[-1].seq
+    await say(store, r.id, "what do I drink?")
+    second = await asm.assemble(r.id)
+    memory = body(second)["system"][1]["text"]
+    assert "Mahe likes tea." in memory and "coffee" not in memory
+    assert stable_prefix(first) == [c for c, _, _ in blocks(second)][: len(stable_prefix(first))]

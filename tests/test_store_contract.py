@@ -573,3 +573,55 @@ async def test_match_counts_of_no_word_is_the_archives_size(store):
     assert await store.match_counts([], 500) == (said.seq, {})
     total, counted = await store.match_counts(["ok so"], 500)
     assert total == said.seq and set(counted) == {"ok so"}
+
+
+async def test_a_windows_bookkeeping_is_stored_with_its_threads_next_message(store, monkeypatch):
+    """No write of its own before the model is asked: shown by current_thread at once, stored with the reply."""
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    asked, _ = await store.append(root.id, NewMessage("user", "what is on today?"))
+    noted = store.note_window(await store.thread(root.id), memory_as_of=4, window_cached_after=asked.seq)
+    assert (noted.memory_as_of, noted.window_cached_after) == (4, asked.seq)
+    shown, _ = await store.current_thread(root.id)
+    assert (shown.memory_as_of, shown.window_cached_after) == (4, asked.seq)
+    assert (await store.thread(root.id)).memory_as_of is None  # nothing written yet
+    monkeypatch.setattr(store, "_append", _refused)  # the database refuses the reply: the bookkeeping waits
+    with pytest.raises(StoreError):
+        await store.append(root.id, NewMessage("assistant", "lost"))
+    monkeypatch.undo()
+    assert (await store.current_thread(root.id))[0].memory_as_of == 4
+    await store.append_counted(root, NewMessage("assistant", "the standup at ten"), Triggers(7_200, 50))
+    stored = await store.thread(root.id)
+    assert (stored.memory_as_of, stored.window_cached_after) == (4, asked.seq)
+    assert (await store.current_thread(root.id))[0] == stored
+
+
+async def test_bookkeeping_noted_before_a_thread_changed_is_neither_shown_nor_stored(store):
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    await store.append(root.id, NewMessage("user", "my address", author_id=7, external_id=61))
+    store.note_window(await store.thread(root.id), memory_as_of=9)
+    await store.purge(external_id=61)  # its messages changed: what was planned on them is void
+    assert (await store.current_thread(root.id))[0].memory_as_of is None
+    await store.append(root.id, NewMessage("user", "hello"))
+    assert (await store.thread(root.id)).memory_as_of is None
+
+
+async def test_a_cut_at_the_same_revision_carries_what_was_noted_and_a_reset_drops_it(store):
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    first, _ = await store.append(root.id, NewMessage("user", "hello"))
+    thread = store.note_window(await store.thread(root.id), memory_as_of=5, window_cached_after=first.seq)
+    trimmed = await store.set_window(root.id, revision=thread.revision, window_trims=1)  # a trim keeps the cache's
+    assert (trimmed.memory_as_of, trimmed.window_cached_after, trimmed.window_trims) == (5, first.seq, 1)
+    store.note_window(trimmed, memory_as_of=6)
+    reset = await store.set_window(root.id, window_start_seq=None, memory_as_of=None)  # an erasure's reset wins
+    assert reset.memory_as_of is None
+    await store.append(root.id, NewMessage("user", "again"))
+    assert (await store.thread(root.id)).memory_as_of is None
+    await store.append(root.id, NewMessage("user", "my card number", external_id=71))
+    store.note_window(await store.thread(root.id), memory_as_of=7)
+    await store.purge(external_id=71)  # a cut planned after the erasure does not bring back what was noted before
+    changed = await store.thread(root.id)
+    assert (await store.set_window(root.id, revision=changed.revision, window_trims=2)).memory_as_of is None
+
+
+async def _refused(*args, **kwargs):
+    raise StoreError("the database is gone")

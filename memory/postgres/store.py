@@ -44,7 +44,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_summary
+from memory.store_common import QUOTING, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -404,10 +404,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             " ORDER BY t.depth DESC, t.id DESC", stale_before)
         return [row_to.thread(r) for r in rows]
 
-    async def set_window(self, thread_id: int, *, revision: int | None = None,
-                         **state: int | float | str | None) -> Thread:
-        assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(checked(state, WINDOW_STATE, "window state"),
-                                                                       start=3))
+    async def _set_window(self, thread_id: int, revision: int | None,
+                          state: dict[str, int | float | str | None]) -> Thread:
+        assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(state, start=3))
         row = await self._one(f"UPDATE threads SET {assignments} WHERE id = $1 AND ($2::int IS NULL OR revision = $2)"
                               " RETURNING *", thread_id, revision, *state.values())
         if row is None:
@@ -416,20 +415,27 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     # messages
 
-    async def _append(self, thread_id: int, new: NewMessage,
-                      counting: tuple[Thread, Triggers] | None) -> tuple[Message, bool, float | None]:
-        """One statement, so one round trip: the message and its count are stored together or not at all."""
+    async def _append(self, thread_id: int, new: NewMessage, counting: tuple[Thread, Triggers] | None,
+                      noted: Noted | None) -> tuple[Message, bool, float | None]:
+        """One statement, so one round trip: the message, its count and its thread's bookkeeping are stored
+        together or not at all."""
         now = self.clock()
         params = {"thread": thread_id, "role": new.role, "author_id": new.author_id, "author_name": new.author_name,
                   "content": new.content, "metadata": json.dumps(new.metadata, ensure_ascii=False),
                   "tokens": count_tokens(new.content), "external_id": new.external_id, "now": now}
         store = _STORE_AUTHORED if new.author_id is not None else _STORE_UNAUTHORED
+        noting = ""
+        if noted is not None:
+            revision, state = noted
+            sets = ", ".join(f"{k} = $noted_{k}" for k in sorted(state))
+            noting = f"noted AS (UPDATE threads SET {sets} WHERE id = $thread AND revision = $noted_revision)"
+            params.update({f"noted_{k}": v for k, v in state.items()}, noted_revision=revision)
         if counting is None:
-            row = await self._one(*named(store, **params))
+            row = await self._one(*named(f"WITH {noting} {store}" if noting else store, **params))
         else:
             thread, triggers = counting
             row = await self._one(*named(
-                f"WITH stored AS ({store}), counted AS ({_NOTE_MESSAGE})"
+                f"WITH stored AS ({store}), counted AS ({_NOTE_MESSAGE}){', ' + noting if noting else ''}"
                 " SELECT stored.*, (SELECT due_at FROM counted) AS next_due FROM stored", **params,
                 id=thread.id, persona=thread.persona, guild=thread.guild_id, channel=thread.channel_id,
                 dthread=thread.discord_thread_id, threshold=triggers.threshold, idle=float(triggers.idle_seconds)))
@@ -574,7 +580,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self.memory_changes += 1
             self.branch_changes += 1
             self.sharing_version += 1
-        return row_to.thread(row, leave_out=("shared_seen", "newest_record")), int(row["newest_record"])
+        return self._as_noted(row_to.thread(row, leave_out=("shared_seen", "newest_record"))), \
+            int(row["newest_record"])
 
     # branches (seed 001)
 

@@ -53,7 +53,7 @@ class ThreadsSql(SqlStore):
         row = await self._row(f"SELECT {NEWEST_RECORD}, * FROM threads WHERE id = ?", (thread_id,))
         if row is None:
             raise KeyError(f"no thread {thread_id}")
-        return row_to.thread(row, leave_out=("newest_record",)), int(row["newest_record"])
+        return self._as_noted(row_to.thread(row, leave_out=("newest_record",))), int(row["newest_record"])
 
     async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
         """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""

@@ -36,7 +36,7 @@ from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, WINDOW_STATE, checked, erased_value, stale_summary
+from memory.store_common import QUOTING, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -281,10 +281,9 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         )
         return [row_to.thread(r) for r in rows]
 
-    async def set_window(self, thread_id: int, *, revision: int | None = None,
-                         **state: int | float | str | None) -> Thread:
-        """A window cut or trim: its start or gap, summaries (ranges, dates) and memory snapshot, in one write."""
-        assignments = ", ".join(f"{k} = ?" for k in checked(state, WINDOW_STATE, "window state"))
+    async def _set_window(self, thread_id: int, revision: int | None,
+                          state: dict[str, int | float | str | None]) -> Thread:
+        assignments = ", ".join(f"{k} = ?" for k in state)
         rows = await self._written(f"UPDATE threads SET {assignments} WHERE id = ? AND (? IS NULL OR revision = ?)"
                                    " RETURNING *", (*state.values(), thread_id, revision, revision))
         if not rows:
@@ -293,22 +292,26 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     # messages
 
-    async def _append(self, thread_id: int, new: NewMessage,
-                      counting: tuple[Thread, Triggers] | None) -> tuple[Message, bool, float | None]:
+    async def _append(self, thread_id: int, new: NewMessage, counting: tuple[Thread, Triggers] | None,
+                      noted: Noted | None) -> tuple[Message, bool, float | None]:
         tokens = count_tokens(new.content)
         now = self.clock()
         inserted = (thread_id, new.role, new.author_id, new.author_name, new.content,
                     json.dumps(new.metadata, ensure_ascii=False), tokens, new.external_id, now)
-        noted = None if counting is None else {
+        counted = None if counting is None else {
             "id": counting[0].id, "persona": counting[0].persona, "guild": counting[0].guild_id,
             "channel": counting[0].channel_id, "dthread": counting[0].discord_thread_id, "now": now,
             "threshold": counting[1].threshold, "idle": counting[1].idle_seconds}
 
         def store(conn: sqlite3.Connection) -> tuple[sqlite3.Row | None, float | None]:
+            if noted is not None:
+                revision, state = noted
+                conn.execute(f"UPDATE threads SET {', '.join(f'{k} = ?' for k in state)} WHERE id = ? AND revision = ?",
+                             (*state.values(), thread_id, revision))
             row = next(iter(conn.execute(_INSERT_MESSAGE, inserted).fetchall()), None)
-            if row is None or noted is None:
+            if row is None or counted is None:
                 return row, None
-            return row, conn.execute(_NOTE_MESSAGE, noted).fetchall()[0][0]
+            return row, conn.execute(_NOTE_MESSAGE, counted).fetchall()[0][0]
 
         row, due = await self._atomic(store)  # the stored row comes back without a re-read
         if row is None:  # a known external id: the message stored before; else its author opted out
