@@ -79,6 +79,20 @@ async def test_an_answer_cut_off_at_the_length_limit_is_asked_again_shorter(make
     assert "cut off at the length limit: keep each text short" in llm.requests[-1].turns[-1].blocks[0].text
 
 
+async def test_a_line_break_inside_a_string_is_an_answer(make_config, tmp_path):
+    """What SmolLM2 answered in make e2e under llama-cpp-python's grammar, whose strings take any character but a
+    quote or a backslash: twice refused as no JSON object, the pulse failed."""
+    broken = '{ "react": "no", "why": "yes },\n[thedays]\n[" }'
+    llm = Scripted(broken)
+    engine = await _engine(make_config, tmp_path, llm)
+    try:
+        done = await engine.playbooks.run(HERE, "judge", {})
+    finally:
+        await engine.close()
+    assert done.outputs["check"] == {"react": "no", "why": "yes },\n[thedays]\n["}
+    assert len([r for r in llm.requests if r.response_schema is not None]) == 1
+
+
 def test_the_builtin_structured_steps_bound_their_texts():
     """A grammar-held answer cannot end a string it is never told to end: every free text has a maxLength."""
     from bot.playbooks.library import BUILTIN

@@ -314,8 +314,8 @@ def _added(a: Usage, b: Usage) -> Usage:
 def _structured(text: str, schema: dict[str, Any]) -> dict[str, Any]:
     """The JSON object an answer holds (a code fence around it is fine), valid for the schema's keys."""
     found = re.search(r"\{.*\}", text, re.DOTALL)
-    try:
-        value = json.loads(found.group(0)) if found else None
+    try:  # a line break in a string is what a local server's JSON grammar lets through (llama.cpp's `char`)
+        value = json.loads(found.group(0), strict=False) if found else None
     except json.JSONDecodeError:
         value = None
     if not isinstance(value, dict):
