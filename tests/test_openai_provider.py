@@ -41,6 +41,15 @@ def provider(url: str, **settings: object) -> OpenAILLM:
     return OpenAILLM(OpenAIConfig(base_url=url, **settings), ModelTiers(standard="smol", light="small"))
 
 
+def test_a_tool_calls_arguments_with_a_line_break_inside_a_string_are_its_arguments():
+    """llama.cpp's JSON grammar lets a raw line break into a string; what is not JSON at all comes back as text."""
+    from bot.providers.openai_llm import _arguments
+
+    assert _arguments('{"note": "first line\nsecond line"}') == {"note": "first line\nsecond line"}
+    assert _arguments('{"note": "unclosed') == {"raw": '{"note": "unclosed'}
+    assert _arguments("") == {}
+
+
 async def test_an_answer_is_streamed_to_the_front_end_as_it_is_written_and_counted_by_the_server():
     async with running(flavor="vllm", responder=lambda body: "hello from the small model") as server:
         llm = provider(server.base_url)

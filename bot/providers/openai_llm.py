@@ -238,9 +238,10 @@ def to_chat_params(request: LLMRequest) -> dict[str, Any]:
 
 
 def _arguments(raw: str) -> dict[str, Any]:
-    """A tool call's arguments; a model that wrote no valid JSON object gets its text back under "raw"."""
+    """A tool call's arguments; a model that wrote no valid JSON object gets its text back under "raw". A line
+    break inside a string is what a local server's grammar lets through (llama.cpp's `char`): taken as written."""
     try:
-        parsed = json.loads(raw or "{}")
+        parsed = json.loads(raw or "{}", strict=False)
     except json.JSONDecodeError:
         return {"raw": raw}
     return parsed if isinstance(parsed, dict) else {"raw": raw}
