@@ -210,12 +210,14 @@ async def _figures(engine: Engine, said: str, seconds: float) -> dict[str, Any]:
     store = engine.store
     root = await engine.stelis.root(Scope.console())
     threads = [row.thread for row in await engine.stelis.tree(root.id)]
-    replies = [m for t in threads for m in await store.tail(t.id, 1_000) if m.role == "assistant"]
+    messages = [m for t in threads for m in await store.tail(t.id, 1_000)]
+    replies = [m for m in messages if m.role == "assistant"]
+    said_in_it = "\n".join(m.content for m in messages)  # what a version may quote, as vetting lets it
     names = {"Rin", "kai"}
     records = [r for kind in ("short_term", "long_term")
                for r in await store.recent_records(engine.persona, "channel", 0, kind, 1_000)]
     texts = [r.content for r in records] + [t.chronicle_summary for t in threads if t.chronicle_summary]
-    echoes = [t for t in texts if _echoes(t)]
+    echoes = [t for t in texts if _echoes(t, said_in_it)]
     for line in (x for x in said.splitlines() if "(no reply:" in x):
         print(f"e2e: {line.strip()[:300]}", file=sys.stderr)
     for text in echoes:  # the conversation is scripted: its texts may be shown
@@ -230,9 +232,11 @@ async def _figures(engine: Engine, said: str, seconds: float) -> dict[str, Any]:
     }
 
 
-def _echoes(text: str) -> bool:
-    """Would a stored text be refused as a summary that repeats its instructions or the request's markup?"""
-    return echoes(text, "\n".join([COMBINE_INSTRUCTION, ROLLING_INSTRUCTION, DEFAULT_CHRONICLE_PROMPT]), "") is not None
+def _echoes(text: str, said: str) -> bool:
+    """Would a stored text be refused as a summary that repeats its instructions or the request's markup? A phrase
+    of them the conversation itself said (a small model's replies do) is quoted, not repeated."""
+    return echoes(text, "\n".join([COMBINE_INSTRUCTION, ROLLING_INSTRUCTION, DEFAULT_CHRONICLE_PROMPT]), said) \
+        is not None
 
 
 def _server_figures(log: Path) -> dict[str, Any]:
