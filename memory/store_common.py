@@ -136,8 +136,8 @@ class CommonStore(ABC):
         Until then `current_thread` shows it. A change of the thread's messages since (its revision) voids it, and
         a crash loses it: the next request works it out again, as after any cold cache."""
         checked(state, NOTED_WINDOW, "noted window state")
-        _, before = self._noted.pop(thread.id, (thread.revision, {}))
-        self._noted[thread.id] = (thread.revision, {**before, **state})
+        revision, before = self._noted.pop(thread.id, (thread.revision, {}))
+        self._noted[thread.id] = (thread.revision, {**(before if revision == thread.revision else {}), **state})
         if len(self._noted) > NOTED_MOST:
             del self._noted[next(iter(self._noted))]
         return replace(thread, **state)

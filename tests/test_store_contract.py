@@ -603,6 +603,11 @@ async def test_bookkeeping_noted_before_a_thread_changed_is_neither_shown_nor_st
     assert (await store.current_thread(root.id))[0].memory_as_of is None
     await store.append(root.id, NewMessage("user", "hello"))
     assert (await store.thread(root.id)).memory_as_of is None
+    said, _ = await store.append(root.id, NewMessage("user", "my phone number", author_id=7, external_id=62))
+    store.note_window(await store.thread(root.id), window_cached_after=said.seq)
+    await store.purge(external_id=62)
+    store.note_window(await store.thread(root.id), memory_as_of=10)  # noted anew: nothing of before comes along
+    assert (await store.current_thread(root.id))[0].window_cached_after is None
 
 
 async def test_a_cut_at_the_same_revision_carries_what_was_noted_and_a_reset_drops_it(store):
