@@ -64,8 +64,10 @@ SEARCH_SHARE = 4  # one connection in four serves recall's look-ups
 # The planner prices a trigram ILIKE as cheap and would rather read every row (40 ms at 10k messages) than the
 # index (2 ms). Set per session, a look-up is one round trip: SET LOCAL in a transaction made it four. A look-up's
 # plan is the same whatever its pattern (the index, then each hit's thread), so it is planned once per connection,
-# not at each call (0.74 -> 0.54 ms for a three-term message look-up at 10k messages).
-SEARCH_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}
+# not at each call (0.74 -> 0.54 ms for a three-term message look-up at 10k messages). A generic plan of four terms
+# or more is priced for parallel workers, whose start costs more than the whole look-up (6.2 -> 1.3 ms at 10k).
+SEARCH_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan",
+                   "max_parallel_workers_per_gather": "0"}
 TRIGRAM_INDEXES = ("idx_messages_folded_trgm", "idx_records_trgm", "idx_chronicles_trgm")
 # Tables whose key the database numbers: after rows arrive with their own, numbering goes on above them.
 IDENTITIES = {"threads": "id", "messages": "seq", "memory_records": "id", "memory_pins": "id", "playbook_runs": "id",
