@@ -3,13 +3,16 @@ form the model's server enforces, validated, asked once more with what was wrong
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bot.config import AnthropicConfig, ModelTiers
 from bot.engine import Engine, PlaybookError
+from bot.playbooks.runtime import RunResult
 from bot.providers.anthropic_llm import AnthropicLLM
 from bot.providers.offline import OfflineLLM
 from bot.providers.openai_llm import OpenAILLM
@@ -45,21 +48,29 @@ class Scripted(OfflineLLM):
         return await super().complete(request, on_text)
 
 
-async def _engine(make_config, tmp_path: Path, llm, **sections) -> Engine:
+@contextlib.asynccontextmanager
+async def _engine(make_config, tmp_path: Path, llm) -> AsyncIterator[Engine]:
+    """An engine with the judge playbook, closed after the block."""
     folder = tmp_path / "pb"
     folder.mkdir(exist_ok=True)
     (folder / "judge.json").write_text(json.dumps(JUDGE))
-    return await Engine.open(make_config(playbooks={"folder": str(folder)}, snapshots={"interval_seconds": 0},
-                                         **sections), llm)
+    engine = await Engine.open(make_config(playbooks={"folder": str(folder)}, snapshots={"interval_seconds": 0}),
+                               llm)
+    try:
+        yield engine
+    finally:
+        await engine.close()
+
+
+async def _judged(make_config, tmp_path: Path, llm) -> RunResult:
+    """The judge playbook run once with this model."""
+    async with _engine(make_config, tmp_path, llm) as engine:
+        return await engine.playbooks.run(HERE, "judge", {})
 
 
 async def test_an_answer_that_is_not_the_json_asked_for_is_asked_again_once_with_what_was_wrong(make_config, tmp_path):
     llm = Scripted(REAL["react_check_not_json"]["text"], '{"react": "no", "why": "nobody asked"}')
-    engine = await _engine(make_config, tmp_path, llm)
-    try:
-        done = await engine.playbooks.run(HERE, "judge", {})
-    finally:
-        await engine.close()
+    done = await _judged(make_config, tmp_path, llm)
     assert done.outputs["check"] == {"react": "no", "why": "nobody asked"}
     first, again = [r for r in llm.requests if r.response_schema is not None]
     assert again.turns[:-2] == first.turns and again.turns[-2].blocks[0].text == REAL["react_check_not_json"]["text"]
@@ -70,11 +81,7 @@ async def test_an_answer_cut_off_at_the_length_limit_is_asked_again_shorter(make
     """What SmolLM2 did in make e2e: the grammar held it to JSON, but its "why" ran to max_tokens."""
     cut = ('{ "react": "no", "why": "yes }\n```\n```\nThe model didn\'t answer with a JSON object. The user', "length")
     llm = Scripted(cut, '{"react": "no", "why": "quiet"}')
-    engine = await _engine(make_config, tmp_path, llm)
-    try:
-        done = await engine.playbooks.run(HERE, "judge", {})
-    finally:
-        await engine.close()
+    done = await _judged(make_config, tmp_path, llm)
     assert done.outputs["check"]["why"] == "quiet"
     assert "cut off at the length limit: keep each text short" in llm.requests[-1].turns[-1].blocks[0].text
 
@@ -84,11 +91,7 @@ async def test_a_line_break_inside_a_string_is_an_answer(make_config, tmp_path):
     quote or a backslash: twice refused as no JSON object, the pulse failed."""
     broken = '{ "react": "no", "why": "yes },\n[thedays]\n[" }'
     llm = Scripted(broken)
-    engine = await _engine(make_config, tmp_path, llm)
-    try:
-        done = await engine.playbooks.run(HERE, "judge", {})
-    finally:
-        await engine.close()
+    done = await _judged(make_config, tmp_path, llm)
     assert done.outputs["check"] == {"react": "no", "why": "yes },\n[thedays]\n["}
     assert len([r for r in llm.requests if r.response_schema is not None]) == 1
 
@@ -114,35 +117,24 @@ def test_the_builtin_structured_steps_bound_their_texts():
 
 async def test_a_value_outside_the_schema_is_not_an_answer_either(make_config, tmp_path):
     llm = Scripted('{"react": "maybe", "why": "unsure"}', '{"react": "yes", "why": "kai asked"}')
-    engine = await _engine(make_config, tmp_path, llm)
-    try:
-        done = await engine.playbooks.run(HERE, "judge", {})
-    finally:
-        await engine.close()
+    done = await _judged(make_config, tmp_path, llm)
     assert done.outputs["check"]["react"] == "yes"
     assert '\'react\' is one of "no", "yes", not "maybe"' in llm.requests[-1].turns[-1].blocks[0].text
 
 
 async def test_two_unusable_answers_end_the_step_with_an_error_that_says_so(make_config, tmp_path):
     llm = Scripted(REAL["react_check_not_json"]["text"], "I think no.")
-    engine = await _engine(make_config, tmp_path, llm)
-    try:
+    async with _engine(make_config, tmp_path, llm) as engine:
         with pytest.raises(PlaybookError, match="node check: twice no usable answer"):
             await engine.playbooks.run(HERE, "judge", {})
         runs = await engine.playbooks.runs(HERE)
-    finally:
-        await engine.close()
     assert runs[0].run.status == "failed" and len([r for r in llm.requests if r.response_schema]) == 2
 
 
 async def test_on_anthropic_a_json_answer_is_a_forced_tool_call(make_config, tmp_path, fake_anthropic):
     fake_anthropic.responder = lambda body: '{"react": "yes", "why": "kai asked about the tour"}'
     llm = AnthropicLLM(AnthropicConfig(api_key="k", base_url=fake_anthropic.base_url, max_retries=0), ModelTiers())
-    engine = await _engine(make_config, tmp_path, llm)
-    try:
-        done = await engine.playbooks.run(HERE, "judge", {})
-    finally:
-        await engine.close()
+    done = await _judged(make_config, tmp_path, llm)
     body = fake_anthropic.calls[-1].body
     assert body["tool_choice"] == {"type": "tool", "name": "answer"}
     assert body["tools"] == [{"name": "answer", "description": "Give your answer.",
