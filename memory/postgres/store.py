@@ -13,7 +13,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict
@@ -702,10 +702,10 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                              limit: int) -> list[Message]:
         rows = await self._all(
             "SELECT * FROM (SELECT m.* FROM messages m JOIN threads t ON t.id = m.thread_id"
-            " WHERE t.persona = $1 AND t.scope_key = ANY($2)"
+            f" WHERE t.persona = $1 AND {_among('t.scope_key', 2)}"
             " AND m.created_at > $3 AND m.deleted_at IS NULL AND m.role IN ('user', 'assistant')"
             f" AND {_NOT_PLACEHOLDER} ORDER BY m.seq DESC LIMIT $4) AS newest ORDER BY seq",
-            persona, list(scope_keys), since, limit)
+            persona, _key_set(scope_keys), since, limit)
         return [row_to.message(r) for r in rows]
 
     # claims
@@ -735,8 +735,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             f"WITH hits AS MATERIALIZED ({hits}) SELECT h.seq, h.role, h.author_name, h.content, h.created_at,"
             " t.scope_key, t.kind, t.label, h.k FROM hits h CROSS JOIN LATERAL (SELECT persona, scope_key, kind,"
             " label FROM threads WHERE threads.id = h.thread_id OFFSET 0) AS t"
-            " WHERE t.persona = $1 AND t.scope_key = ANY($2::text[])",
-            persona, list(scope_keys), *_patterns(terms))
+            f" WHERE t.persona = $1 AND {_among('t.scope_key', 2)}",
+            persona, _key_set(scope_keys), *_patterns(terms))
         return [MessageMatch(*row[:-1])
                 for row in _ranked(_merged(rows, slice(0, 1)), terms, text=3, key=0, limit=limit)]
 
@@ -746,7 +746,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             _MATCHED_MESSAGES +
             " WHERE m.created_at >= $1 AND m.created_at < $2 AND m.role IN ('user', 'assistant')"
             f" AND {_seen_by(3)} ORDER BY m.created_at DESC LIMIT $5",
-            start, end, persona, list(scope_keys), limit)
+            start, end, persona, _key_set(scope_keys), limit)
         return [MessageMatch(*row) for row in rows]
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
@@ -754,7 +754,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         rows = await self._all(
             _MATCHED_MESSAGES +
             " WHERE m.seq > (SELECT COALESCE(MAX(seq), 0) FROM messages) - $1 AND strpos(m.content_folded, $2) > 0"
-            f" AND {_seen_by(3)} ORDER BY m.seq DESC LIMIT $5", window, needle, persona, list(scope_keys), limit)
+            f" AND {_seen_by(3)} ORDER BY m.seq DESC LIMIT $5", window, needle, persona, _key_set(scope_keys), limit)
         return [MessageMatch(*row) for row in rows]
 
     async def replies_to(self, seqs: list[int], persona: str, scope_keys: tuple[str, ...]) -> dict[int, MessageMatch]:
@@ -767,7 +767,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             f" WHERE p.seq = ANY($1::bigint[])) SELECT next.parent, {_MATCH_COLUMNS} FROM next"
             " JOIN messages m ON m.seq = next.seq CROSS JOIN LATERAL (SELECT persona, scope_key, kind, label"
             f" FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t WHERE {_seen_by(2)}",
-            seqs, persona, list(scope_keys))
+            seqs, persona, _key_set(scope_keys))
         return {int(row[0]): MessageMatch(*row[1:]) for row in rows}
 
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
@@ -785,10 +785,10 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         shown = "source, id, text, at, label, scope_key, type, scope, version, k"
         rows = await self._searched(
             f"WITH chronicles AS MATERIALIZED ({chronicles}), records AS MATERIALIZED ({records})"
-            f" SELECT {shown} FROM chronicles WHERE persona = $1 AND scope_key = ANY($2::text[])"
+            f" SELECT {shown} FROM chronicles WHERE persona = $1 AND {_among('scope_key', 2)}"
             f" UNION ALL SELECT {shown} FROM records WHERE persona = $1 AND type = 'short_term' AND hidden_by IS NULL"
             " AND (scope, scope_id) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))",
-            persona, list(scope_keys), [s for s, _ in scopes], [i for _, i in scopes], *_patterns(terms))
+            persona, _key_set(scope_keys), [s for s, _ in scopes], [i for _, i in scopes], *_patterns(terms))
         merged = _merged(rows, slice(0, 2))
         found = [_ranked([r for r in merged if r[0] == source], terms, text=2, key=1, limit=limit)
                  for source in ("chronicle", "record")]
@@ -904,9 +904,21 @@ async def _keep_session(con: asyncpg.Connection) -> None:
 
 def _seen_by(first: int) -> str:
     """A live message (not a placeholder) of the persona's conversations among the scope keys: the rule every
-    recall look-up applies; its parameters are the persona ($first), then the keys as one array."""
-    return (f"t.persona = ${first} AND t.scope_key = ANY(${first + 1}::text[]) AND m.deleted_at IS NULL"
+    recall look-up applies; its parameters are the persona ($first), then the keys (`_key_set`)."""
+    return (f"t.persona = ${first} AND {_among('t.scope_key', first + 1)} AND m.deleted_at IS NULL"
             f" AND {_NOT_PLACEHOLDER}")
+
+
+def _among(column: str, param: int) -> str:
+    """`column` is one of the keys parameter `param` holds (`_key_set`)."""
+    return f"${param}::jsonb ? {column}"
+
+
+def _key_set(keys: Iterable[str]) -> str:
+    """Keys as one parameter that finds a key by binary search: a JSON object's keys. `= ANY(array)` compares each
+    row with every key in turn (a generic plan does not hash a parameter's array): among a server's 1,001 visible
+    conversations, 6.3 ms to pick its threads where this takes 0.5."""
+    return json.dumps(dict.fromkeys(keys, 1), ensure_ascii=False)
 
 
 def _found(row: asyncpg.Record | None) -> asyncpg.Record:
