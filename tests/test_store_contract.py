@@ -630,3 +630,22 @@ async def test_a_cut_at_the_same_revision_carries_what_was_noted_and_a_reset_dro
 
 async def _refused(*args, **kwargs):
     raise StoreError("the database is gone")
+
+
+async def test_a_visible_place_is_matched_whole_never_as_the_start_of_another(store):
+    """Channel 1 sees itself, not channel 10 or 11, whose keys and places begin with its own (recall's visible
+    places are sets of whole keys on every backend)."""
+    places = [Scope.channel(1, 1), Scope.channel(1, 10), Scope.channel(1, 11)]
+    roots = [await store.root_thread("Stelis", place, 0.8) for place in places]
+    for root, place in zip(roots, places, strict=True):
+        await store.append(root.id, NewMessage("user", f"the kestrel of {place.key}"))
+        await store.add_record("Stelis", "channel", place.channel_id, "short_term", f"kestrel notes of {place.key}")
+    await store.index_messages()
+    here, day = (roots[0].scope_key,), (0.0, store.clock() + 1)
+    found = [m.content for m in await store.recall_messages(["kestrel"], "Stelis", here, 10)]
+    assert found == [f"the kestrel of {places[0].key}"]
+    assert [m.content for m in await store.messages_between("Stelis", here, *day, 10)] == found
+    assert [m.content for m in await store.messages_since("Stelis", here, 0.0, 10)] == found
+    assert [m.content for m in await store.scan_messages("kestrel", "Stelis", here, 1_000, 10)] == found
+    notes = await store.recall_notes(["kestrel"], "Stelis", here, (("channel", 1),), 10)
+    assert [n.text for n in notes] == [f"kestrel notes of {places[0].key}"]
