@@ -1,4 +1,5 @@
 import asyncio
+import gc
 import io
 import json
 import os
@@ -53,6 +54,53 @@ def test_the_console_starts_without_what_only_a_terminal_or_another_provider_nee
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_start_up_is_not_collected_and_what_it_made_is_frozen(tmp_path):
+    # Importing the provider's SDK makes thousands of classes that live as long as the process: the collector pauses
+    # while the engine starts (issue 32's first reply), and collects again for the session, start-up's objects frozen.
+    probe = (
+        "import gc, bot.engine, bot.console\n"
+        "from bot.__main__ import main\n"
+        "seen = {}\n"
+        "opened = bot.engine.Engine.open.__func__\n"
+        "async def open_(cls, *a, **k):\n"
+        "    seen['starting'] = gc.isenabled()\n"
+        "    return await opened(cls, *a, **k)\n"
+        "bot.engine.Engine.open = classmethod(open_)\n"
+        "looped = bot.console.Console.run_loop\n"
+        "async def run_loop(self):\n"
+        "    seen['chatting'] = gc.isenabled()\n"
+        "    seen['frozen'] = gc.get_freeze_count() > 1000\n"
+        "    return await looped(self)\n"
+        "bot.console.Console.run_loop = run_loop\n"
+        "code = main(['console'])\n"
+        "print(sorted(seen.items()), code)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    env.update(STELIS_DATA_DIR=str(tmp_path), STELIS_CONSOLE_USER_NAME="mahe")
+    done = subprocess.run([sys.executable, "-c", probe], input="hello\n", capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[('chatting', True), ('frozen', True), ('starting', False)] 0"
+
+
+def test_a_start_up_that_fails_leaves_the_collector_on_and_nothing_frozen():
+    from bot.__main__ import _start_up
+
+    frozen = gc.get_freeze_count()
+    with pytest.raises(RuntimeError), _start_up():
+        assert not gc.isenabled()
+        raise RuntimeError("the database is not there")
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.disable()  # a caller that had turned collection off keeps it off
+    try:
+        with _start_up():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        if not frozen:
+            gc.unfreeze()
 
 
 def test_console_refuses_a_bad_config_with_the_key_named(tmp_path):
