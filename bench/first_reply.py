@@ -1,6 +1,7 @@
 """The console's first reply, as a person starting it meets it: a new process, `python -m bot console`, one line
-typed, the time until the persona's answer is printed. With the offline model, and with the Anthropic provider
-talking to the fake Messages API on this machine (the SDK imported, a request made, the answer streamed).
+typed, the time until the persona's answer is printed. With the offline model, with the Anthropic provider talking to
+the fake Messages API on this machine, and with an OpenAI-compatible server's (each SDK imported, a request made, the
+answer streamed).
 
 The target (issue 32): 1.5 s at most with any provider on this 2-core machine. The ratio is to the same process
 doing nothing but start Python and import what every run imports (`python -c "import bot.config"`).
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from tests.fake_anthropic import FakeAnthropic
+from tests.fake_openai import FakeOpenAI
 
 SAMPLES = 3
 REPO = Path(__file__).resolve().parent.parent
@@ -60,15 +62,18 @@ async def run() -> list[dict]:
     bare = statistics.median([await _timed([sys.executable, "-c", "import bot.config; print('ready')"],
                                            _environment(Path(tempfile.gettempdir())), b"", b"ready")
                               for _ in range(SAMPLES)])
-    fake = await FakeAnthropic().start()
+    fake, compatible = await FakeAnthropic().start(), await FakeOpenAI().start()
     try:
         lines = []
         for name, extra in (("offline", {"STELIS_LLM_PROVIDER": "offline"}),
-                            ("anthropic", {"ANTHROPIC_API_KEY": "sk-bench", "ANTHROPIC_BASE_URL": fake.base_url})):
+                            ("anthropic", {"ANTHROPIC_API_KEY": "sk-bench", "ANTHROPIC_BASE_URL": fake.base_url}),
+                            ("openai", {"STELIS_LLM_PROVIDER": "openai", "OPENAI_API_KEY": "sk-bench",
+                                        "OPENAI_BASE_URL": compatible.base_url})):
             took = await _provider(name, extra)
             lines.append({"bench": "first_reply", "provider": name, "first_reply_s": round(took, 2),
                           "python_and_config_s": round(bare, 2), "ratio_to_bare": round(took / bare, 1),
                           "target_s": 1.5})
     finally:
         await fake.stop()
+        await compatible.stop()
     return lines
