@@ -244,7 +244,7 @@ def _check_config(loaded: LoadedConfig, companions: list[Config]) -> int:
 def _start_up() -> Iterator[None]:
     """What start-up makes (the provider's SDK: thousands of classes) lives for the whole session: the cyclic
     collector does not walk it while it is made (the console's first reply with the Anthropic SDK, `bench
-    first_reply`: 1.42-1.51 -> 1.23-1.26 s), nor afterwards (frozen)."""
+    first_reply`: 1.42-1.51 -> 1.23-1.29 s), nor afterwards (frozen)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
