@@ -23,12 +23,16 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run_console(tmp_path: Path, stdin: str, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
-    env.update(STELIS_DATA_DIR=str(tmp_path / "data"), STELIS_CONSOLE_USER_NAME="mahe")
     return subprocess.run(
         [sys.executable, "-m", "bot", *args], input=stdin, capture_output=True, text=True,
-        cwd=REPO, env=env, timeout=60,
+        cwd=REPO, env=console_env(tmp_path / "data", STELIS_CONSOLE_USER_NAME="mahe"), timeout=60,
     )
+
+
+def console_env(data: Path, **extra: str) -> dict[str, str]:
+    """This environment without the settings a console run must not inherit, its data in `data`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
+    return {**env, "STELIS_DATA_DIR": str(data), **extra}
 
 
 def test_piped_console_replies_per_line_and_remembers_across_runs(tmp_path):
@@ -76,10 +80,8 @@ def test_start_up_is_not_collected_and_what_it_made_is_frozen(tmp_path):
         "bot.console.Console.run_loop = run_loop\n"
         "code = main(['console'])\n"
         "print(sorted(seen.items()), code)\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
-    env.update(STELIS_DATA_DIR=str(tmp_path), STELIS_CONSOLE_USER_NAME="mahe")
     done = subprocess.run([sys.executable, "-c", probe], input="hello\n", capture_output=True, text=True, cwd=REPO,
-                          env=env, timeout=60)
+                          env=console_env(tmp_path, STELIS_CONSOLE_USER_NAME="mahe"), timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[('chatting', True), ('frozen', True), ('starting', False)] 0"
 
@@ -158,9 +160,8 @@ async def test_blank_lines_are_ignored(make_config, line):
 
 
 async def test_console_replies_come_from_the_server_at_anthropic_base_url(tmp_path, fake_anthropic):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
-    env.update(STELIS_DATA_DIR=str(tmp_path), STELIS_LLM_PROVIDER="anthropic", ANTHROPIC_API_KEY="sk-fake",
-               ANTHROPIC_BASE_URL=fake_anthropic.base_url, STELIS_CONSOLE_USER_NAME="mahe")
+    env = console_env(tmp_path, STELIS_LLM_PROVIDER="anthropic", ANTHROPIC_API_KEY="sk-fake",
+                      ANTHROPIC_BASE_URL=fake_anthropic.base_url, STELIS_CONSOLE_USER_NAME="mahe")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "console", cwd=REPO, env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -247,8 +248,7 @@ async def test_memory_commands_and_idle_show_a_version_appear(make_config):
 
 async def test_a_corrupt_database_exits_with_a_clear_error_instead_of_hanging(tmp_path):
     (tmp_path / "stelis.sqlite3").write_bytes(b"not a database " * 500)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
-    env.update(STELIS_DATA_DIR=str(tmp_path))
+    env = console_env(tmp_path)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "console", cwd=REPO, env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -271,8 +271,7 @@ async def test_shutdown_closes_the_database_even_when_snapshots_fail(make_config
 
 
 def test_bytes_that_are_not_utf8_lose_nothing(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "DISCORD_"))}
-    env.update(STELIS_DATA_DIR=str(tmp_path / "data"), STELIS_CONSOLE_USER_NAME="mahe")
+    env = console_env(tmp_path / "data", STELIS_CONSOLE_USER_NAME="mahe")
     done = subprocess.run([sys.executable, "-m", "bot", "console"], input=b"caf\xe9 \xff first\nsecond line\n",
                           capture_output=True, cwd=REPO, env=env, timeout=60)
     assert done.returncode == 0 and b"Traceback" not in done.stderr
