@@ -7,12 +7,18 @@ moves on by tenths until the system prompt and the messages from the last assist
 the cut fit in (1 - 0.3) of the context window; everything before it (the previous summary message
 included) is summarised in one call, clipped at 50,000 characters (Letta's default). Given the same
 message-level cache breakpoint as Stelis, so the comparison is with the best version of the design.
+
+Letta counts what it keeps with the provider's token counter, on the messages as the provider receives them
+(`token_counter.convert_messages`, then `count_message_tokens`: for Anthropic, the count-tokens endpoint), so
+each message's framing counts. Here each request is counted as Stelis counts its own (bot/fitting.py's
+`request_tokens`), so both are held to the same budget on the same terms.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.fitting import request_tokens
 from memory.llm import LLM, Block, LLMRequest, Turn
 from memory.records import Message, NewMessage
 from memory.tokens import count_tokens
@@ -44,22 +50,18 @@ class LettaStyle:
 
     async def request(self) -> LLMRequest:
         """The next request, summarising first when it would not fit."""
-        if self._tokens(self.messages) > self.input_budget:
+        if request_tokens(self._layout(self.messages, self.summary)) > self.input_budget:
             await self._summarise()
-        return self._layout()
+        return self._layout(self.messages, self.summary)
 
-    def _layout(self) -> LLMRequest:
-        pieces = to_pieces(self.messages, [m.content for m in self.messages])
-        if self.summary:
-            pieces.insert(0, Piece("user", Block(SUMMARY_NOTE + self.summary)))
+    def _layout(self, messages: list[Message], summary: str) -> LLMRequest:
+        pieces = to_pieces(messages, [m.content for m in messages])
+        if summary:
+            pieces.insert(0, Piece("user", Block(SUMMARY_NOTE + summary)))
         if pieces:
             mark(pieces, len(pieces) - 1)
         return LLMRequest(system=(Block(self.system, cache="1h"),), turns=tuple(to_turns(pieces)),
                           max_tokens=self.max_tokens)
-
-    def _tokens(self, messages: list[Message]) -> int:
-        return (count_tokens(self.system) + (count_tokens(SUMMARY_NOTE + self.summary) if self.summary else 0)
-                + sum(m.token_count for m in messages))
 
     async def _summarise(self) -> None:
         """Letta's cut: evict from 40 % of the messages on, by tenths, until the rest fits the goal."""
@@ -74,7 +76,7 @@ class LettaStyle:
             cut = next((i for i in reversed(range(1, index + 1)) if i < total and listed[i - 1].role == "assistant"),
                        None)
             if cut is not None:
-                tokens = count_tokens(self.system) + sum(m.token_count for m in listed[cut - 1:])
+                tokens = request_tokens(self._layout(listed[cut - 1:], ""))  # the system and what stays
         if cut is None or cut >= total - 1:
             return  # Letta raises here and falls back to summarising everything; no such turn in the script
         leaving = listed[:cut - 1]

@@ -109,3 +109,26 @@ async def test_cache_efficiency_reports_what_recall_adds_to_each_turn_paid_in_fu
     letta = await simulate("letta", 8000, 40)
     assert 0 < stelis["recall_tokens_per_turn"] < stelis["avg_prompt"]
     assert letta["recall_tokens_per_turn"] == 0
+
+
+async def test_the_letta_style_stand_in_never_sends_more_than_its_budget_as_its_requests_are_counted():
+    """Letta counts what it keeps with the provider's counter, each message's framing included; counting the
+    texts alone, the stand-in once sent requests over the budget both designs are given."""
+    import random
+
+    from bench.letta_style import LettaStyle
+    from bot.fitting import request_tokens
+    from bot.providers.offline import OfflineLLM
+    from memory.records import NewMessage
+
+    rng = random.Random(7)
+    manager = LettaStyle(OfflineLLM(), "You are Stelis.", input_budget=2_000, context_window=2_400, max_tokens=400)
+    sizes = []
+    for turn in range(300):
+        manager.add(NewMessage("user", " ".join(rng.choice(("ok", "lunch", "kyoto", "at", "noon")) for _ in
+                                                range(rng.randint(1, 12)))))
+        request = await manager.request()
+        sizes.append(request_tokens(request))
+        manager.add(NewMessage("assistant", f"noted {turn}"))
+    assert manager.summaries >= 3  # the budget was reached again and again
+    assert max(sizes) <= 2_000 and max(sizes) > 1_500  # filled up to the budget, never over it
