@@ -10,6 +10,7 @@ doing nothing but start Python and import what every run imports (`python -c "im
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -62,8 +63,11 @@ async def run() -> list[dict]:
     bare = statistics.median([await _timed([sys.executable, "-c", "import bot.config; print('ready')"],
                                            _environment(Path(tempfile.gettempdir())), b"", b"ready")
                               for _ in range(SAMPLES)])
-    fake, compatible = await FakeAnthropic().start(), await FakeOpenAI().start()
-    try:
+    async with contextlib.AsyncExitStack() as servers:  # a server that started is stopped, whatever fails next
+        fake = await FakeAnthropic().start()
+        servers.push_async_callback(fake.stop)
+        compatible = await FakeOpenAI().start()
+        servers.push_async_callback(compatible.stop)
         lines = []
         for name, extra in (("offline", {"STELIS_LLM_PROVIDER": "offline"}),
                             ("anthropic", {"ANTHROPIC_API_KEY": "sk-bench", "ANTHROPIC_BASE_URL": fake.base_url}),
@@ -73,7 +77,4 @@ async def run() -> list[dict]:
             lines.append({"bench": "first_reply", "provider": name, "first_reply_s": round(took, 2),
                           "python_and_config_s": round(bare, 2), "ratio_to_bare": round(took / bare, 1),
                           "target_s": 1.5})
-    finally:
-        await fake.stop()
-        await compatible.stop()
     return lines
