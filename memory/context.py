@@ -20,17 +20,17 @@ import logging
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from memory import anchors, dates, recall
 from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_room
 from memory.errors import Failure
 from memory.layers import Layers, covered_days, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier, Tool
-from memory.records import MemoryRecord, Message, NewMessage, Thread
+from memory.records import MemoryRecord, Message, NewMessage, Opening, Thread
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 from memory.stamped import OncePerStamp
 from memory.store import STALE_RETRIES, WINDOW_GAP, StaleSummary, Store
@@ -63,6 +63,7 @@ ROLLING_INSTRUCTION = (
     "them (and for the earlier summary, and for any memory given in place of some of them): what was said and "
     "done, by whom and on which day, with every name, number and identifier kept."
 )
+OPENING_PAGE = 256  # messages read with the thread: a window's newest page, or all that came since it was kept
 COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer memory in costs nothing extra
 # Room a cut leaves in a window of a handful of turns (context.cut_room_turns unset). A provider that bills a
 # re-sent window: two turns, so the window carries as much as a Letta-style one and still costs less (bench
@@ -339,18 +340,19 @@ class Assembler:
         preview, naive = not persist, shape.naive
         async with self.store.held():  # the reads before anything is waited on
             # Another process's erasure does not live on in a cache here; `newest`: what a cold cache shows memory as of
-            thread, newest = await self.store.current_thread(thread_id)
+            opened = await self._open(thread_id, naive)
+            thread = opened.thread
             chain = await lineage(self.store, thread)
             tools = self.conversation_tools if shape.tools is None else shape.tools
             persona, system_text, budget = await self._system(chain, tools)
             now = self.clock()
             extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
             fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
-            p, cut, as_of = await self._next_cut(thread, chain, budget, newest, fresh, extra, naive)
+            p, cut, as_of = await self._next_cut(opened, chain, budget, fresh, extra, naive)
         if calls and cut is not None and thread.id in self._folding:  # summarised ahead now: wait, never twice
             with contextlib.suppress(Failure):  # its failure is logged where it ran; then this one summarises
                 await asyncio.shield(self._folding[thread.id])
-            p, cut, as_of = await self._next_cut(thread, chain, budget, newest, fresh, extra, naive)
+            p, cut, as_of = await self._next_cut(opened, chain, budget, fresh, extra, naive)
 
         window, fold_soon = p.window, False
         if cut is not None:
@@ -416,31 +418,39 @@ class Assembler:
         return await asyncio.shield(running)
 
     async def _prepare_fold(self, thread_id: int) -> bool:
-        thread, newest = await self.store.current_thread(thread_id)
+        opened = await self._open(thread_id, False)
+        thread = opened.thread
         if self._prepared_for(thread) is not None:
             return False
         base = self._base(thread)  # taken before reading: an erasure while the model writes voids the result
         chain = await lineage(self.store, thread)
         _, _, budget = await self._system(chain, self.conversation_tools)
-        p, cut, _ = await self._next_cut(thread, chain, budget, newest, thread.memory_as_of is None, [], False,
-                                         force=True)
+        p, cut, _ = await self._next_cut(opened, chain, budget, thread.memory_as_of is None, [], False, force=True)
         if cut is None:
             return False
         self._prepared[thread.id] = Prepared(base, cut, await self._fold_state(thread, p, cut))
         return True
 
-    async def _next_cut(self, thread: Thread, chain: list[Thread], budget: Plan, newest: int, fresh: bool,
+    async def _open(self, thread_id: int, naive: bool) -> Opening:
+        """The thread, the newest memory record, and the messages its window will read: those since the window
+        kept here, else its newest from its start (a naive window reads the whole thread: no page)."""
+        kept = self._windows.get(thread_id)
+        return await self.store.opening(thread_id, kept[1][-1].seq if kept is not None and not naive else None,
+                                        0 if naive else OPENING_PAGE)
+
+    async def _next_cut(self, opened: Opening, chain: list[Thread], budget: Plan, fresh: bool,
                         extra: list[Message], naive: bool, force: bool = False
                         ) -> tuple[_Planned, tuple[int, int] | None, int | None]:
         """The plan, the overflow's (head, start) if any (head 0: a cut), and the memory record it shows.
 
-        A cut brings the newest memory in (`newest`, read with the thread; everything after the persona card is
-        sent again anyway), which changes the window's room, so it is planned again with it; a trim keeps the
-        memory shown, or its head would not stay cached.
+        A cut brings the newest memory in (read with the thread; everything after the persona card is sent again
+        anyway), which changes the window's room, so it is planned again with it; a trim keeps the memory shown,
+        or its head would not stay cached.
         """
+        thread, newest = opened.thread, opened.newest_record
         as_of = newest if fresh else thread.memory_as_of
         while True:
-            p = await self._plan(thread, chain, budget, as_of, extra, naive)
+            p = await self._plan(thread, chain, budget, as_of, extra, naive, opened)
             cut = None if naive else self._cut(thread, p, force)
             if cut is None or fresh or cut[0]:
                 return p, cut, as_of
@@ -469,14 +479,14 @@ class Assembler:
         return persona, system_text, plan(self.budget, cached_tokens(system_text) + tool_tokens(tools))
 
     async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
-                    extra: list[Message], naive: bool) -> _Planned:
+                    extra: list[Message], naive: bool, opened: Opening | None = None) -> _Planned:
         """The memory layers as of a record, the window's room that leaves, and the window read within it."""
         layers = await self._memory(thread, chain[-1], as_of, budget)
         capacity = budget.windows(layers.tokens)
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
         seen = self._rendering(thread, chain, int(own_budget * MESSAGE_SHARE))
-        window, items, whole = await self._read(thread, own_budget, seen, extra, naive)
+        window, items, whole = await self._read(thread, own_budget, seen, extra, naive, opened)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
         bridge = cached_tokens(thread.window_bridge) if thread.window_bridge and not naive else 0
@@ -683,12 +693,13 @@ class Assembler:
         return kept
 
     async def _read(self, thread: Thread, budget: int, seen: Rendering, extra: list[Message],
-                    naive: bool) -> tuple[list[Message], list[Item], bool]:
+                    naive: bool, opened: Opening | None = None) -> tuple[list[Message], list[Item], bool]:
         """The thread's window from its persisted start (a trimmed one without its gap), as items to
         plan on, and whether it was read whole.
 
         Read once newest first until it overflows; after that, the window read last time plus what
         came since (a window moves only at a cut or trim, and any rewrite of a message re-reads it).
+        What `opened` read with the thread is not read again.
         """
         trimmed = None if naive else thread
         start = None if naive else thread.window_start_seq
@@ -696,10 +707,12 @@ class Assembler:
         key = (start, gap, thread.revision)
         cached = self._windows.get(thread.id)
         if cached is not None and cached[0] == key and cached[3] is seen and not naive:  # the rendering sizes items
-            new = [m async for m in self.store.span(thread.id, cached[1][-1].seq + 1, None)]
+            last = cached[1][-1].seq
+            new = opened.messages[::-1] if _opened_at(opened, last) and opened.whole else \
+                [m async for m in self.store.span(thread.id, last + 1, None)]
             stored, counted, whole = cached[1] + new, cached[2] + _items(new, seen, gap, cached[1][-1]), True
         else:
-            stored, whole = await self._read_back(thread.id, start, trimmed, budget, seen, extra)
+            stored, whole = await self._read_back(thread.id, start, trimmed, budget, seen, extra, opened)
             counted = _items(stored, seen, gap, None)
         if whole and stored and not naive:
             _keep(self._windows, thread.id, (key, stored, counted, seen))
@@ -710,14 +723,14 @@ class Assembler:
         return messages, items, whole
 
     async def _read_back(self, thread_id: int, start: int | None, trimmed: Thread | None, budget: int,
-                         seen: Rendering, extra: list[Message]) -> tuple[list[Message], bool]:
+                         seen: Rendering, extra: list[Message], opened: Opening | None) -> tuple[list[Message], bool]:
         """Stored messages from `start` (a `trimmed` window's gap left out), newest first until the
         window overflows, oldest first; and whether they are all of them (the read reached the start)."""
         messages: list[Message] = []
         used, turns = sum(seen(m)[1] for m in extra), len(extra)
         if used > budget and turns >= self.policy.locked_turns:
             return messages, False
-        async for message in self.store.newest_first(thread_id, after_seq=start - 1 if start is not None else None):
+        async for message in self._newest_first(thread_id, -1 if start is None else start - 1, opened):
             if trimmed is not None and not _kept(message.seq, trimmed):
                 continue
             messages.append(message)
@@ -728,6 +741,15 @@ class Assembler:
                 return messages, False
         messages.reverse()
         return messages, True
+
+    def _newest_first(self, thread_id: int, after: int, opened: Opening | None) -> AsyncIterator[Message]:
+        """The thread's live messages after `after`, newest first: the opening's page where it was read from
+        there, then the store's pages past it."""
+        if not _opened_at(opened, after):
+            return self.store.newest_first(thread_id, after_seq=after)
+        rest = None if opened.whole else \
+            self.store.newest_first(thread_id, after_seq=after, before_seq=opened.messages[-1].seq)
+        return _chained(opened.messages, rest)
 
     def _rendering(self, thread: Thread, chain: list[Thread], max_message_tokens: int) -> Rendering:
         """The thread's rendering, kept between turns while nothing it depends on changed.
@@ -1005,6 +1027,19 @@ def _by_version(run: list[Message], versions: list[MemoryRecord]) -> list[tuple[
 
 def _memory_of(version: MemoryRecord) -> str:
     return f"[memory of messages {version.first_seq}-{version.last_seq}, {covered_days(version)}]\n{version.content}"
+
+
+def _opened_at(opened: Opening | None, after: int) -> TypeGuard[Opening]:
+    """`opened` holds a page of the messages after `after`."""
+    return opened is not None and opened.limit > 0 and opened.after == after
+
+
+async def _chained(first: list[Message], rest: AsyncIterator[Message] | None) -> AsyncIterator[Message]:
+    for message in first:
+        yield message
+    if rest is not None:
+        async for message in rest:
+            yield message
 
 
 def _kept(seq: int, thread: Thread) -> bool:

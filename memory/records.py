@@ -111,6 +111,32 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Opening:
+    """What an assembly reads first, in one round trip (Store.opening): its thread, the newest memory record's id,
+    and a page of the thread's live messages, newest first: those after `after_seq`, or (None) from the window's
+    start."""
+
+    thread: Thread
+    newest_record: int
+    after_seq: int | None
+    messages: list[Message]
+    limit: int
+
+    @property
+    def after(self) -> int:
+        """The seq its messages come after."""
+        if self.after_seq is not None:
+            return self.after_seq
+        start = self.thread.window_start_seq
+        return -1 if start is None else start - 1
+
+    @property
+    def whole(self) -> bool:
+        """The page holds every message it was asked for."""
+        return len(self.messages) < self.limit
+
+
+@dataclass(frozen=True)
 class NewMessage:
     """A message to store; the store assigns its sequence and token count."""
 

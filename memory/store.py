@@ -26,6 +26,7 @@ from memory.records import (
     ModelUsage,
     NewMessage,
     NoteMatch,
+    Opening,
     PlaybookRun,
     PlaybookStep,
     RunStatus,
@@ -131,9 +132,14 @@ class Database(Protocol):
         ...
 
     async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
-        """What an assembly reads first, in one round trip: a thread (KeyError if none) and the newest memory
-        record's id (what a request whose cache went cold shows memory as of); the counters caches key on are
-        first moved past what other processes sharing the database erased or edited."""
+        """A thread (KeyError if none) and the newest memory record's id (what a request whose cache went cold
+        shows memory as of); the counters caches key on are first moved past what other processes sharing the
+        database erased or edited."""
+        ...
+
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
+        """What an assembly reads first, in one round trip: `current_thread`, with at most `limit` of the thread's
+        live messages newest first, those after `after_seq` (None: from its window's start)."""
         ...
 
     def held(self) -> AbstractAsyncContextManager[None]:

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.providers.offline import OfflineLLM
-from memory import dates, threads
+from memory import context, dates, threads
 from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
 from memory.context import MESSAGE_SHARE, ModelTraits, Rendering, Shape, _starts_turn
@@ -760,3 +760,36 @@ async def test_a_reply_asks_the_model_without_writing_first_and_stores_what_memo
     memory = body(second)["system"][1]["text"]
     assert "Mahe likes tea." in memory and "coffee" not in memory
     assert stable_prefix(first) == [c for c, _, _ in blocks(second)][: len(stable_prefix(first))]
+
+
+@pytest.mark.parametrize("page", [2, context.OPENING_PAGE])
+async def test_a_reply_reads_its_window_with_its_thread_and_misses_nothing_said(store, monkeypatch, page):
+    """The thread and its window's messages come in one round trip, on a first turn and after; where more came
+    than the page holds, the window is read on, and every message said is in it."""
+    monkeypatch.setattr(context, "OPENING_PAGE", page)
+    r = await root(store)
+    said = []
+    for i in range(3):
+        said += [f"early {i}", f"reply {i}"]
+        await say(store, r.id, said[-2])
+        await answer(store, r.id, said[-1])
+    await say(store, r.id, "now?")
+    asm = assembler(store)
+    reads: list[str] = []
+    for name in ("newest_first", "span"):  # pages read apart from the thread
+        method = getattr(store, name)
+
+        def spied(*args, _method=method, _name=name, **kwargs):
+            reads.append(_name)
+            return _method(*args, **kwargs)
+        monkeypatch.setattr(store, name, spied)
+    first = await asm.assemble(r.id)
+    assert [m.content for m in first.window_messages] == [*said, "now?"]
+    assert reads == ([] if page > 7 else ["newest_first"])
+    await answer(store, r.id, "soon")
+    for text in ("a", "b", "c"):
+        await say(store, r.id, text)
+    reads.clear()
+    second = await asm.assemble(r.id)
+    assert [m.content for m in second.window_messages] == [*said, "now?", "soon", "a", "b", "c"]
+    assert reads == ([] if page > 4 else ["span"])

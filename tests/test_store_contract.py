@@ -649,3 +649,28 @@ async def test_a_visible_place_is_matched_whole_never_as_the_start_of_another(st
     assert [m.content for m in await store.scan_messages("kestrel", "Stelis", here, 1_000, 10)] == found
     notes = await store.recall_notes(["kestrel"], "Stelis", here, (("channel", 1),), 10)
     assert [n.text for n in notes] == [f"kestrel notes of {places[0].key}"]
+
+
+async def test_an_opening_is_the_thread_with_its_newest_live_messages_from_its_window_or_after_a_seq(store):
+    """What an assembly reads first, in one round trip: the thread as current_thread shows it, and a page of its
+    live messages newest first, from its window's start or after a given message; never an erased one, nor another
+    thread's."""
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    said = [(await store.append(root.id, NewMessage("user", f"m{i}", external_id=700 + i)))[0] for i in range(6)]
+    other = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    await store.append(other.id, NewMessage("user", "another channel"))
+    await store.purge(external_id=704)
+    await store.add_record("P", "channel", 1, "long_term", "a fact")
+    opened = await store.opening(root.id, None, 3)
+    assert (opened.thread, opened.newest_record) == await store.current_thread(root.id)
+    assert [m.content for m in opened.messages] == ["m5", "m3", "m2"] and not opened.whole
+    since = await store.opening(root.id, said[1].seq, 10)
+    assert [m.content for m in since.messages] == ["m5", "m3", "m2"] and since.whole and since.after == said[1].seq
+    await store.set_window(root.id, window_start_seq=said[3].seq)
+    from_start = await store.opening(root.id, None, 10)
+    assert [m.content for m in from_start.messages] == ["m5", "m3"] and from_start.after == said[3].seq - 1
+    assert (await store.opening(root.id, None, 0)).messages == []
+    store.note_window(from_start.thread, memory_as_of=opened.newest_record)  # shown as current_thread shows it
+    assert (await store.opening(root.id, None, 1)).thread.memory_as_of == opened.newest_record
+    with pytest.raises(KeyError):
+        await store.opening(999_999, None, 5)

@@ -32,6 +32,7 @@ from memory.records import (
     MessageMatch,
     NewMessage,
     NoteMatch,
+    Opening,
     Scope,
     Thread,
 )
@@ -570,11 +571,14 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         assert row is not None  # an aggregate's one row
         return int(row[0])
 
-    async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
         """Where another process changed memory versions, pins, branches or what a channel shares, which this one
-        may hold in a cache, they are read again: the shared change count comes with the thread."""
+        may hold in a cache, they are read again: the shared change count comes with the thread. The page comes
+        as an array of message rows in the same statement."""
+        page = ", ARRAY(" + _PAGE_FROM_START + ") AS page" if limit else ""
         row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen,"
-                              f" {NEWEST_RECORD}, * FROM threads WHERE id = $1", thread_id)
+                              f" {NEWEST_RECORD}, t.*{page} FROM threads t WHERE t.id = $1", thread_id,
+                              *((after_seq, limit) if limit else ()))
         if row is None:
             raise KeyError(f"no thread {thread_id}")
         seen = row["shared_seen"]
@@ -583,8 +587,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self.memory_changes += 1
             self.branch_changes += 1
             self.sharing_version += 1
-        return self._as_noted(row_to.thread(row, leave_out=("shared_seen", "newest_record"))), \
-            int(row["newest_record"])
+        thread = self._as_noted(row_to.thread(row, leave_out=("shared_seen", "newest_record", "page")))
+        return Opening(thread, int(row["newest_record"]), after_seq,
+                       [row_to.message(m) for m in row["page"]] if limit else [], limit)
 
     # branches (seed 001)
 
@@ -852,6 +857,11 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         with _refusals():
             return await (self._own() or self._pool).execute(sql, *params)
 
+
+
+# Store.opening's page: thread t's live messages after $2 (NULL: from its window's start), newest first, at most $3.
+_PAGE_FROM_START = ("SELECT m FROM messages m WHERE m.thread_id = t.id AND m.seq > COALESCE($2::bigint,"
+                    " t.window_start_seq - 1, -1) AND m.deleted_at IS NULL ORDER BY m.seq DESC LIMIT $3")
 
 
 async def _revise(con: Connection, thread_ids: list[int]) -> None:

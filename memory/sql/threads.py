@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from typing import Any
 
 from memory import rows as row_to
-from memory.records import Message, Scope, Thread
+from memory.records import Message, Opening, Scope, Thread
 from memory.sql.base import SqlStore
 from memory.store_common import SEQ_MAX
 
@@ -14,6 +15,9 @@ from memory.store_common import SEQ_MAX
 NEWEST_RECORD = "(SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record"
 # Live messages of a thread within (after, through]: what a count reads, and what a version's save counts again.
 LIVE_IN_RANGE = "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? AND deleted_at IS NULL"
+# A page of a thread's live messages strictly between two seqs, through its (thread, seq) index.
+PAGE = ("SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
+        " ORDER BY seq {order} LIMIT ?")
 REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
 
 
@@ -50,10 +54,12 @@ class ThreadsSql(SqlStore):
         return row_to.thread(row) if row else None
 
     async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
-        row = await self._row(f"SELECT {NEWEST_RECORD}, * FROM threads WHERE id = ?", (thread_id,))
-        if row is None:
-            raise KeyError(f"no thread {thread_id}")
-        return self._as_noted(row_to.thread(row, leave_out=("newest_record",))), int(row["newest_record"])
+        opened = await self.opening(thread_id, None, 0)
+        return opened.thread, opened.newest_record
+
+    @abstractmethod
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
+        """The thread, the newest record and the page, in one round trip: each backend its own way."""
 
     async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
         """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
@@ -100,9 +106,7 @@ class ThreadsSql(SqlStore):
 
     async def _page(self, thread_id: int, lower: int, upper: int, limit: int,
                     newest_first: bool) -> list[Message]:
-        rows = await self._rows(
-            "SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
-            f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT ?", (thread_id, lower, upper, limit))
+        rows = await self._rows(PAGE.format(order="DESC" if newest_first else "ASC"), (thread_id, lower, upper, limit))
         return [row_to.message(row) for row in rows]
 
     async def last_exchanges(self, thread_id: int, limit: int) -> list[Message]:

@@ -24,6 +24,7 @@ from memory.records import (
     MessageMatch,
     NewMessage,
     NoteMatch,
+    Opening,
     Scope,
     Thread,
 )
@@ -33,10 +34,10 @@ from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql
 from memory.sql.settings import SettingsSql
-from memory.sql.threads import LIVE_IN_RANGE, ThreadsSql, next_reply, remembered
+from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, PAGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
-from memory.store_common import QUOTING, Noted, erased_value, stale_summary
+from memory.store_common import QUOTING, SEQ_MAX, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -182,6 +183,13 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             raise _refused(exc) from exc
 
     # threads
+
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
+        row, page = await _in_thread(self._db, _opening, thread_id, after_seq, limit)
+        if row is None:
+            raise KeyError(f"no thread {thread_id}")
+        thread = self._as_noted(row_to.thread(row, leave_out=("newest_record",)))
+        return Opening(thread, int(row["newest_record"]), after_seq, [row_to.message(r) for r in page], limit)
 
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         """The root thread of a scope for a persona, created on first use."""
@@ -753,6 +761,17 @@ def _whole(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) ->
         _roll_back(conn)
         raise
     return result
+
+
+def _opening(conn: sqlite3.Connection, thread_id: int, after_seq: int | None,
+             limit: int) -> tuple[sqlite3.Row | None, list[sqlite3.Row]]:
+    """Store.opening's two reads in one hop to the database's thread."""
+    row = conn.execute(f"SELECT {NEWEST_RECORD}, * FROM threads WHERE id = ?", (thread_id,)).fetchone()
+    if row is None or not limit:
+        return row, []
+    start = row["window_start_seq"]
+    after = after_seq if after_seq is not None else -1 if start is None else start - 1
+    return row, conn.execute(PAGE.format(order="DESC"), (thread_id, after, SEQ_MAX, limit)).fetchall()
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
