@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 import sqlite3
 
 import pytest
@@ -354,3 +355,31 @@ async def test_the_background_indexer_keeps_recalls_index_in_few_segments(make_c
     assert await segments() <= 3
     assert (await engine.store.match_counts(["quokka"], 100))[1] == {"quokka": 30}
     await engine.close()
+
+
+def test_a_record_built_from_a_row_is_the_one_its_constructor_makes_and_a_strange_column_is_named():
+    """Threads and messages are read on every reply without their generated __init__; the result is the same
+    record, and a row that is not exactly their columns still fails by name."""
+    from memory import rows as row_to
+    from memory.records import Message, Thread
+
+    class Row(dict):
+        def keys(self):
+            return list(super().keys())
+
+        def __iter__(self):
+            return iter(self.values())
+
+    message = Message(seq=3, thread_id=1, role="user", content="hi", token_count=1, metadata={"a": 1})
+    row = Row({**vars(message), "metadata": '{"a": 1}', "content_folded": "hi"})
+    built = row_to.message(row)
+    assert built == message and vars(built) == vars(message)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.content = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="colour"):
+        row_to.message(Row({**row, "colour": "blue"}))
+    thread = Thread(**{f.name: None for f in dataclasses.fields(Thread)} | {"id": 7, "persona": "P", "revision": 2})
+    assert row_to.thread(Row(vars(thread))) == thread
+    assert row_to.thread(Row({k: v for k, v in vars(thread).items() if k != "revision"})).revision == 0  # its default
+    with pytest.raises(TypeError, match="persona"):
+        row_to.thread(Row({k: v for k, v in vars(thread).items() if k != "persona"}))
