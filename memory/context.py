@@ -30,7 +30,7 @@ from memory.budget import MIN_TAIL, Budget, ContextError, Plan, plan, summary_ro
 from memory.errors import Failure
 from memory.layers import Layers, covered_days, memory_layers
 from memory.llm import LLM, Block, LLMRequest, Tier, Tool
-from memory.records import MemoryRecord, Message, NewMessage, Opening, Thread
+from memory.records import MemoryRecord, Message, NewMessage, Opening, Thread, window_after
 from memory.settings import ContextSettings, MemoryWorkSettings, ShortTermSettings, StelisSettings
 from memory.stamped import OncePerStamp
 from memory.store import STALE_RETRIES, WINDOW_GAP, StaleSummary, Store
@@ -339,7 +339,8 @@ class Assembler:
                         calls: bool) -> Assembly:
         preview, naive = not persist, shape.naive
         async with self.store.held():  # the reads before anything is waited on
-            # Another process's erasure does not live on in a cache here; `newest`: what a cold cache shows memory as of
+            # Another process's erasure does not live on in a cache here; the opening's newest record: what a cold
+            # cache shows memory as of
             opened = await self._open(thread_id, naive)
             thread = opened.thread
             chain = await lineage(self.store, thread)
@@ -433,10 +434,14 @@ class Assembler:
 
     async def _open(self, thread_id: int, naive: bool) -> Opening:
         """The thread, the newest memory record, and the messages its window will read: those since the window
-        kept here, else its newest from its start (a naive window reads the whole thread: no page)."""
+        kept here, else its newest from its start (a naive window reads the whole thread: no page). Where its
+        cache is cold here, its memory is shown as of that newest record: its own memory comes with it too."""
         kept = self._windows.get(thread_id)
+        cold = self.clock() - self._last_request.get(thread_id, float("-inf")) > COLD_SECONDS
+        layers = self._layers.get(thread_id)
+        versions = layers[0][3] if layers is not None else self.conversation.memory_versions  # as last shown
         return await self.store.opening(thread_id, kept[1][-1].seq if kept is not None and not naive else None,
-                                        0 if naive else OPENING_PAGE)
+                                        0 if naive else OPENING_PAGE, versions if cold else 0)
 
     async def _next_cut(self, opened: Opening, chain: list[Thread], budget: Plan, fresh: bool,
                         extra: list[Message], naive: bool, force: bool = False
@@ -481,7 +486,7 @@ class Assembler:
     async def _plan(self, thread: Thread, chain: list[Thread], budget: Plan, as_of: int | None,
                     extra: list[Message], naive: bool, opened: Opening | None = None) -> _Planned:
         """The memory layers as of a record, the window's room that leaves, and the window read within it."""
-        layers = await self._memory(thread, chain[-1], as_of, budget)
+        layers = await self._memory(thread, chain[-1], as_of, budget, opened)
         capacity = budget.windows(layers.tokens)
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
@@ -636,7 +641,8 @@ class Assembler:
     async def conversation_of(self, root: Thread) -> PromptSettings:
         return await self.conversation_for(root) if self.conversation_for else self.conversation
 
-    async def _memory(self, thread: Thread, root: Thread, as_of: int | None, budget: Plan) -> Layers:
+    async def _memory(self, thread: Thread, root: Thread, as_of: int | None, budget: Plan,
+                      opened: Opening | None = None) -> Layers:
         """The layers as of a record, read once per window: what else changes them (another channel's
         activity reordering the shared ones, a thread's version rewritten in place) waits for the next
         cut, like a new version. Removing memory or changing a pin shows at once."""
@@ -650,9 +656,11 @@ class Assembler:
             pinned = await self._pinned.get(root.persona, self.store.memory_changes,
                                             lambda: self.store.pinned_scopes(root.persona))
             others = root.guild_id is not None and len((await self.visibilities.of(self.store, root)).scope_keys) > 1
+            known = (opened.memory_asked, opened.memory) \
+                if opened is not None and opened.memory_asked and as_of == opened.newest_record else None
             found = (key, await memory_layers(self.store, thread, root, versions=conversation.memory_versions,
                                               shared=conversation.shared_channels if others else 0, as_of=as_of,
-                                              budget=budget.memory, pinned=pinned))
+                                              budget=budget.memory, pinned=pinned, known=known))
         _keep(self._layers, thread.id, found)
         return found[1]
 
@@ -730,7 +738,7 @@ class Assembler:
         used, turns = sum(seen(m)[1] for m in extra), len(extra)
         if used > budget and turns >= self.policy.locked_turns:
             return messages, False
-        async for message in self._newest_first(thread_id, -1 if start is None else start - 1, opened):
+        async for message in self._newest_first(thread_id, window_after(start), opened):
             if trimmed is not None and not _kept(message.seq, trimmed):
                 continue
             messages.append(message)

@@ -17,11 +17,13 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 
 from memory import dates, extractive
-from memory.records import MemoryRecord, Thread
-from memory.store import Store, Versions
+from memory.records import MemoryRecord, Thread, Versions, own_memory
+from memory.store import Store
 from memory.tokens import cached_tokens
 
 OWN, OTHER, SERVER, THREAD = "own", "other", "server", "thread"
+# A conversation's own memory read already (Store.opening): what was asked (records.own_memory), and each part
+Known = tuple[tuple[Versions, ...], list[list[MemoryRecord]]]
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,12 @@ class _Piece:
 
 async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions: int,
                         shared: int, as_of: int | None = None,
-                        budget: int | None = None, pinned: Container[tuple[str, int]] | None = None) -> Layers:
+                        budget: int | None = None, pinned: Container[tuple[str, int]] | None = None,
+                        known: Known | None = None) -> Layers:
     """The rendered layers for a thread whose conversation root is `root`, within `budget` tokens (`pinned`: the
     (scope, id) pairs known to have pins, when known: a conversation not among them has its pins left unread;
-    `shared` 0: no other channel shown)."""
-    pieces = await _candidates(store, thread, root, versions, shared, as_of, pinned)
+    `shared` 0: no other channel shown; `known`: its own memory already read as of `as_of`, and what was asked)."""
+    pieces = await _candidates(store, thread, root, versions, shared, as_of, pinned, known)
     chosen = fit(pieces, budget)
     if not chosen:
         return Layers()
@@ -67,20 +70,16 @@ async def memory_layers(store: Store, thread: Thread, root: Thread, *, versions:
                   max((r.last_seq for r in own if r.last_seq is not None), default=None))
 
 
-async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int,
-                      as_of: int | None, pinned: Container[tuple[str, int]] | None) -> list[_Piece]:
+async def _candidates(store: Store, thread: Thread, root: Thread, versions: int, shared: int, as_of: int | None,
+                      pinned: Container[tuple[str, int]] | None, known: Known | None) -> list[_Piece]:
     persona, guild_id, channel_id = root.persona, root.guild_id, root.channel_id or 0
-    asked: list[Versions] = [*_channel_versions(channel_id, versions)]
-    if thread.discord_thread_id is not None:
-        asked.append(("thread", thread.discord_thread_id, "short_term", 1))
-    if guild_id is not None:
-        asked.append(("workspace", guild_id, "long_term", 1))
+    asked = own_memory(root, thread, versions)
     # Four statements at most, whatever the server shares: the pins, the versions of this conversation, its
-    # Discord thread and its server, and which channels share; then all their versions at once. One after the
-    # other: they run on the connection the assembly holds (Store.held).
+    # Discord thread and its server (unless read with the thread: `known`), and which channels share; then all
+    # their versions at once. One after the other: they run on the connection the assembly holds (Store.held).
     pins = await store.pins(persona, "channel", channel_id) \
         if pinned is None or ("channel", channel_id) in pinned else []
-    found = await store.newest_records(persona, asked, as_of)
+    found = known[1] if known is not None and known[0] == asked else await store.newest_records(persona, asked, as_of)
     others = [] if guild_id is None or shared <= 0 else await store.shared_channels(persona, guild_id, limit=shared,
                                                                                    besides=channel_id)
     own = (50, OWN)

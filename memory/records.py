@@ -110,6 +110,28 @@ class Message:
     deleted_at: float | None = None
 
 
+# What newest_records is asked for: a scope, its id, a type, and how many of its newest versions.
+Versions = tuple[str, int, str, int]
+
+
+def own_memory(root: Thread, thread: Thread, versions: int) -> tuple[Versions, ...]:
+    """The memory of its own a conversation's prompt shows, as newest_records is asked for it: its channel's
+    long-term memory and `versions` newest short-term versions, its Discord thread's version, its server's long-term
+    memory (`root`: the conversation's root; a thread carries its root's persona, server and channel)."""
+    channel = root.channel_id or 0
+    asked: list[Versions] = [("channel", channel, "long_term", 1), ("channel", channel, "short_term", versions)]
+    if thread.discord_thread_id is not None:
+        asked.append(("thread", thread.discord_thread_id, "short_term", 1))
+    if root.guild_id is not None:
+        asked.append(("workspace", root.guild_id, "long_term", 1))
+    return tuple(asked)
+
+
+def window_after(window_start_seq: int | None) -> int:
+    """The seq a window's messages come after (a window with no start holds the whole thread)."""
+    return -1 if window_start_seq is None else window_start_seq - 1
+
+
 @dataclass(frozen=True)
 class Opening:
     """What an assembly reads first, in one round trip (Store.opening): its thread, the newest memory record's id,
@@ -121,14 +143,14 @@ class Opening:
     after_seq: int | None
     messages: list[Message]
     limit: int
+    # With versions asked for: the thread's own memory (own_memory) as of its newest record, each part oldest first
+    memory_asked: tuple[Versions, ...] = ()
+    memory: list[list[MemoryRecord]] = field(default_factory=list)
 
     @property
     def after(self) -> int:
         """The seq its messages come after."""
-        if self.after_seq is not None:
-            return self.after_seq
-        start = self.thread.window_start_seq
-        return -1 if start is None else start - 1
+        return self.after_seq if self.after_seq is not None else window_after(self.thread.window_start_seq)
 
     @property
     def whole(self) -> bool:

@@ -34,6 +34,7 @@ from memory.records import (
     Task,
     TaskStatus,
     Thread,
+    Versions,
 )
 from memory.settings import Triggers
 
@@ -64,10 +65,6 @@ def copy_keys(table: str) -> tuple[str, ...]:
     if table not in COPIED_TABLES:
         raise ValueError(f"{table!r} is not a table a copy carries ({', '.join(COPIED_TABLES)})")
     return COPIED_TABLES[table]
-
-
-# What newest_records is asked for: a scope, its id, a type, and how many of its newest versions.
-Versions = tuple[str, int, str, int]
 
 
 class StoreError(Failure):
@@ -137,9 +134,10 @@ class Database(Protocol):
         database erased or edited."""
         ...
 
-    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
         """What an assembly reads first, in one round trip: `current_thread`, with at most `limit` of the thread's
-        live messages newest first, those after `after_seq` (None: from its window's start)."""
+        live messages newest first, those after `after_seq` (None: from its window's start); with `versions`, its
+        own memory too (records.own_memory with its own places, as of its newest record)."""
         ...
 
     def held(self) -> AbstractAsyncContextManager[None]:

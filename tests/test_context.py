@@ -18,6 +18,7 @@ from memory.threads import Run
 from memory.tokens import cached_tokens
 from memory.window import ContextSettings, Item, LockedBufferTooLarge, lock_limit, locked_start
 from tests.context_helpers import (
+    FIXED_NOW,
     all_text,
     answer,
     assembler,
@@ -793,3 +794,73 @@ async def test_a_reply_reads_its_window_with_its_thread_and_misses_nothing_said(
     second = await asm.assemble(r.id)
     assert [m.content for m in second.window_messages] == [*said, "now?", "soon", "a", "b", "c"]
     assert reads == ([] if page > 4 else ["span"])
+
+
+async def test_a_cold_turn_reads_its_own_memory_with_its_thread_and_a_warm_one_keeps_what_it_showed(store, monkeypatch):
+    """Where the cache is cold the window shows memory as of the newest record: the conversation's own memory comes
+    with its thread (no read apart), the same as read apart; a warm turn asks for none and shows what it showed."""
+    r = await root(store)
+    for n in range(3):
+        await store.add_record("Stelis", "channel", 2, "short_term", f"Version {n}: Mahe said {n}.")
+    await store.add_record("Stelis", "channel", 2, "long_term", "Mahe likes tea.")
+    await say(store, r.id, "hello")
+    now = [FIXED_NOW]
+    asm = assembler(store)
+    asm.clock = lambda: now[0]
+    asked: list[int] = []
+    apart: list[object] = []
+    opening, newest_records = store.opening, store.newest_records
+
+    async def spied_opening(thread_id, after_seq, limit, versions=0):
+        asked.append(versions)
+        return await opening(thread_id, after_seq, limit, versions)
+
+    async def spied_records(*args, **kwargs):
+        apart.append(args)
+        return await newest_records(*args, **kwargs)
+    monkeypatch.setattr(store, "opening", spied_opening)
+    monkeypatch.setattr(store, "newest_records", spied_records)
+    first = body(await asm.assemble(r.id))["system"][1]["text"]
+    assert asked == [asm.conversation.memory_versions] and apart == []
+    read_apart = body(await assembler(store).assemble(r.id))["system"][1]["text"]
+    assert first == read_apart and "Mahe likes tea." in first and "Version 2" in first
+    await answer(store, r.id, "hi Mahe")
+    await store.add_record("Stelis", "channel", 2, "short_term", "Version 3: Mahe moved to Kyoto.")
+    await say(store, r.id, "where do I live?")
+    asked.clear()
+    warm = body(await asm.assemble(r.id))["system"][1]["text"]
+    assert asked == [0] and warm == first  # the cached prefix keeps the memory it showed
+    now[0] += context.COLD_SECONDS + 1
+    asked.clear()
+    cold = body(await asm.assemble(r.id))["system"][1]["text"]
+    assert asked == [asm.conversation.memory_versions] and apart == [] and "Kyoto" in cold
+
+
+async def test_a_conversation_that_shows_more_versions_reads_them_apart_once_then_with_its_thread(store, monkeypatch):
+    """A channel's own setting may show more versions than the default the first opening asks for: they are read
+    apart then, in full, and the next cold turn asks for as many as it showed."""
+    r = await root(store)
+    for n in range(8):
+        await store.add_record("Stelis", "channel", 2, "short_term", f"Version {n}.")
+    await say(store, r.id, "hello")
+    now = [FIXED_NOW]
+    asm = assembler(store)
+    asm.clock = lambda: now[0]
+    seven = context.PromptSettings(asm.conversation.persona, 7, asm.conversation.shared_channels)
+    assert asm.conversation.memory_versions != 7
+
+    async def settings(root_thread):
+        return seven
+    asm.conversation_for = settings
+    apart: list[object] = []
+    newest_records = store.newest_records
+
+    async def spied(*args, **kwargs):
+        apart.append(args)
+        return await newest_records(*args, **kwargs)
+    monkeypatch.setattr(store, "newest_records", spied)
+    first = body(await asm.assemble(r.id))["system"][1]["text"]
+    assert len(apart) == 1 and "Version 1." in first and "Version 0." not in first  # the newest seven
+    now[0] += context.COLD_SECONDS + 1
+    again = body(await asm.assemble(r.id))["system"][1]["text"]
+    assert len(apart) == 1 and again == first

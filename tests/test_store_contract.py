@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from memory.backends import open_store
-from memory.records import ModelUsage, NewMessage, Scope
+from memory.records import ModelUsage, NewMessage, Scope, own_memory
 from memory.settings import Triggers
 from memory.sql.threads import REPLY_WITHIN
 from memory.store import OptedOut, StaleSummary, StaleUpdate, Store, StoreError
@@ -674,3 +674,30 @@ async def test_an_opening_is_the_thread_with_its_newest_live_messages_from_its_w
     assert (await store.opening(root.id, None, 1)).thread.memory_as_of == opened.newest_record
     with pytest.raises(KeyError):
         await store.opening(999_999, None, 5)
+
+
+async def test_an_opening_brings_the_threads_own_memory_as_newest_records_reads_it(store):
+    """With versions asked for, the thread's own memory comes with it (records.own_memory, its places taken from
+    its own row): exactly what newest_records gives for them, never another persona's, channel's or server's, nor a
+    hidden version."""
+    channel = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    discord = await store.create_thread(channel, kind="stelis", label="a Discord thread", window_ratio=0.8,
+                                        chronicle_prompt=None, run_id=None, discord_thread_id=77, anchor=None)
+    discord = discord[0]
+    for n in range(4):
+        await store.add_record("P", "channel", 2, "short_term", f"version {n}")
+    old = await store.add_record("P", "channel", 2, "long_term", "the old long-term memory")
+    await store.add_record("P", "channel", 2, "long_term", "the long-term memory", hides=[old.id])
+    await store.add_record("P", "thread", 77, "short_term", "the Discord thread's version")
+    await store.add_record("P", "workspace", 1, "long_term", "the server's memory")
+    await store.add_record("Q", "channel", 2, "short_term", "another persona's")
+    await store.add_record("P", "channel", 3, "short_term", "another channel's")
+    await store.add_record("P", "workspace", 9, "long_term", "another server's")
+    for thread in (channel, discord):
+        opened = await store.opening(thread.id, None, 5, versions=2)
+        assert opened.memory_asked == own_memory(thread, thread, 2)
+        assert opened.memory == await store.newest_records("P", opened.memory_asked)
+        said = [r.content for part in opened.memory for r in part]
+        assert said[:3] == ["the long-term memory", "version 2", "version 3"]
+        assert said[3:] == (["the Discord thread's version"] if thread is discord else []) + ["the server's memory"]
+    assert (await store.opening(channel.id, None, 5)).memory == []  # not asked for

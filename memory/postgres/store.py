@@ -35,12 +35,13 @@ from memory.records import (
     Opening,
     Scope,
     Thread,
+    own_memory,
 )
 from memory.settings import Triggers
 from memory.sql.branches import BranchesSql
 from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
-from memory.sql.records import RecordsSql
+from memory.sql.records import RecordsSql, by_place
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
@@ -571,14 +572,14 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         assert row is not None  # an aggregate's one row
         return int(row[0])
 
-    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
         """Where another process changed memory versions, pins, branches or what a channel shares, which this one
-        may hold in a cache, they are read again: the shared change count comes with the thread. The page comes
-        as an array of message rows in the same statement."""
-        page = ", ARRAY(" + _PAGE_FROM_START + ") AS page" if limit else ""
+        may hold in a cache, they are read again: the shared change count comes with the thread. The page and the
+        thread's own memory come as arrays of rows in the same statement."""
+        memory = f", ARRAY({_OWN_MEMORY}) AS memory" if versions else ""
         row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen,"
-                              f" {NEWEST_RECORD}, t.*{page} FROM threads t WHERE t.id = $1", thread_id,
-                              *((after_seq, limit) if limit else ()))
+                              f" {NEWEST_RECORD}, t.*, ARRAY({_PAGE_FROM_START}) AS page{memory} FROM threads t"
+                              " WHERE t.id = $1", thread_id, after_seq, limit, *((versions,) if versions else ()))
         if row is None:
             raise KeyError(f"no thread {thread_id}")
         seen = row["shared_seen"]
@@ -587,9 +588,11 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self.memory_changes += 1
             self.branch_changes += 1
             self.sharing_version += 1
-        thread = self._as_noted(row_to.thread(row, leave_out=("shared_seen", "newest_record", "page")))
-        return Opening(thread, int(row["newest_record"]), after_seq,
-                       [row_to.message(m) for m in row["page"]] if limit else [], limit)
+        thread = row_to.thread(row, leave_out=("shared_seen", "newest_record", "page", "memory"))
+        asked = own_memory(thread, thread, versions) if versions else ()
+        return Opening(self._as_noted(thread), int(row["newest_record"]), after_seq,
+                       [row_to.message(m) for m in row["page"]], limit, asked,
+                       by_place(asked, (row_to.record(r) for r in row["memory"])) if versions else [])
 
     # branches (seed 001)
 
@@ -862,6 +865,15 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 # Store.opening's page: thread t's live messages after $2 (NULL: from its window's start), newest first, at most $3.
 _PAGE_FROM_START = ("SELECT m FROM messages m WHERE m.thread_id = t.id AND m.seq > COALESCE($2::bigint,"
                     " t.window_start_seq - 1, -1) AND m.deleted_at IS NULL ORDER BY m.seq DESC LIMIT $3")
+# Its memory: records.own_memory of thread t (its channel's long-term memory and $4 newest versions, its Discord
+# thread's version, its server's long-term memory), the places taken from its row; a NULL place matches nothing.
+_OWN_MEMORY = "SELECT m FROM (" + " UNION ALL ".join(
+    f"(SELECT r AS m FROM memory_records r WHERE r.persona = t.persona AND r.scope = '{scope}' AND r.scope_id = {place}"
+    f" AND r.type = '{type_}' AND r.hidden_by IS NULL ORDER BY r.version DESC LIMIT {most})"
+    for scope, place, type_, most in (("channel", "COALESCE(t.channel_id, 0)", "long_term", "1"),
+                                      ("channel", "COALESCE(t.channel_id, 0)", "short_term", "$4"),
+                                      ("thread", "t.discord_thread_id", "short_term", "1"),
+                                      ("workspace", "t.guild_id", "long_term", "1"))) + ") AS own"
 
 
 async def _revise(con: Connection, thread_ids: list[int]) -> None:

@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from memory import rows as row_to
-from memory.records import MemoryChannel, MemoryRecord, Thread
-from memory.sql.base import SqlStore, marks
-from memory.store import Versions
+from memory.records import MemoryChannel, MemoryRecord, Thread, Versions
+from memory.sql.base import Row, SqlStore, marks
 from memory.store_common import CHANNEL_FLAGS, checked
+
+
+def newest_records_sql(persona: str, asked: Sequence[Versions], as_of: int | None = None,
+                       hidden: bool = False) -> tuple[str, list[Any]]:
+    """Store.newest_records as one statement and its parameters (`answered` reads its rows)."""
+    where = ("" if as_of is None else " AND id <= ?") + ("" if hidden else " AND hidden_by IS NULL")
+    one = ("SELECT * FROM (SELECT {n} AS asked, * FROM memory_records WHERE persona = ? AND scope = ?"
+           f" AND scope_id = ? AND type = ?{where} ORDER BY version DESC LIMIT ?) AS a{{n}}")
+    return " UNION ALL ".join(one.format(n=n) for n in range(len(asked))), [
+        value for scope, scope_id, type_, limit in asked
+        for value in (persona, scope, scope_id, type_, *(() if as_of is None else (as_of,)), limit)]
+
+
+def answered(asked: Sequence[Versions], rows: Iterable[Row]) -> list[list[MemoryRecord]]:
+    """newest_records_sql's rows as the records for each of `asked`, oldest first."""
+    return _oldest_first(asked, ((row["asked"], row_to.record(row, leave_out=("asked",))) for row in rows))
+
+
+def by_place(asked: Sequence[Versions], records: Iterable[MemoryRecord]) -> list[list[MemoryRecord]]:
+    """Records as the answer to `asked`, whose places are all different: each under its own, oldest first."""
+    places = {ask[:3]: n for n, ask in enumerate(asked)}
+    return _oldest_first(asked, ((places[(r.scope, r.scope_id, r.type)], r) for r in records))
+
+
+def _oldest_first(asked: Sequence[Versions], found: Iterable[tuple[int, MemoryRecord]]) -> list[list[MemoryRecord]]:
+    parts: list[list[MemoryRecord]] = [[] for _ in asked]
+    for n, record in found:
+        parts[n].append(record)
+    for records in parts:  # in whatever order the database put the parts together
+        records.sort(key=lambda r: r.version)
+    return parts
 
 
 class RecordsSql(SqlStore):
@@ -23,18 +54,7 @@ class RecordsSql(SqlStore):
         """recent_records for each of `asked`, in one statement: one round trip for a prompt's memory layers."""
         if not asked:
             return []
-        where = ("" if as_of is None else " AND id <= ?") + ("" if hidden else " AND hidden_by IS NULL")
-        one = ("SELECT * FROM (SELECT {n} AS asked, * FROM memory_records WHERE persona = ? AND scope = ?"
-               f" AND scope_id = ? AND type = ?{where} ORDER BY version DESC LIMIT ?) AS a{{n}}")
-        rows = await self._rows(" UNION ALL ".join(one.format(n=n) for n in range(len(asked))), [
-            value for scope, scope_id, type_, limit in asked
-            for value in (persona, scope, scope_id, type_, *(() if as_of is None else (as_of,)), limit)])
-        found: list[list[MemoryRecord]] = [[] for _ in asked]
-        for row in rows:
-            found[row["asked"]].append(row_to.record(row, leave_out=("asked",)))
-        for records in found:  # oldest first, in whatever order the database put the parts together
-            records.sort(key=lambda r: r.version)
-        return found
+        return answered(asked, await self._rows(*newest_records_sql(persona, asked, as_of, hidden)))
 
     async def ensure_memory_channel(self, thread: Thread) -> MemoryChannel:
         """The bookkeeping of a conversation, created on first use."""

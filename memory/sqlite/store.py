@@ -27,12 +27,15 @@ from memory.records import (
     Opening,
     Scope,
     Thread,
+    Versions,
+    own_memory,
+    window_after,
 )
 from memory.settings import Triggers
 from memory.sql.branches import BranchesSql
 from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
-from memory.sql.records import RecordsSql
+from memory.sql.records import RecordsSql, answered, newest_records_sql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, PAGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
@@ -184,12 +187,13 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     # threads
 
-    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
-        row, page = await _in_thread(self._db, _opening, thread_id, after_seq, limit)
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
+        row, page, asked, memory = await _in_thread(self._db, _opening, thread_id, after_seq, limit, versions)
         if row is None:
             raise KeyError(f"no thread {thread_id}")
         thread = self._as_noted(row_to.thread(row, leave_out=("newest_record",)))
-        return Opening(thread, int(row["newest_record"]), after_seq, [row_to.message(r) for r in page], limit)
+        return Opening(thread, int(row["newest_record"]), after_seq, [row_to.message(r) for r in page], limit, asked,
+                       answered(asked, memory))
 
     async def root_thread(self, persona: str, scope: Scope, window_ratio: float) -> Thread:
         """The root thread of a scope for a persona, created on first use."""
@@ -763,15 +767,20 @@ def _whole(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) ->
     return result
 
 
-def _opening(conn: sqlite3.Connection, thread_id: int, after_seq: int | None,
-             limit: int) -> tuple[sqlite3.Row | None, list[sqlite3.Row]]:
-    """Store.opening's two reads in one hop to the database's thread."""
+def _opening(conn: sqlite3.Connection, thread_id: int, after_seq: int | None, limit: int, versions: int
+             ) -> tuple[sqlite3.Row | None, list[sqlite3.Row], tuple[Versions, ...], list[sqlite3.Row]]:
+    """Store.opening's reads in one hop to the database's thread: the thread, its page, its own memory's places and
+    their records."""
     row = conn.execute(f"SELECT {NEWEST_RECORD}, * FROM threads WHERE id = ?", (thread_id,)).fetchone()
-    if row is None or not limit:
-        return row, []
-    start = row["window_start_seq"]
-    after = after_seq if after_seq is not None else -1 if start is None else start - 1
-    return row, conn.execute(PAGE.format(order="DESC"), (thread_id, after, SEQ_MAX, limit)).fetchall()
+    if row is None:
+        return None, [], (), []
+    after = after_seq if after_seq is not None else window_after(row["window_start_seq"])
+    page = conn.execute(PAGE.format(order="DESC"), (thread_id, after, SEQ_MAX, limit)).fetchall() if limit else []
+    if not versions:
+        return row, page, (), []
+    thread = row_to.thread(row, leave_out=("newest_record",))
+    asked = own_memory(thread, thread, versions)
+    return row, page, asked, conn.execute(*newest_records_sql(thread.persona, asked)).fetchall()
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
