@@ -79,7 +79,10 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     # their versions at once. One after the other: they run on the connection the assembly holds (Store.held).
     pins = await store.pins(persona, "channel", channel_id) \
         if pinned is None or ("channel", channel_id) in pinned else []
-    found = known[1] if known is not None and known[0] == asked else await store.newest_records(persona, asked, as_of)
+    if known is not None and known[0] == asked and thread.persona == persona:  # read with the thread, its persona's
+        found = known[1]
+    else:
+        found = await store.newest_records(persona, asked, as_of)
     others = [] if guild_id is None or shared <= 0 else await store.shared_channels(persona, guild_id, limit=shared,
                                                                                    besides=channel_id)
     own = (50, OWN)
