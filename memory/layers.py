@@ -17,7 +17,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 
 from memory import dates, extractive
-from memory.records import MemoryRecord, Thread, Versions, own_memory
+from memory.records import MemoryRecord, Thread, Versions, channel_versions, own_memory
 from memory.store import Store
 from memory.tokens import cached_tokens
 
@@ -99,17 +99,12 @@ async def _candidates(store: Store, thread: Thread, root: Thread, versions: int,
     # before another channel's newest (a channel's long-term memory comes before its versions). The most recently
     # active are nearest this conversation.
     theirs = await store.newest_records(
-        persona, [ask for other in others for ask in _channel_versions(other.channel_id or 0, versions)], as_of) \
+        persona, [ask for other in others for ask in channel_versions(other.channel_id or 0, versions)], as_of) \
         if others else []
     for rank, other in enumerate(others):
         pieces += _channel((49 - rank, f"#{other.name or other.channel_id}"), theirs[2 * rank],
                            theirs[2 * rank + 1], (10 + 2 * rank, 11 + 2 * rank, 11 + 2 * rank))
     return pieces
-
-
-def _channel_versions(channel_id: int, versions: int) -> tuple[Versions, Versions]:
-    """What a channel shows: its long-term memory, then its newest versions."""
-    return ("channel", channel_id, "long_term", 1), ("channel", channel_id, "short_term", versions)
 
 
 def _channel(section: tuple[int, str], long_term: list[MemoryRecord], recent: list[MemoryRecord],

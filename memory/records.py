@@ -118,13 +118,17 @@ def own_memory(root: Thread, thread: Thread, versions: int) -> tuple[Versions, .
     """The memory of its own a conversation's prompt shows, as newest_records is asked for it: its channel's
     long-term memory and `versions` newest short-term versions, its Discord thread's version, its server's long-term
     memory (`root`: the conversation's root; a thread carries its root's persona, server and channel)."""
-    channel = root.channel_id or 0
-    asked: list[Versions] = [("channel", channel, "long_term", 1), ("channel", channel, "short_term", versions)]
+    asked = list(channel_versions(root.channel_id or 0, versions))
     if thread.discord_thread_id is not None:
         asked.append(("thread", thread.discord_thread_id, "short_term", 1))
     if root.guild_id is not None:
         asked.append(("workspace", root.guild_id, "long_term", 1))
     return tuple(asked)
+
+
+def channel_versions(channel_id: int, versions: int) -> tuple[Versions, Versions]:
+    """What a channel shows: its long-term memory, then its newest versions."""
+    return ("channel", channel_id, "long_term", 1), ("channel", channel_id, "short_term", versions)
 
 
 def window_after(window_start_seq: int | None) -> int:
