@@ -864,3 +864,27 @@ async def test_a_conversation_that_shows_more_versions_reads_them_apart_once_the
     now[0] += context.COLD_SECONDS + 1
     again = body(await asm.assemble(r.id))["system"][1]["text"]
     assert len(apart) == 1 and again == first
+
+
+@pytest.mark.parametrize("erased", ["in the kept window", "the kept window's last"])
+async def test_a_message_erased_after_its_window_was_kept_is_in_no_later_request(store, erased):
+    """The opening reads what came since the window kept here; an erasure in between (a forget-me, a delete) moves
+    the thread's revision, so the kept window and what was read after it are set aside and the window read anew."""
+    r = await root(store)
+    await store.append(r.id, NewMessage("user", "hello", author_id=1, author_name="ana"))
+    await answer(store, r.id, "hi ana")
+    await store.append(r.id, NewMessage("user", "my number is 555-0199", author_id=7, author_name="ben",
+                                        external_id=901))
+    await answer(store, r.id, "noted")
+    if erased == "the kept window's last":
+        await store.append(r.id, NewMessage("user", "my pin is 4321", author_id=7, author_name="ben",
+                                            external_id=902))
+    asm = assembler(store)
+    first = await asm.assemble(r.id)
+    assert "555-0199" in all_text(first)
+    await store.purge(author_id=7, thread_ids=[r.id])  # ben is forgotten
+    await say(store, r.id, "what did ben say?", name="ana")
+    later = await asm.assemble(r.id)
+    shown = [m.content for m in later.window_messages]
+    assert "555-0199" not in all_text(later) and "4321" not in all_text(later)
+    assert shown[-1] == "what did ben say?" and "hello" in shown
