@@ -58,8 +58,8 @@ class ThreadsSql(SqlStore):
         return opened.thread, opened.newest_record
 
     @abstractmethod
-    async def opening(self, thread_id: int, after_seq: int | None, limit: int) -> Opening:
-        """The thread, the newest record and the page, in one round trip: each backend its own way."""
+    async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
+        """The thread, the newest record, the page and its own memory, in one round trip: each backend its own way."""
 
     async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
         """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
