@@ -443,7 +443,8 @@ class Assembler:
         kept = self._windows.get(thread_id)
         cold = self.clock() - self._last_request.get(thread_id, float("-inf")) > COLD_SECONDS
         layers = self._layers.get(thread_id)
-        versions = layers[0][3] if layers is not None else self.conversation.memory_versions  # as last shown
+        # as many versions as its layers showed last (their key, `_memory`), or the default before any
+        versions = layers[0][3] if layers is not None else self.conversation.memory_versions
         return await self.store.opening(thread_id, kept[1][-1].seq if kept is not None and not naive else None,
                                         0 if naive else OPENING_PAGE, versions if cold else 0)
 
