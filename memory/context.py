@@ -348,7 +348,7 @@ class Assembler:
             persona, system_text, budget = await self._system(chain, tools)
             now = self.clock()
             extra = [_unstored(thread.id, incoming, now)] if incoming is not None else []
-            fresh = thread.memory_as_of is None or now - self._last_request.get(thread.id, float("-inf")) > COLD_SECONDS
+            fresh = thread.memory_as_of is None or self._cold(thread.id, now)
             p, cut, as_of = await self._next_cut(opened, chain, budget, fresh, extra, naive)
         # The reads are done and the layout up to the model call is CPU alone: yield once first, so that where many
         # replies' reads came back together (SQLite's thread returns them in bursts) the loop does not run all their
@@ -441,12 +441,16 @@ class Assembler:
         kept here, else its newest from its start (a naive window reads the whole thread: no page). Where its
         cache is cold here, its memory is shown as of that newest record: its own memory comes with it too."""
         kept = self._windows.get(thread_id)
-        cold = self.clock() - self._last_request.get(thread_id, float("-inf")) > COLD_SECONDS
         layers = self._layers.get(thread_id)
         # as many versions as its layers showed last (their key, `_memory`), or the default before any
         versions = layers[0][3] if layers is not None else self.conversation.memory_versions
         return await self.store.opening(thread_id, kept[1][-1].seq if kept is not None and not naive else None,
-                                        0 if naive else OPENING_PAGE, versions if cold else 0)
+                                        0 if naive else OPENING_PAGE,
+                                        versions if self._cold(thread_id, self.clock()) else 0)
+
+    def _cold(self, thread_id: int, now: float) -> bool:
+        """No request for this thread here within the cache's lifetime: its memory is shown as of the newest."""
+        return now - self._last_request.get(thread_id, float("-inf")) > COLD_SECONDS
 
     async def _next_cut(self, opened: Opening, chain: list[Thread], budget: Plan, fresh: bool,
                         extra: list[Message], naive: bool, force: bool = False
