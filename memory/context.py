@@ -71,7 +71,11 @@ COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer mem
 # A local server evaluates the window again on the CPU at each cut: half of turns_per_cut, so cuts stay rare
 # (shared/findings/real-models.md).
 CUT_ROOM_TURNS = 2
-ONE_CALL_SHARE = 0.8  # what leaves a window at a cut is summarised in one call of this share of a chunk
+# What a first cut or a trim's bridge reads of what leaves the window: the newest this many tokens (older ones are
+# the short-term memory's), within this share of a summarisation request. A bridge is written every few turns: a
+# larger request (stelis.chunk_tokens) would make each of them read more, not fewer of them.
+LEAVING_READ_TOKENS = 4_800
+ONE_CALL_SHARE = 0.8
 TRIM_VERSIONS = 3  # a trim looks for the messages it drops in this many of the thread's newest memory versions
 WINDOWS_KEPT = 64  # threads whose window (and rendering) is kept in memory between turns
 RENDERED_KEPT = 5_000  # messages a kept rendering holds before it starts afresh (a window without a cut)
@@ -804,7 +808,7 @@ class Assembler:
         # window's first cut: all that left and memory does not cover yet, the trimmed gap as said too (a trim's
         # bridge holds only the newest part of each run). A first cut, which may follow a bulk import, reads one
         # request's worth (the transcript's prefixes take the margin); older messages are the short-term memory's.
-        bound = None if thread.window_start_seq is not None else int(ONE_CALL_SHARE * self.stelis.chunk_tokens)
+        bound = None if thread.window_start_seq is not None else self._leaving_read()
         leaving = await self._leaving(thread, lower, new_start, bound)
         lines += [Line(*line) for line in dated_transcript(leaving, p.seen.viewer, self.policy)]
         summary = first = last = first_at = last_at = None
@@ -831,11 +835,15 @@ class Assembler:
         return await summarise(self.llm, ROLLING_INSTRUCTION, lines, chunk_tokens=self.stelis.chunk_tokens,
                                max_tokens=room, tier="light")
 
+    def _leaving_read(self) -> int:
+        """The most a first cut or a bridge reads of what leaves the window, in tokens."""
+        return min(LEAVING_READ_TOKENS, int(ONE_CALL_SHARE * self.stelis.chunk_tokens))
+
     async def _trim_state(self, thread: Thread, p: _Planned, head: int, start: int,
                           write: bool = True) -> dict[str, Any]:
         """Summarise the run a trim drops (after the head, before `start`) into the bridge, with the one before."""
         lines = [Line.of(f"[earlier summary]\n{thread.window_bridge}")] if thread.window_bridge else []
-        bound = int(ONE_CALL_SHARE * self.stelis.chunk_tokens) - sum(line.tokens for line in lines)
+        bound = self._leaving_read() - sum(line.tokens for line in lines)
         lines += await self._dropped(thread, p, p.window[head:start], bound)
         bridge = await self._summary(lines, p.room, write)
         first = p.window[head]  # the gap's first message, unless the window was trimmed before

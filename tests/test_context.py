@@ -312,6 +312,26 @@ async def test_a_cut_carrying_an_earlier_summary_on_summarises_all_that_left_the
     assert newest_left[0].content.split(":")[0] in read
 
 
+async def test_a_first_cut_reads_a_bounded_part_whatever_the_size_of_a_summarisation_request(store):
+    """The largest summarisation request (stelis.chunk_tokens) is a ceiling for records; what a first cut reads of
+    what left the window is bounded on its own, so a larger ceiling does not make every cut read more."""
+    read = {}
+    for chunk_tokens in (6_000, 200_000):
+        r = await store.root_thread("Stelis", Scope.channel(1, chunk_tokens), 0.8)
+        await store.append_many(r.id, [NewMessage(role, text, author_name="mahe") for i in range(600) for role, text in (
+            ("user", f"note {i}: code ISSUE-{i} " + "filler " * 10), ("assistant", f"ok {i}"))])
+        llm = Recording()
+        asm = context.Assembler(store, llm, context.Persona("Stelis", "You are Stelis."), Budget(4_000, 200),
+                                ContextSettings(low_water=0.6, locked_turns=3, summary_tokens=150),
+                                StelisSettings(chunk_tokens=chunk_tokens), clock=lambda: FIXED_NOW)
+        assert (await asm.assemble(r.id)).cut
+        text = "\n".join(block.text for request in llm.requests for turn in request.turns for block in turn.blocks)
+        read[chunk_tokens] = {i for i in range(600) if f"ISSUE-{i} " in text}
+        # about 500 notes left the window (it holds about 100): the newest of them only, the rest are memory's
+        assert 0 < len(read[chunk_tokens]) < 300 and 0 not in read[chunk_tokens]
+    assert read[200_000] == read[6_000]  # ~4,800 tokens of the newest that left, in both
+
+
 class Recording(OfflineLLM):
     def __init__(self) -> None:
         super().__init__()
