@@ -319,7 +319,7 @@ async def test_a_first_cut_reads_a_bounded_part_whatever_the_size_of_a_summarisa
     for chunk_tokens in (6_000, 200_000):
         r = await store.root_thread("Stelis", Scope.channel(1, chunk_tokens), 0.8)
         said = [(("user", f"note {i}: code ISSUE-{i} " + "filler " * 10), ("assistant", f"ok {i}")) for i in range(600)]
-        await store.append_many(r.id, [NewMessage(role, text, author_name="mahe") for pair in said for role, text in pair])
+        await store.append_many(r.id, [NewMessage(role, text, author_name="mahe") for p in said for role, text in p])
         llm = Recording()
         asm = context.Assembler(store, llm, context.Persona("Stelis", "You are Stelis."), Budget(4_000, 200),
                                 ContextSettings(low_water=0.6, locked_turns=3, summary_tokens=150),
