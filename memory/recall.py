@@ -338,14 +338,8 @@ def _candidate_terms(df: dict[str, int]) -> list[str]:
 async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str],
                    message_terms: list[str], candidates: int = CANDIDATES) -> list[Hit]:
     """Hits of the full-text indexes: messages (for the rarest words), chronicles and memory versions."""
-    notes = store.recall_notes(list(terms), seen.persona, seen.scope_keys, seen.records, candidates // 4)
-    rows: list[MessageMatch] = []
-    found: list[NoteMatch] = []
-    if message_terms:  # both queued at once: the database runs them back to back
-        rows, found = await asyncio.gather(store.recall_messages(
-            message_terms, seen.persona, seen.scope_keys, candidates), notes)
-    else:
-        found = await notes
+    rows, found = await store.recall_matches(list(terms), message_terms, seen.persona, seen.scope_keys, seen.records,
+                                             candidates, candidates // 4)
     hits = [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
     for row in found:
         if row.source == "chronicle" and row.id not in shown.chronicles:

@@ -609,6 +609,13 @@ class RecallIndex(Protocol):
         (one round trip)."""
         ...
 
+    async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
+                             scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
+                             note_limit: int) -> tuple[list[MessageMatch], list[NoteMatch]]:
+        """`recall_messages(message_terms, ..., limit)` (none without terms) and `recall_notes(terms, ...,
+        note_limit)`, in one round trip where the database allows."""
+        ...
+
 
 class SettingsAndOptOuts(Protocol):
     """Per-server and per-channel setting overrides, and who opted out of being remembered."""

@@ -273,6 +273,33 @@ async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_v
     assert "kestrel sighting, numbers unsure" not in records
 
 
+async def test_recall_matches_are_both_look_ups_as_each_answers_alone(store):
+    """Messages for the rarest terms and notes (chronicles, versions) for all of them, together: the same as each
+    look-up alone, in the same order; another channel's message or version, a stand-in, a hidden version in none."""
+    from dataclasses import replace
+
+    seqs, key = await _corpus(store)
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    child, _ = await store.create_thread(root, kind="stelis", label="gear", window_ratio=0.5, chronicle_prompt=None,
+                                         run_id=None, anchor=NewMessage("system", "[Stelis thread: gear]"))
+    await store.close_thread(replace(child, status="completed", chronicle_summary="We packed the camera",
+                                     completed_at=5.0), None, 0)
+    await store.add_record("Stelis", "channel", 2, "short_term", "a camera version, edited away")
+    await store.add_record("Stelis", "channel", 2, "short_term", "kestrel and camera notes", hides=[1])
+    await store.add_record("Stelis", "channel", 3, "short_term", "kestrel and camera in another channel")
+    await store.add_record("Stelis", "channel", 2, "short_term", "the camera, seen again")
+    places = (("channel", 2),)
+    for terms, rarest in ((["kestrel", "camera", "tower"], ["kestrel", "camera"]), (["camera"], [])):
+        messages, notes = await store.recall_matches(terms, rarest, "Stelis", (key,), places, 3, 2)
+        assert messages == (await store.recall_messages(rarest, "Stelis", (key,), 3) if rarest else [])
+        assert notes == await store.recall_notes(terms, "Stelis", (key,), places, 2)
+    assert sorted(n.text for n in notes) == ["We packed the camera", "kestrel and camera notes",
+                                             "the camera, seen again"]
+    messages, _ = await store.recall_matches(["kestrel"], ["kestrel"], "Stelis", (key,), places, 20, 5)
+    assert {m.seq for m in messages} == _expected(seqs, "kestrel")  # not the other channel's, nor the stand-in
+    assert all(m.author_name == "mahe" and m.scope_key == key for m in messages)
+
+
 async def test_an_erased_message_leaves_no_trace_and_is_not_recalled(store):
     _, key = await _corpus(store)
     root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)

@@ -171,8 +171,8 @@ def _ranked(rows: Sequence[Any], terms: list[str], text: int, key: int, limit: i
     """The best `limit` of the rows a look-up found, by BM25 over substring hits as FTS5 ranks its trigram matches:
     each term's occurrences, saturating, weigh more when the term is rare among the hits and the text is short.
 
-    Ranked here rather than in SQL: counting each term in each text there cost more than the look-up itself
-    (2 of 4 ms for a hundred hits). A row (asyncpg's, or a tuple) ends with the terms it matched."""
+    For chronicles and memory versions, a handful of hits (messages are ranked in SQL: `_ranked_messages`). A row
+    (asyncpg's, or a tuple) ends with the terms it matched."""
     if not rows:
         return []
     lowered = [t.lower() for t in terms]
@@ -187,11 +187,89 @@ def _ranked(rows: Sequence[Any], terms: list[str], text: int, key: int, limit: i
         matched.append(counts)
         lengths.append(len(row[text]))
     average = max(sum(lengths) / len(rows), 1.0)
-    weights = [math.log(1.0 + (len(rows) + 0.5) / (n + 0.5)) for n in found_in]  # k1 = 1.2 and b = 0.75, as bm25()
-    scores = [sum(weights[k] * tf * 2.2 / (tf + norm) for k, tf in counts)
-              for counts, norm in zip(matched, (1.2 * (0.25 + 0.75 * n / average) for n in lengths), strict=True)]
+    weights = [math.log(1.0 + (len(rows) + 0.5) / (n + 0.5)) for n in found_in]
+    scores = [sum(weights[k] * tf * (BM25_K1 + 1) / (tf + norm) for k, tf in counts)
+              for counts, norm in zip(matched, (BM25_K1 * (1 - BM25_B + BM25_B * n / average) for n in lengths),
+                                      strict=True)]
     order = sorted(range(len(rows)), key=lambda n: (scores[n], rows[n][key]), reverse=True)
     return [rows[n] for n in order[:limit]]
+
+
+BM25_K1, BM25_B = 1.2, 0.75  # as FTS5's bm25()
+
+
+@functools.lru_cache(maxsize=64)
+def _message_ranking(count: int, first: int) -> str:
+    """Recall's message look-up for `count` terms, ranked in the database as `_ranked` ranks, as CTEs ending in
+    `best` (seq, score: the best $3) and `texts` (where each was said): only the best come back with their texts,
+    where shipping every match (up to CANDIDATE_ROWS) and ranking it here cost the loop 0.56 ms a look-up against
+    0.12 (bench context_latency at 10k, PostgreSQL).
+
+    Each term's matches through the trigram index (patterns from $first), with its occurrences counted by
+    splitting the folded text on it (the terms from $first + count; replace() cost twice as much) and the text's
+    length in tokens (stored: counting characters would read every text again); then what the conversation may
+    see ($1 persona, $2 its keys), scored per message over the terms it matched."""
+    norm = f"{BM25_K1}::float8 * ({1 - BM25_B}::float8 + {BM25_B}::float8 * s.len / (SELECT average FROM total))"
+    hits = " UNION ALL ".join(
+        f"SELECT m.seq, m.thread_id, m.token_count AS len, array_length(string_to_array(m.content_folded,"
+        f" ${first + count + k}), 1) - 1 AS tf, {k} AS k FROM messages m WHERE {MESSAGES_MATCH} ${first + k}"
+        f" AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}" for k in range(count))
+    return (
+        f"hits AS MATERIALIZED ({hits}),"
+        # each hit's thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large server's
+        # visible conversations for each hit instead)
+        " seen AS MATERIALIZED (SELECT h.seq, h.len::float8 AS len, GREATEST(h.tf, 1)::float8 AS tf, h.k,"
+        " t.scope_key, t.kind, t.label FROM hits h CROSS JOIN LATERAL (SELECT persona, scope_key, kind, label"
+        " FROM threads WHERE threads.id = h.thread_id OFFSET 0) AS t"
+        f" WHERE t.persona = $1 AND {_among('t.scope_key', 2)}),"
+        " texts AS (SELECT DISTINCT ON (seq) seq, len, scope_key, kind, label FROM seen),"
+        " total AS (SELECT count(*)::float8 AS n, GREATEST(avg(len), 1.0::float8) AS average FROM texts),"
+        " weights AS (SELECT k, ln(1.0::float8 + ((SELECT n FROM total) + 0.5::float8) / (count(*)::float8"
+        " + 0.5::float8)) AS weight FROM seen GROUP BY k),"
+        f" best AS (SELECT s.seq, sum(w.weight * s.tf * {BM25_K1 + 1}::float8 / (s.tf + {norm})) AS score"
+        " FROM seen s JOIN weights w USING (k) GROUP BY s.seq ORDER BY score DESC, s.seq DESC LIMIT $3)")
+
+
+# The best messages with their texts, best first (MessageMatch's fields), after `_message_ranking`.
+_BEST_MESSAGES = ("SELECT m.seq, m.role, m.author_name, m.content, m.created_at, x.scope_key, x.kind, x.label"
+                  " FROM best JOIN texts x USING (seq) JOIN messages m ON m.seq = best.seq"
+                  " ORDER BY best.score DESC, best.seq DESC")
+# ... as rows of `_notes`'s shape, their rank in k and their speaker last (recall_matches splits them apart again)
+_BEST_AS_NOTES = ("SELECT 'message', m.seq, m.content, m.created_at, x.label, x.scope_key, x.kind, NULL, NULL,"
+                  " (row_number() OVER (ORDER BY best.score DESC, best.seq DESC))::int, m.role, m.author_name FROM best"
+                  " JOIN texts x USING (seq) JOIN messages m ON m.seq = best.seq")
+
+
+@functools.lru_cache(maxsize=64)
+def _note_matches(count: int, first: int) -> str:
+    """CTEs `chronicles` and `records`: those matching each of `count` terms (patterns from $first), through the
+    trigram indexes alone, before what may be seen of them is picked (`_notes`)."""
+    chronicles = _each_term(
+        "'chronicle' AS source, id, chronicle_summary AS text, COALESCE(completed_at, created_at) AS at, label,"
+        " scope_key, NULL::text AS type, NULL::text AS scope, NULL::int AS version, persona", "threads",
+        CHRONICLES_MATCH, first, count)
+    records = _each_term(
+        "'record' AS source, id, content AS text, created_at AS at, NULL::text AS label, NULL::text AS scope_key,"
+        " type, scope, version, persona, scope_id, hidden_by", "memory_records", RECORDS_MATCH, first, count)
+    return f"chronicles AS MATERIALIZED ({chronicles}), records AS MATERIALIZED ({records})"
+
+
+@functools.lru_cache(maxsize=4)
+def _notes(keys: int) -> str:
+    """What the conversation may see of `_note_matches` ($1 persona, $2 its keys, $`keys` the places of its memory),
+    as NoteMatch's fields and the term each matched (k), then two NULLs where recall_matches puts a speaker."""
+    return ("SELECT source, id, text, at, label, scope_key, type, scope, version, k, NULL, NULL FROM chronicles"
+            f" WHERE persona = $1 AND {_among('scope_key', 2)} UNION ALL SELECT source, id, text, at, label, scope_key,"
+            " type, scope, version, k, NULL, NULL FROM records WHERE persona = $1 AND type = 'short_term'"
+            f" AND hidden_by IS NULL AND {_among(_RECORD_SCOPE, keys)}")
+
+
+def _best_notes(rows: Sequence[Any], terms: list[str], limit: int) -> list[NoteMatch]:
+    """The best `limit` chronicles, then the best `limit` versions, of the notes' rows (one per term matched)."""
+    merged = _merged([tuple(row)[:10] for row in rows], slice(0, 2))
+    found = [_ranked([r for r in merged if r[0] == source], terms, text=2, key=1, limit=limit)
+             for source in ("chronicle", "record")]
+    return [NoteMatch(*row[:9]) for row in found[0] + found[1]]
 
 
 def _patterns(terms: list[str]) -> list[str]:
@@ -217,7 +295,7 @@ def _each_term(columns: str, table: str, test: str, first: int, count: int, also
                               for k in range(count))
 
 
-def _merged(rows: Sequence[asyncpg.Record], key: slice) -> list[tuple[Any, ...]]:
+def _merged(rows: Sequence[Sequence[Any]], key: slice) -> list[tuple[Any, ...]]:
     """One row per match whatever the number of terms it matched, those terms' numbers last (what `_ranked`
     reads)."""
     merged: dict[tuple[Any, ...], tuple[Any, ...]] = {}
@@ -734,20 +812,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
-        # The matches first, through the trigram index alone (a fence: left to itself the planner walks the
-        # conversation's every message through its thread index and tests each with ILIKE); then each hit's
-        # thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large server's visible
-        # conversations for each hit instead).
-        hits = _each_term("m.seq, m.thread_id, m.role, m.author_name, m.content, m.created_at", "messages m",
-                          MESSAGES_MATCH, 3, len(terms), f" AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}")
-        rows = await self._searched(
-            f"WITH hits AS MATERIALIZED ({hits}) SELECT h.seq, h.role, h.author_name, h.content, h.created_at,"
-            " t.scope_key, t.kind, t.label, h.k FROM hits h CROSS JOIN LATERAL (SELECT persona, scope_key, kind,"
-            " label FROM threads WHERE threads.id = h.thread_id OFFSET 0) AS t"
-            f" WHERE t.persona = $1 AND {_among('t.scope_key', 2)}",
-            persona, _key_set(scope_keys), *_patterns(terms))
-        return [MessageMatch(*row[:-1])
-                for row in _ranked(_merged(rows, slice(0, 1)), terms, text=3, key=0, limit=limit)]
+        rows = await self._searched(f"WITH {_message_ranking(len(terms), 4)} {_BEST_MESSAGES}", persona,
+                                    _key_set(scope_keys), limit, *_patterns(terms), *(t.lower() for t in terms))
+        return [MessageMatch(*row) for row in rows]
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
@@ -785,26 +852,26 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
         """Chronicles and short-term versions matching any term, best first within each (one round trip)."""
-        n = len(terms)
-        # As for messages: the matches first, through the trigram indexes alone, then what may be seen of them.
-        chronicles = _each_term(
-            "'chronicle' AS source, id, chronicle_summary AS text, COALESCE(completed_at, created_at) AS at, label,"
-            " scope_key, NULL::text AS type, NULL::text AS scope, NULL::int AS version, persona", "threads",
-            CHRONICLES_MATCH, 4, n)
-        records = _each_term(
-            "'record' AS source, id, content AS text, created_at AS at, NULL::text AS label, NULL::text AS scope_key,"
-            " type, scope, version, persona, scope_id, hidden_by", "memory_records", RECORDS_MATCH, 4, n)
-        shown = "source, id, text, at, label, scope_key, type, scope, version, k"
+        rows = await self._searched(f"WITH {_note_matches(len(terms), 4)} {_notes(3)}", persona,
+                                    _key_set(scope_keys), _record_keys(scopes), *_patterns(terms))
+        return _best_notes(rows, terms, limit)
+
+    async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
+                             scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
+                             note_limit: int) -> tuple[list[MessageMatch], list[NoteMatch]]:
+        """Both look-ups in one statement: on a machine of two cores, two at once only made each wait for the
+        other (bench context_latency, PostgreSQL at 10k: recall 3.15 -> 2.95 ms run back to back)."""
+        if not message_terms:
+            return [], await self.recall_notes(terms, persona, scope_keys, scopes, note_limit)
+        m = len(message_terms)
         rows = await self._searched(
-            f"WITH chronicles AS MATERIALIZED ({chronicles}), records AS MATERIALIZED ({records})"
-            f" SELECT {shown} FROM chronicles WHERE persona = $1 AND {_among('scope_key', 2)}"
-            f" UNION ALL SELECT {shown} FROM records WHERE persona = $1 AND type = 'short_term' AND hidden_by IS NULL"
-            f" AND {_among(_RECORD_SCOPE, 3)}",
-            persona, _key_set(scope_keys), _record_keys(scopes), *_patterns(terms))
-        merged = _merged(rows, slice(0, 2))
-        found = [_ranked([r for r in merged if r[0] == source], terms, text=2, key=1, limit=limit)
-                 for source in ("chronicle", "record")]
-        return [NoteMatch(*row[:-1]) for row in found[0] + found[1]]
+            f"WITH {_message_ranking(m, 5)}, {_note_matches(len(terms), 5 + 2 * m)}"
+            f" {_BEST_AS_NOTES} UNION ALL {_notes(4)}",
+            persona, _key_set(scope_keys), limit, _record_keys(scopes), *_patterns(message_terms),
+            *(t.lower() for t in message_terms), *_patterns(terms))
+        messages = [MessageMatch(row[1], row[10], row[11], row[2], row[3], row[5], row[6], row[4])
+                    for row in sorted((row for row in rows if row[0] == "message"), key=lambda row: row[9])]
+        return messages, _best_notes([row[:10] for row in rows if row[0] != "message"], terms, note_limit)
 
     # settings
 

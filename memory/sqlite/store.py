@@ -700,6 +700,13 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             f" AND {_seen_by(scope_keys)}", (*seqs, persona, *scope_keys))
         return {int(row[0]): MessageMatch(*row[1:]) for row in rows}
 
+    async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
+                             scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
+                             note_limit: int) -> tuple[list[MessageMatch], list[NoteMatch]]:
+        # back to back on the database's thread, as any two statements here
+        messages = await self.recall_messages(message_terms, persona, scope_keys, limit) if message_terms else []
+        return messages, await self.recall_notes(terms, persona, scope_keys, scopes, note_limit)
+
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
         """Chronicles and short-term memory versions matching any of the terms, best first within each
