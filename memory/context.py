@@ -548,13 +548,16 @@ class Assembler:
         # A question reaches further, and may have more room, unless each reply's tail stays in the window.
         asked = recall.asks(query or "") and not self.keep_tails
         if query and self.recall_enabled and shape.with_recall and not shape.naive:
-            # Recall's look-ups run in the database's thread while the history is rendered here.
+            # Recall's look-ups run in the database while the history is rendered here: the layout waits until they
+            # are handed over (or recall is done), or they would start only once it is over.
             before = window[:-1] if trigger is not None else window
             tails = [seen.tails[m.seq] for m in window if m.seq in seen.tails]
+            sent = asyncio.Event()
             searching = asyncio.ensure_future(self._recall(
                 chain[-1], query, before, protected + window, layers, tails,
-                recall.QUESTION if asked else recall.REMARK))
-            await asyncio.sleep(0)  # let it send its first query
+                recall.QUESTION if asked else recall.REMARK, sent))
+            searching.add_done_callback(lambda _: sent.set())
+            await sent.wait()
         try:
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
                                        own_budget, cut, shape, searching, asked)
@@ -678,8 +681,8 @@ class Assembler:
         return found[1]
 
     async def _recall(self, root: Thread, query: str, window: list[Message], shown: list[Message],
-                      layers: Layers, tails: Iterable[KeptTail] = (), reach: recall.Reach = recall.REMARK
-                      ) -> list[recall.Hit]:
+                      layers: Layers, tails: Iterable[KeptTail] = (), reach: recall.Reach = recall.REMARK,
+                      sent: asyncio.Event | None = None) -> list[recall.Hit]:
         """Recall's hits for the new message (or a task) and the turn before it, best first; none the
         request already carries (in its window, its memory, or an earlier reply's kept tail)."""
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
@@ -695,7 +698,7 @@ class Assembler:
                 already.chronicles.add(hit.key)
         hits = await recall.search(self.store, await self.visibilities.of(self.store, root), query, already,
                                    context=before, frequencies=self.frequencies, unindexed_ok=len(window),
-                                   now=self.clock(), reach=reach)
+                                   now=self.clock(), reach=reach, sent=sent)
         return hits
 
     async def _protected(self, parent: Thread, thread: Thread, budget: int, seen: Rendering) -> list[Message]:

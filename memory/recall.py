@@ -15,9 +15,10 @@ import asyncio
 import math
 import re
 from collections import OrderedDict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date
+from typing import Any
 
 from memory import dates, excerpts
 from memory.records import MessageMatch, NoteMatch, Scope, Thread
@@ -239,7 +240,7 @@ REPLY_SHARE = 0.5  # a reply found through the message it answers ranks at this 
 
 async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach: Reach = REMARK,
                  context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0,
-                 now: float | None = None) -> list[Hit]:
+                 now: float | None = None, sent: asyncio.Event | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.
 
     Words of `context` (the turn before the new message) only break ties between hits: they are
@@ -248,6 +249,7 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
     in the window); their words are still counted, or the conversation's own words would look rare.
     More, and the index is brought up to date first. A day the text names ("on 3 May", "yesterday", as of
     `now`) is looked up too: what was said that day counts as a match of a rare word. `reach`: how far to look.
+    `sent` is set once the look-ups are in the database's hands (what the caller may do meanwhile).
     """
     own = query_terms(text)
     days = dates.days_named(text, now) if now is not None else []
@@ -269,7 +271,7 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
     lookups = [_on_days(store, seen, shown, days),
                *([_indexed(store, seen, shown, rare, _candidate_terms(rare), reach.candidates)] if rare else []),
                *(_scanned(store, seen, shown, term) for term in short)]
-    hits = [hit for found in await asyncio.gather(*lookups) for hit in found]
+    hits = [hit for found in await _handed_over(lookups, sent) for hit in found]
     # A word in no message may still be in a chronicle or a memory; one found nowhere cannot help rank.
     found = " ".join(f"{h.who} {h.text}".lower() for h in hits)
     weights = {t: math.log(1 + total / max(n, 1)) for t, n in rare.items() if n or t in found}
@@ -283,6 +285,21 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
     if reach.replies:
         ranked = await _with_replies(store, seen, shown, ranked, reach.replies)
     return ranked[:reach.limit]
+
+
+async def _handed_over(lookups: list[Coroutine[Any, Any, list[Hit]]], sent: asyncio.Event | None) -> list[list[Hit]]:
+    """The look-ups' results, each started at once: their first steps hand their statements to the database, then
+    `sent` lets the caller work (an assembly's layout) while the database does."""
+    tasks = [asyncio.ensure_future(lookup) for lookup in lookups]
+    try:
+        await asyncio.sleep(0)
+        if sent is not None:
+            sent.set()
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
 
 
 async def _with_replies(store: Store, seen: Visibility, shown: Shown, ranked: list[Hit], parents: int) -> list[Hit]:

@@ -500,7 +500,8 @@ async def test_fake_server_accepts_assembled_requests_through_the_sdk(store, fak
 
 
 async def test_recall_runs_beside_the_layout_and_goes_down_with_it(store, monkeypatch):
-    """Recall's look-ups overlap the rendering; a layout that fails leaves no search running behind it."""
+    """Recall's look-ups are in the database's hands before the rendering starts, so the two overlap; a layout that
+    fails leaves no search running behind it."""
     r = await root(store)
     await say(store, r.id, "the deploy of calculator_v2 is on Friday")
     await answer(store, r.id, "noted")
@@ -508,22 +509,35 @@ async def test_recall_runs_beside_the_layout_and_goes_down_with_it(store, monkey
         await say(store, r.id, f"filler {i}")
         await answer(store, r.id, "ok")
     asm = assembler(store, context_tokens=2_048)
+    order: list[str] = []
+    real_lookup, real_layout = store.recall_matches, asm._lay_out
+
+    async def lookup(*args):
+        order.append("look-up")
+        return await real_lookup(*args)
+
+    async def layout(*args):
+        order.append("layout")
+        return await real_layout(*args)
+
+    monkeypatch.setattr(store, "recall_matches", lookup)
+    monkeypatch.setattr(asm, "_lay_out", layout)
     await say(store, r.id, "when is the calculator_v2 deploy?")
     assert "Friday" in all_text(await asm.assemble(r.id))  # recalled, through the overlapped search
+    assert order == ["look-up", "layout"]
 
     started = asyncio.Event()
-    real_search = asm._recall
 
-    async def slow_search(*args):
+    async def slow_lookup(*args):
         started.set()
-        await asyncio.sleep(30)
-        return await real_search(*args)
+        await asyncio.sleep(30)  # a database that does not answer
+        return await real_lookup(*args)
 
     async def broken_tail(*args):
         await started.wait()
         raise RuntimeError("the tail could not be rendered")
 
-    monkeypatch.setattr(asm, "_recall", slow_search)
+    monkeypatch.setattr(store, "recall_matches", slow_lookup)
     monkeypatch.setattr(asm, "_tail", broken_tail)
     await say(store, r.id, "and the calculator_v2 deploy again?")
     before = asyncio.all_tasks()

@@ -660,13 +660,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
         """Messages matching any of the terms in these conversations, best first."""
-        rows = await self._rows(
-            "SELECT " + _MATCH_COLUMNS +
-            " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
-            f" WHERE messages_fts MATCH ? AND {_seen_by(scope_keys)}"
-            " ORDER BY messages_fts.rank LIMIT ?", (_any_of(terms), persona, *scope_keys, limit),
-        )
-        return [MessageMatch(*row) for row in rows]
+        return [MessageMatch(*row) for row in await self._rows(*_recall_messages(terms, persona, scope_keys, limit))]
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
@@ -703,9 +697,16 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
                              note_limit: int) -> tuple[list[MessageMatch], list[NoteMatch]]:
-        # back to back on the database's thread, as any two statements here
-        messages = await self.recall_messages(message_terms, persona, scope_keys, limit) if message_terms else []
-        return messages, await self.recall_notes(terms, persona, scope_keys, scopes, note_limit)
+        queries = [_recall_notes(terms, persona, scope_keys, scopes, note_limit)]
+        if message_terms:
+            queries.insert(0, _recall_messages(message_terms, persona, scope_keys, limit))
+
+        def both(conn: sqlite3.Connection) -> list[list[sqlite3.Row]]:  # one hop to the database's thread
+            return [conn.execute(sql, params).fetchall() for sql, params in queries]
+
+        found = await _in_thread(self._db, both)
+        messages = [MessageMatch(*row) for row in found[0]] if message_terms else []
+        return messages, [NoteMatch(*row) for row in found[-1]]
 
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
@@ -714,22 +715,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
         Long-term versions repeat the short-term ones they merged, so those are left out.
         """
-        marks = ", ".join("?" * len(scope_keys))
-        pairs = ", ".join("(?, ?)" for _ in scopes) or "(NULL, NULL)"
-        query = _any_of(terms)
-        rows = await self._rows(
-            "SELECT * FROM (SELECT 'chronicle' AS source, t.id, t.chronicle_summary AS text,"
-            " COALESCE(t.completed_at, t.created_at) AS at, t.label, t.scope_key, NULL AS type, NULL AS scope,"
-            " NULL AS version FROM chronicles_fts JOIN threads t ON t.id = chronicles_fts.rowid"
-            f" WHERE chronicles_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks})"
-            " ORDER BY chronicles_fts.rank LIMIT ?)"
-            " UNION ALL SELECT * FROM (SELECT 'record', r.id, r.content, r.created_at, NULL, NULL, r.type, r.scope,"
-            " r.version FROM records_fts JOIN memory_records r ON r.id = records_fts.rowid"
-            " WHERE records_fts MATCH ? AND r.persona = ? AND r.type = 'short_term' AND r.hidden_by IS NULL"
-            f" AND (r.scope, r.scope_id) IN (VALUES {pairs}) ORDER BY records_fts.rank LIMIT ?)",
-            (query, persona, *scope_keys, limit, query, persona, *(x for pair in scopes for x in pair), limit),
-        )
-        return [NoteMatch(*row) for row in rows]
+        return [NoteMatch(*row) for row in await self._rows(*_recall_notes(terms, persona, scope_keys, scopes, limit))]
 
     # copying a whole database
 
@@ -805,6 +791,33 @@ async def _in_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: An
 async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, triggers: Triggers) -> None:
     await db.execute(_RECOMPUTE_DUE, {"now": now, "threshold": triggers.threshold, "idle": triggers.idle_seconds,
                                       "id": thread_id})
+
+
+def _recall_messages(terms: list[str], persona: str, scope_keys: tuple[str, ...],
+                     limit: int) -> tuple[str, tuple[Any, ...]]:
+    """recall_messages' statement and its parameters."""
+    return ("SELECT " + _MATCH_COLUMNS +
+            " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
+            f" WHERE messages_fts MATCH ? AND {_seen_by(scope_keys)}"
+            " ORDER BY messages_fts.rank LIMIT ?", (_any_of(terms), persona, *scope_keys, limit))
+
+
+def _recall_notes(terms: list[str], persona: str, scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...],
+                  limit: int) -> tuple[str, tuple[Any, ...]]:
+    """recall_notes' statement and its parameters."""
+    marks = ", ".join("?" * len(scope_keys))
+    pairs = ", ".join("(?, ?)" for _ in scopes) or "(NULL, NULL)"
+    query = _any_of(terms)
+    return ("SELECT * FROM (SELECT 'chronicle' AS source, t.id, t.chronicle_summary AS text,"
+            " COALESCE(t.completed_at, t.created_at) AS at, t.label, t.scope_key, NULL AS type, NULL AS scope,"
+            " NULL AS version FROM chronicles_fts JOIN threads t ON t.id = chronicles_fts.rowid"
+            f" WHERE chronicles_fts MATCH ? AND t.persona = ? AND t.scope_key IN ({marks})"
+            " ORDER BY chronicles_fts.rank LIMIT ?)"
+            " UNION ALL SELECT * FROM (SELECT 'record', r.id, r.content, r.created_at, NULL, NULL, r.type, r.scope,"
+            " r.version FROM records_fts JOIN memory_records r ON r.id = records_fts.rowid"
+            " WHERE records_fts MATCH ? AND r.persona = ? AND r.type = 'short_term' AND r.hidden_by IS NULL"
+            f" AND (r.scope, r.scope_id) IN (VALUES {pairs}) ORDER BY records_fts.rank LIMIT ?)",
+            (query, persona, *scope_keys, limit, query, persona, *(x for pair in scopes for x in pair), limit))
 
 
 def _not_placeholder(alias: str) -> str:
