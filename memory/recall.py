@@ -267,9 +267,9 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
     short = [t for t in own if len(t) < 3]
     if not rare and not short and not days:
         return []
-    # Every look-up at once: on PostgreSQL each has a connection of its own (SQLite runs them back to back)
-    lookups = [_on_days(store, seen, shown, days),
-               *([_indexed(store, seen, shown, rare, _candidate_terms(rare), reach.candidates)] if rare else []),
+    # Every look-up at once: the indexes' and the days' in one round trip, a short word's scan beside them
+    lookups = [*([_matched(store, seen, shown, rare, _candidate_terms(rare), reach.candidates, days)]
+                 if rare or days else []),
                *(_scanned(store, seen, shown, term) for term in short)]
     hits = [hit for found in await _handed_over(lookups, sent) for hit in found]
     # A word in no message may still be in a chronicle or a memory; one found nowhere cannot help rank.
@@ -326,16 +326,6 @@ async def _scanned(store: Store, seen: Visibility, shown: Shown, term: str) -> l
     return [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
 
 
-async def _on_days(store: Store, seen: Visibility, shown: Shown, days: list[date]) -> list[Hit]:
-    """What was said on the days a question names, within what the conversation may see."""
-    hits: list[Hit] = []
-    for day in days:
-        start, end = dates.day_bounds(day)
-        rows = await store.messages_between(seen.persona, seen.scope_keys, start, end, DAY_MESSAGES)
-        hits += [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
-    return hits
-
-
 def _candidate_terms(df: dict[str, int]) -> list[str]:
     """The rarest words whose matches together stay within CANDIDATE_ROWS.
 
@@ -352,13 +342,16 @@ def _candidate_terms(df: dict[str, int]) -> list[str]:
     return chosen
 
 
-async def _indexed(store: Store, seen: Visibility, shown: Shown, terms: Collection[str],
-                   message_terms: list[str], candidates: int = CANDIDATES) -> list[Hit]:
-    """Hits of the full-text indexes: messages (for the rarest words), chronicles and memory versions."""
-    rows, found = await store.recall_matches(list(terms), message_terms, seen.persona, seen.scope_keys, seen.records,
-                                             candidates, candidates // 4)
-    hits = [_message_hit(row, seen) for row in rows if row.seq not in shown.messages]
-    for row in found:
+async def _matched(store: Store, seen: Visibility, shown: Shown, terms: Collection[str], message_terms: list[str],
+                   candidates: int, days: list[date]) -> list[Hit]:
+    """Hits of the full-text indexes (messages for the rarest words, chronicles and memory versions for all) and
+    what was said on the days the text names, within what the conversation may see."""
+    found = await store.recall_matches(list(terms), message_terms, seen.persona, seen.scope_keys, seen.records,
+                                       candidates, candidates // 4, [dates.day_bounds(day) for day in days],
+                                       DAY_MESSAGES)
+    said = [row for rows in found.days for row in rows] + found.messages
+    hits = [_message_hit(row, seen) for row in said if row.seq not in shown.messages]
+    for row in found.notes:
         if row.source == "chronicle" and row.id not in shown.chronicles:
             hits.append(_chronicle_hit(row, seen))
         elif row.source == "record" and row.id not in shown.records:

@@ -288,6 +288,16 @@ class NoteMatch:
     version: int | None
 
 
+@dataclass(frozen=True)
+class Recalled:
+    """What recall's look-ups found together (Store.recall_matches): messages best first, notes best first within
+    each kind, and each asked day's messages newest first."""
+
+    messages: list[MessageMatch]
+    notes: list[NoteMatch]
+    days: list[list[MessageMatch]]
+
+
 RunStatus = Literal["running", "completed", "failed", "cancelled"]
 
 

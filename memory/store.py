@@ -29,6 +29,7 @@ from memory.records import (
     Opening,
     PlaybookRun,
     PlaybookStep,
+    Recalled,
     RunStatus,
     Scope,
     Task,
@@ -611,9 +612,11 @@ class RecallIndex(Protocol):
 
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
-                             note_limit: int) -> tuple[list[MessageMatch], list[NoteMatch]]:
-        """`recall_messages(message_terms, ..., limit)` (none without terms) and `recall_notes(terms, ...,
-        note_limit)`, in one round trip where the database allows."""
+                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
+                             ) -> Recalled:
+        """`recall_messages(message_terms, ..., limit)`, `recall_notes(terms, ..., note_limit)` and
+        `messages_between` for each of `days` (start, end) up to `day_limit` (each none where nothing is asked), in
+        one round trip where the database allows."""
         ...
 
 

@@ -273,9 +273,10 @@ async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_v
     assert "kestrel sighting, numbers unsure" not in records
 
 
-async def test_recall_matches_are_both_look_ups_as_each_answers_alone(store):
-    """Messages for the rarest terms and notes (chronicles, versions) for all of them, together: the same as each
-    look-up alone, in the same order; another channel's message or version, a stand-in, a hidden version in none."""
+async def test_recall_matches_are_the_look_ups_as_each_answers_alone(store):
+    """Messages for the rarest terms, notes (chronicles, versions) for all of them and each named day's messages,
+    together: the same as each look-up alone, in the same order; another channel's message or version, a stand-in,
+    a hidden version in none; a look-up not asked for finds nothing."""
     from dataclasses import replace
 
     seqs, key = await _corpus(store)
@@ -288,16 +289,21 @@ async def test_recall_matches_are_both_look_ups_as_each_answers_alone(store):
     await store.add_record("Stelis", "channel", 2, "short_term", "kestrel and camera notes", hides=[1])
     await store.add_record("Stelis", "channel", 3, "short_term", "kestrel and camera in another channel")
     await store.add_record("Stelis", "channel", 2, "short_term", "the camera, seen again")
-    places = (("channel", 2),)
-    for terms, rarest in ((["kestrel", "camera", "tower"], ["kestrel", "camera"]), (["camera"], [])):
-        messages, notes = await store.recall_matches(terms, rarest, "Stelis", (key,), places, 3, 2)
-        assert messages == (await store.recall_messages(rarest, "Stelis", (key,), 3) if rarest else [])
-        assert notes == await store.recall_notes(terms, "Stelis", (key,), places, 2)
-    assert sorted(n.text for n in notes) == ["We packed the camera", "kestrel and camera notes",
-                                             "the camera, seen again"]
-    messages, _ = await store.recall_matches(["kestrel"], ["kestrel"], "Stelis", (key,), places, 20, 5)
-    assert {m.seq for m in messages} == _expected(seqs, "kestrel")  # not the other channel's, nor the stand-in
-    assert all(m.author_name == "mahe" and m.scope_key == key for m in messages)
+    places, now = (("channel", 2),), store.clock()
+    days = [(now - 60, now + 60), (0.0, 1.0), (0.0, now + 60)]  # today, a day long ago, everything
+    for terms, rarest, asked in ((["kestrel", "camera", "tower"], ["kestrel", "camera"], days), (["camera"], [], []),
+                                 ([], [], days[:1])):
+        found = await store.recall_matches(terms, rarest, "Stelis", (key,), places, 3, 2, asked, 4)
+        assert found.messages == (await store.recall_messages(rarest, "Stelis", (key,), 3) if rarest else [])
+        assert found.notes == (await store.recall_notes(terms, "Stelis", (key,), places, 2) if terms else [])
+        assert found.days == [await store.messages_between("Stelis", (key,), *day, 4) for day in asked]
+    assert len(found.days[0]) == 4 and all(m.scope_key == key for m in found.days[0])  # the newest four today
+    camera = await store.recall_matches(["camera"], [], "Stelis", (key,), places, 3, 2)
+    assert sorted(n.text for n in camera.notes) == [
+        "We packed the camera", "kestrel and camera notes", "the camera, seen again"]
+    found = await store.recall_matches(["kestrel"], ["kestrel"], "Stelis", (key,), places, 20, 5)
+    assert {m.seq for m in found.messages} == _expected(seqs, "kestrel")  # not another channel's, nor a stand-in
+    assert all(m.author_name == "mahe" and m.scope_key == key for m in found.messages) and found.days == []
 
 
 async def test_an_erased_message_leaves_no_trace_and_is_not_recalled(store):

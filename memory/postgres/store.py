@@ -33,6 +33,7 @@ from memory.records import (
     NewMessage,
     NoteMatch,
     Opening,
+    Recalled,
     Scope,
     Thread,
     own_memory,
@@ -199,9 +200,9 @@ BM25_K1, BM25_B = 1.2, 0.75  # as FTS5's bm25()
 
 
 @functools.lru_cache(maxsize=64)
-def _message_ranking(count: int, first: int) -> str:
+def _message_ranking(count: int, first: int, limit: int) -> str:
     """Recall's message look-up for `count` terms, ranked in the database as `_ranked` ranks, as CTEs ending in
-    `best` (seq, score: the best $3) and `texts` (where each was said): only the best come back with their texts,
+    `best` (seq, score: the best $`limit`) and `texts` (where each was said): only the best come back with their texts,
     where shipping every match (up to CANDIDATE_ROWS) and ranking it here cost the loop 0.56 ms a look-up against
     0.12 (bench context_latency at 10k, PostgreSQL).
 
@@ -227,7 +228,7 @@ def _message_ranking(count: int, first: int) -> str:
         " weights AS MATERIALIZED (SELECT k, ln(1.0::float8 + ((SELECT n FROM total) + 0.5::float8) / (count(*)::float8"
         " + 0.5::float8)) AS weight FROM seen GROUP BY k),"
         f" best AS (SELECT s.seq, sum(w.weight * s.tf * {BM25_K1 + 1}::float8 / (s.tf + {norm})) AS score"
-        " FROM seen s JOIN weights w USING (k) GROUP BY s.seq ORDER BY score DESC, s.seq DESC LIMIT $3)")
+        f" FROM seen s JOIN weights w USING (k) GROUP BY s.seq ORDER BY score DESC, s.seq DESC LIMIT ${limit})")
 
 
 # The best messages with their texts, best first (MessageMatch's fields), after `_message_ranking`.
@@ -238,6 +239,31 @@ _BEST_MESSAGES = ("SELECT m.seq, m.role, m.author_name, m.content, m.created_at,
 _BEST_AS_NOTES = ("SELECT 'message', m.seq, m.content, m.created_at, x.label, x.scope_key, x.kind, NULL, NULL,"
                   " (row_number() OVER (ORDER BY best.score DESC, best.seq DESC))::int, m.role, m.author_name FROM best"
                   " JOIN texts x USING (seq) JOIN messages m ON m.seq = best.seq")
+
+
+@functools.lru_cache(maxsize=16)
+def _day_messages(start: int, end: int, limit: int) -> str:
+    """What was said in [$`start`, $`end`) in the conversations recall may see ($1 persona, $2 their keys), the newest
+    $`limit` (MessageMatch's fields). Each conversation's newest of the day first (its index by thread and time, read
+    backwards up to the limit), then the newest of those: a busy day of a large server is not sorted whole (11,770
+    rows for 24: 8 -> 3 ms)."""
+    return (f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN LATERAL (SELECT * FROM messages m"
+            f" WHERE m.thread_id = t.id AND m.created_at >= ${start} AND m.created_at < ${end}"
+            f" AND m.role IN ('user', 'assistant') AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
+            f" ORDER BY m.created_at DESC LIMIT ${limit}) AS m WHERE t.persona = $1 AND {_among('t.scope_key', 2)}"
+            f" ORDER BY m.created_at DESC LIMIT ${limit}")
+
+
+def _day_as_notes(day: int, start: int, end: int, limit: int) -> str:
+    """`_day_messages` as rows of `_notes`'s shape for recall_matches: which day in `version`, the order in k."""
+    return ("SELECT 'day', d.seq, d.content, d.created_at, d.label, d.scope_key, d.kind, NULL, "
+            f"{day}, (row_number() OVER (ORDER BY d.created_at DESC))::int, d.role, d.author_name"
+            f" FROM ({_day_messages(start, end, limit)}) AS d")
+
+
+def _matched_message(row: Sequence[Any]) -> MessageMatch:
+    """A message of recall_matches' rows (`_BEST_AS_NOTES`, `_day_as_notes`)."""
+    return MessageMatch(row[1], row[10], row[11], row[2], row[3], row[5], row[6], row[4])
 
 
 @functools.lru_cache(maxsize=64)
@@ -812,20 +838,13 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                               limit: int) -> list[MessageMatch]:
-        rows = await self._searched(f"WITH {_message_ranking(len(terms), 4)} {_BEST_MESSAGES}", persona,
+        rows = await self._searched(f"WITH {_message_ranking(len(terms), 4, 3)} {_BEST_MESSAGES}", persona,
                                     _key_set(scope_keys), limit, *_patterns(terms), *(t.lower() for t in terms))
         return [MessageMatch(*row) for row in rows]
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
-        # Each conversation's newest of the day first (its index by thread and time, read backwards up to `limit`),
-        # then the newest of those: a busy day of a large server is not sorted whole (11,770 rows for 24: 8 -> 3 ms)
-        rows = await self._all(
-            f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN LATERAL (SELECT * FROM messages m"
-            " WHERE m.thread_id = t.id AND m.created_at >= $1 AND m.created_at < $2 AND m.role IN ('user', 'assistant')"
-            f" AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER} ORDER BY m.created_at DESC LIMIT $5) AS m"
-            f" WHERE t.persona = $3 AND {_among('t.scope_key', 4)} ORDER BY m.created_at DESC LIMIT $5",
-            start, end, persona, _key_set(scope_keys), limit)
+        rows = await self._all(_day_messages(3, 4, 5), persona, _key_set(scope_keys), start, end, limit)
         return [MessageMatch(*row) for row in rows]
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
@@ -858,21 +877,45 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
-                             note_limit: int) -> tuple[list[MessageMatch], list[NoteMatch]]:
-        """Both look-ups in one statement: one round trip and one pooled connection, where two at once on a
-        machine of two cores only made each wait for the other (bench context_latency at 10k: recall's share of
-        an assembly 3.15 ms with the two at once, 2.95 one after the other, 2.5 in one statement)."""
-        if not message_terms:
-            return [], await self.recall_notes(terms, persona, scope_keys, scopes, note_limit)
-        m = len(message_terms)
-        rows = await self._searched(
-            f"WITH {_message_ranking(m, 5)}, {_note_matches(len(terms), 5 + 2 * m)}"
-            f" {_BEST_AS_NOTES} UNION ALL {_notes(4)}",
-            persona, _key_set(scope_keys), limit, _record_keys(scopes), *_patterns(message_terms),
-            *(t.lower() for t in message_terms), *_patterns(terms))
-        messages = [MessageMatch(row[1], row[10], row[11], row[2], row[3], row[5], row[6], row[4])
-                    for row in sorted((row for row in rows if row[0] == "message"), key=lambda row: row[9])]
-        return messages, _best_notes([row[:10] for row in rows if row[0] != "message"], terms, note_limit)
+                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
+                             ) -> Recalled:
+        """All the look-ups in one statement: one round trip and one pooled connection, where three at once on a
+        machine of two cores only made each wait for the others (bench context_latency at 10k: recall's share of
+        an assembly 3.15 ms with two at once, 2.95 one after the other, 2.5 in one statement; bench concurrency at
+        500 channels, whose message names a day: 1.26-1.28x bare with the day's look-up apart, 1.21-1.22 without
+        it)."""
+        params: list[Any] = [persona, _key_set(scope_keys)]
+
+        def number(*values: Any) -> int:  # the first of the values' parameter numbers
+            params.extend(values)
+            return len(params) - len(values) + 1
+
+        ctes, selects = [], []
+        if message_terms:
+            m = len(message_terms)
+            ranking = _message_ranking(m, number(*_patterns(message_terms), *(t.lower() for t in message_terms)),
+                                       number(limit))
+            ctes.append(ranking)
+            selects.append(_BEST_AS_NOTES)
+        if terms:
+            patterns = number(*_patterns(terms))
+            ctes.append(_note_matches(len(terms), patterns))
+            selects.append(_notes(number(_record_keys(scopes))))
+        for i, (start, end) in enumerate(days):
+            selects.append(_day_as_notes(i, number(start), number(end), number(day_limit)))
+        if not selects:
+            return Recalled([], [], [])
+        rows = await self._searched(("WITH " + ", ".join(ctes) + " " if ctes else "") + " UNION ALL ".join(selects),
+                                    *params)
+        found: dict[str, list[Any]] = {}
+        for row in rows:
+            found.setdefault(row[0], []).append(row)
+        messages = [_matched_message(row) for row in sorted(found.get("message", []), key=lambda row: row[9])]
+        notes = [row for source in ("chronicle", "record") for row in found.get(source, [])]
+        each_day = [sorted((row for row in found.get("day", []) if row[8] == i), key=lambda row: row[9])
+                    for i in range(len(days))]
+        return Recalled(messages, _best_notes(notes, terms, note_limit),
+                        [[_matched_message(row) for row in rows] for rows in each_day])
 
     # settings
 

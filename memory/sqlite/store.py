@@ -25,6 +25,7 @@ from memory.records import (
     NewMessage,
     NoteMatch,
     Opening,
+    Recalled,
     Scope,
     Thread,
     Versions,
@@ -664,14 +665,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                                limit: int) -> list[MessageMatch]:
-        # CROSS JOIN keeps the conversations outside: a day's range of each one's messages (an index), never the
-        # whole day of every conversation filtered down to these
-        rows = await self._rows(
-            f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN messages m ON m.thread_id = t.id"
-            " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
-            f" AND {_seen_by(scope_keys)} ORDER BY m.created_at DESC LIMIT ?",
-            (start, end, persona, *scope_keys, limit),
-        )
+        rows = await self._rows(*_messages_between(persona, scope_keys, start, end, limit))
         return [MessageMatch(*row) for row in rows]
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
@@ -696,17 +690,18 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
-                             note_limit: int) -> tuple[list[MessageMatch], list[NoteMatch]]:
-        queries = [_recall_notes(terms, persona, scope_keys, scopes, note_limit)]
-        if message_terms:
-            queries.insert(0, _recall_messages(message_terms, persona, scope_keys, limit))
+                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
+                             ) -> Recalled:
+        queries = [_recall_messages(message_terms, persona, scope_keys, limit) if message_terms else None,
+                   _recall_notes(terms, persona, scope_keys, scopes, note_limit) if terms else None,
+                   *(_messages_between(persona, scope_keys, start, end, day_limit) for start, end in days)]
 
-        def both(conn: sqlite3.Connection) -> list[list[sqlite3.Row]]:  # one hop to the database's thread
-            return [conn.execute(sql, params).fetchall() for sql, params in queries]
+        def all_of_them(conn: sqlite3.Connection) -> list[list[sqlite3.Row]]:  # one hop to the database's thread
+            return [conn.execute(*query).fetchall() if query else [] for query in queries]
 
-        found = await _in_thread(self._db, both)
-        messages = [MessageMatch(*row) for row in found[0]] if message_terms else []
-        return messages, [NoteMatch(*row) for row in found[-1]]
+        found = await _in_thread(self._db, all_of_them)
+        return Recalled([MessageMatch(*row) for row in found[0]], [NoteMatch(*row) for row in found[1]],
+                        [[MessageMatch(*row) for row in rows] for rows in found[2:]])
 
     async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
                            scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
@@ -800,6 +795,17 @@ def _recall_messages(terms: list[str], persona: str, scope_keys: tuple[str, ...]
             " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
             f" WHERE messages_fts MATCH ? AND {_seen_by(scope_keys)}"
             " ORDER BY messages_fts.rank LIMIT ?", (_any_of(terms), persona, *scope_keys, limit))
+
+
+def _messages_between(persona: str, scope_keys: tuple[str, ...], start: float, end: float,
+                      limit: int) -> tuple[str, tuple[Any, ...]]:
+    """messages_between's statement and its parameters."""
+    # CROSS JOIN keeps the conversations outside: a day's range of each one's messages (an index), never the
+    # whole day of every conversation filtered down to these
+    return (f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN messages m ON m.thread_id = t.id"
+            " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
+            f" AND {_seen_by(scope_keys)} ORDER BY m.created_at DESC LIMIT ?",
+            (start, end, persona, *scope_keys, limit))
 
 
 def _recall_notes(terms: list[str], persona: str, scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...],
