@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from memory.backends import open_store
-from memory.records import ModelUsage, NewMessage, Scope, own_memory
+from memory.records import ModelUsage, NewMessage, Scope, Thread, own_memory
 from memory.settings import Triggers
 from memory.sql.threads import REPLY_WITHIN
 from memory.store import OptedOut, StaleSummary, StaleUpdate, Store, StoreError
@@ -249,14 +249,18 @@ async def test_a_message_s_reply_is_the_next_thing_someone_else_said_in_its_thre
     assert monologue[0] not in replies and replies[monologue[1]].content == "finally, an answer"
 
 
-async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_visible_scopes(store):
-    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
-    child, _ = await store.create_thread(root, kind="stelis", label="birds", window_ratio=0.5, chronicle_prompt=None,
-                                         run_id=None, anchor=NewMessage("system", "[Stelis thread: birds]"))
+async def _chronicled(store: Store, root: Thread, label: str, chronicle: str) -> None:
+    """A Stelis thread under `root`, completed with this chronicle."""
     from dataclasses import replace
 
-    await store.close_thread(replace(child, status="completed", chronicle_summary="We counted kestrel nests",
-                                     completed_at=5.0), None, 0)
+    child, _ = await store.create_thread(root, kind="stelis", label=label, window_ratio=0.5, chronicle_prompt=None,
+                                         run_id=None, anchor=NewMessage("system", f"[Stelis thread: {label}]"))
+    await store.close_thread(replace(child, status="completed", chronicle_summary=chronicle, completed_at=5.0), None, 0)
+
+
+async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_visible_scopes(store):
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    await _chronicled(store, root, "birds", "We counted kestrel nests")
     await store.add_record("Stelis", "channel", 2, "short_term", "kestrel numbers are up")
     await store.add_record("Stelis", "channel", 2, "long_term", "kestrel numbers (long-term)")
     await store.add_record("Stelis", "channel", 3, "short_term", "kestrel in another channel")
@@ -277,14 +281,9 @@ async def test_recall_matches_are_the_look_ups_as_each_answers_alone(store):
     """Messages for the rarest terms, notes (chronicles, versions) for all of them and each named day's messages,
     together: the same as each look-up alone, in the same order; another channel's message or version, a stand-in,
     a hidden version in none; a look-up not asked for finds nothing."""
-    from dataclasses import replace
-
     seqs, key = await _corpus(store)
     root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
-    child, _ = await store.create_thread(root, kind="stelis", label="gear", window_ratio=0.5, chronicle_prompt=None,
-                                         run_id=None, anchor=NewMessage("system", "[Stelis thread: gear]"))
-    await store.close_thread(replace(child, status="completed", chronicle_summary="We packed the camera",
-                                     completed_at=5.0), None, 0)
+    await _chronicled(store, root, "gear", "We packed the camera")
     await store.add_record("Stelis", "channel", 2, "short_term", "a camera version, edited away")
     await store.add_record("Stelis", "channel", 2, "short_term", "kestrel and camera notes", hides=[1])
     await store.add_record("Stelis", "channel", 3, "short_term", "kestrel and camera in another channel")
