@@ -25,7 +25,6 @@ from memory.records import (
     MessageMatch,
     ModelUsage,
     NewMessage,
-    NoteMatch,
     Opening,
     PlaybookRun,
     PlaybookStep,
@@ -583,16 +582,6 @@ class RecallIndex(Protocol):
         matches, counting no further than `cap`; one round trip."""
         ...
 
-    async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
-                              limit: int) -> list[MessageMatch]:
-        """Messages matching any of the terms in these conversations, best first."""
-        ...
-
-    async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
-                               limit: int) -> list[MessageMatch]:
-        """What people and the persona said in these conversations in [start, end), the newest `limit`."""
-        ...
-
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""
@@ -604,19 +593,15 @@ class RecallIndex(Protocol):
         message seq -> that reply."""
         ...
 
-    async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
-                           scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
-        """Chronicles and short-term memory versions matching any of the terms, best first within each
-        (one round trip)."""
-        ...
-
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
                              note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
                              ) -> Recalled:
-        """`recall_messages(message_terms, ..., limit)`, `recall_notes(terms, ..., note_limit)` and
-        `messages_between` for each of `days` (start, end) up to `day_limit` (each none where nothing is asked), in
-        one round trip where the database allows."""
+        """What recall may show from these conversations (`scope_keys`) and memory places (`scopes`), in one round
+        trip where the database allows: the best `limit` messages matching any of `message_terms`; the best
+        `note_limit` chronicles and the best `note_limit` short-term versions matching any of `terms` (long-term
+        ones repeat the short-term ones they merged); for each of `days` (start, end) what people and the persona
+        said then, the newest `day_limit`. A look-up not asked for (no terms, no days) finds nothing."""
         ...
 
 

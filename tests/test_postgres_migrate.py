@@ -14,6 +14,7 @@ from memory.settings import StelisSettings, Triggers
 from memory.store import COPIED_TABLES, Store
 from memory.threads import Run
 from tests.context_helpers import answer, assembler, body, say
+from tests.recall_helpers import matched_messages
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -70,7 +71,7 @@ async def test_a_populated_sqlite_database_round_trips_through_postgresql(postgr
     target = await open_store(url)
     assert await everything(target) == expected_rows  # ids, versions, times, JSON text: all as they were
     assert body(await assembler(target).assemble(root_id)) == expected_request  # the same next request
-    assert [m.seq for m in await target.recall_messages(["東京タワー"], "Stelis", ("guild:1:channel:2",), 3)]
+    assert [m.seq for m in await matched_messages(target, ["東京タワー"], "Stelis", ("guild:1:channel:2",), 3)]
     newer, _ = await target.append(root_id, NewMessage("user", "after the move"))
     assert newer.seq > max(r["seq"] for r in expected_rows["messages"])  # numbering goes on above the copy
     await target.close()
@@ -87,7 +88,7 @@ async def test_a_populated_sqlite_database_round_trips_through_postgresql(postgr
     assert await migrate(url, str(back)) == 0  # and back again, with recall's index rebuilt
     returned = await open_store(back)
     assert (await everything(returned))["memory_records"] == expected_rows["memory_records"]
-    assert await returned.recall_messages(["東京タワー"], "Stelis", ("guild:1:channel:2",), 3)
+    assert await matched_messages(returned, ["東京タワー"], "Stelis", ("guild:1:channel:2",), 3)
     await returned.close()
     await postgres_cluster.drop_database(name)
 

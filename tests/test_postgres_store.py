@@ -10,6 +10,7 @@ from memory.database_url import safe_url
 from memory.postgres.store import PostgresStore, migration_files
 from memory.records import NewMessage, Scope
 from memory.store import StoreError
+from tests.recall_helpers import matched_messages
 
 
 @pytest.fixture
@@ -139,7 +140,7 @@ async def test_a_look_up_reads_the_trigram_index_where_the_planner_would_rather_
     look_up = "EXPLAIN SELECT seq FROM messages WHERE content_folded LIKE $1"
     assert "Seq Scan" in "\n".join(r[0] for r in await store._all(look_up, "%kestrel%"))
     assert "idx_messages_folded_trgm" in "\n".join(r[0] for r in await store._searched(look_up, "%kestrel%"))
-    found = await store.recall_messages(["kestrel"], "Stelis", (thread.scope_key,), 3)
+    found = await matched_messages(store, ["kestrel"], "Stelis", (thread.scope_key,), 3)
     assert len(found) == 3 and store.pool_usage()[1] == 10  # the search pool is counted in database.pool_size
     # planned once for any pattern, and that plan still reads the index, for a word in every row as for a rare one
     run = "EXPLAIN EXECUTE look_up($1)"
@@ -180,7 +181,7 @@ async def test_long_texts_are_written_compressed_with_lz4_and_read_back_whole(st
         "SELECT pg_column_compression(m.content), pg_column_compression(m.content_folded),"
         " pg_column_compression(r.content) FROM messages m, memory_records r WHERE r.id = $1", record.id)
     assert tuple(compression or ()) == ("lz4", "lz4", "lz4")
-    (found,) = await store.recall_messages(["kestrel"], "Stelis", (thread.scope_key,), 3)
+    (found,) = await matched_messages(store, ["kestrel"], "Stelis", (thread.scope_key,), 3)
     assert found.content == long
 
 

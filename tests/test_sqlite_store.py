@@ -9,6 +9,7 @@ from memory.backends import open_store
 from memory.records import NewMessage, Scope
 from memory.settings import Triggers
 from memory.store import Store, StoreError
+from tests.recall_helpers import said_between
 
 TABLES = {"threads", "messages", "memory_records", "branches", "settings"}
 
@@ -184,16 +185,17 @@ async def test_one_hop_writes_do_not_queue_on_the_lock_but_wait_for_a_transactio
     assert await store.count_messages(root.id) == 21
 
 
-async def test_a_days_messages_are_read_conversation_by_conversation_not_the_whole_day(store, monkeypatch):
+async def test_a_days_messages_are_read_conversation_by_conversation_not_the_whole_day(store):
     """Issue 32: "what is on today?" in one of 500 busy channels read that day's messages of all 500 (2.4 ms)."""
     import time as _time
 
     roots = [await store.root_thread("P", Scope.channel(1, 100 + i), 0.8) for i in range(3)]
     for root in roots:
         await store.append_many(root.id, [NewMessage("user", f"note {i}") for i in range(5)])
-    now = _time.time()
-    found, plan = await _planned(store, monkeypatch,
-                                 store.messages_between("P", (roots[1].scope_key,), now - 3600, now + 60, 20))
+    now, keys = _time.time(), (roots[1].scope_key,)
+    found = await said_between(store, "P", keys, now - 3600, now + 60, 20)
+    sql, params = store_module._messages_between("P", keys, now - 3600, now + 60, 20)  # what recall_matches sends
+    plan = " ".join(str(tuple(r)) for r in await store._rows(f"EXPLAIN QUERY PLAN {sql}", params))
     assert len(found) == 5 and {m.content for m in found} == {f"note {i}" for i in range(5)}
     assert "idx_threads_scope" in plan and "idx_messages_thread_created" in plan, plan  # never the whole day
 

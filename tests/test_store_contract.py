@@ -14,6 +14,7 @@ from memory.settings import Triggers
 from memory.sql.threads import REPLY_WITHIN
 from memory.store import OptedOut, StaleSummary, StaleUpdate, Store, StoreError
 from memory.tokens import count_tokens
+from tests.recall_helpers import matched_messages, matched_notes, said_between
 
 TRIGGERS = Triggers(idle_seconds=7_200, threshold=50)
 
@@ -194,17 +195,17 @@ def _expected(seqs: list[int], *terms: str) -> set[int]:
                                    ["snake_case"], ["calculator_v2"], ["nowhere-to-be-found"]])
 async def test_recall_finds_the_same_messages_on_every_backend(store, terms):
     seqs, key = await _corpus(store)
-    found = await store.recall_messages(terms, "Stelis", (key,), 20)
+    found = await matched_messages(store, terms, "Stelis", (key,), 20)
     assert {m.seq for m in found} == _expected(seqs, *terms)  # case folded, only this channel, no stand-in
     assert all(m.scope_key == key and m.author_name == "mahe" for m in found)
 
 
 async def test_recall_ranks_a_message_with_more_of_the_rarer_terms_first(store):
     seqs, key = await _corpus(store)
-    found = await store.recall_messages(["kestrel", "camera"], "Stelis", (key,), 20)
+    found = await matched_messages(store, ["kestrel", "camera"], "Stelis", (key,), 20)
     assert found[0].seq == seqs[1]  # the only one with both
     assert len(found) == len({m.seq for m in found})  # once, however many of the terms it matched
-    assert next(m.seq for m in await store.recall_messages(["kestrel"], "Stelis", (key,), 2)) == seqs[7]  # thrice
+    assert next(m.seq for m in await matched_messages(store, ["kestrel"], "Stelis", (key,), 2)) == seqs[7]  # thrice
 
 
 async def test_recall_counts_and_scans(store):
@@ -214,7 +215,7 @@ async def test_recall_counts_and_scans(store):
     short = await store.scan_messages("東京", "Stelis", (key,), window=100, limit=10)
     assert {m.seq for m in short} == {seqs[4], seqs[5]}
     await store.purge(external_id=None, author_id=None)  # nothing named: nothing erased
-    assert len(await store.recall_messages(["東京タワー"], "Stelis", (key,), 10)) == 2
+    assert len(await matched_messages(store, ["東京タワー"], "Stelis", (key,), 10)) == 2
 
 
 async def test_a_message_s_reply_is_the_next_thing_someone_else_said_in_its_thread_where_it_may_be_seen(store):
@@ -264,23 +265,23 @@ async def test_recall_of_notes_finds_chronicles_and_short_term_versions_of_the_v
     await store.add_record("Stelis", "channel", 2, "short_term", "kestrel numbers are up")
     await store.add_record("Stelis", "channel", 2, "long_term", "kestrel numbers (long-term)")
     await store.add_record("Stelis", "channel", 3, "short_term", "kestrel in another channel")
-    notes = await store.recall_notes(["kestrel"], "Stelis", (root.scope_key,), (("channel", 2),), 10)
+    notes = await matched_notes(store, ["kestrel"], "Stelis", (root.scope_key,), (("channel", 2),), 10)
     assert sorted((n.source, n.text) for n in notes) == [("chronicle", "We counted kestrel nests"),
                                                           ("record", "kestrel numbers are up")]
     assert [n.version for n in notes if n.source == "record"] == [1]
     # a note matching several terms comes once, first; a version an edit hid does not come at all
     await store.add_record("Stelis", "channel", 2, "short_term", "kestrel sighting, numbers unsure")
     await store.add_record("Stelis", "channel", 2, "short_term", "the kestrel note, edited", hides=[2])
-    notes = await store.recall_notes(["kestrel", "numbers"], "Stelis", (root.scope_key,), (("channel", 2),), 10)
+    notes = await matched_notes(store, ["kestrel", "numbers"], "Stelis", (root.scope_key,), (("channel", 2),), 10)
     records = [n.text for n in notes if n.source == "record"]
     assert records[0] == "kestrel numbers are up" and len(records) == len(set(records)) == 2
     assert "kestrel sighting, numbers unsure" not in records
 
 
-async def test_recall_matches_are_the_look_ups_as_each_answers_alone(store):
+async def test_recall_matches_asked_together_are_each_look_up_asked_alone(store):
     """Messages for the rarest terms, notes (chronicles, versions) for all of them and each named day's messages,
-    together: the same as each look-up alone, in the same order; another channel's message or version, a stand-in,
-    a hidden version in none; a look-up not asked for finds nothing."""
+    asked in one call: the same as each asked alone, in the same order; another channel's message or version, a
+    stand-in, a hidden version in none; a look-up not asked for finds nothing."""
     seqs, key = await _corpus(store)
     root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
     await _chronicled(store, root, "gear", "We packed the camera")
@@ -293,9 +294,9 @@ async def test_recall_matches_are_the_look_ups_as_each_answers_alone(store):
     for terms, rarest, asked in ((["kestrel", "camera", "tower"], ["kestrel", "camera"], days), (["camera"], [], []),
                                  ([], [], days[:1])):
         found = await store.recall_matches(terms, rarest, "Stelis", (key,), places, 3, 2, asked, 4)
-        assert found.messages == (await store.recall_messages(rarest, "Stelis", (key,), 3) if rarest else [])
-        assert found.notes == (await store.recall_notes(terms, "Stelis", (key,), places, 2) if terms else [])
-        assert found.days == [await store.messages_between("Stelis", (key,), *day, 4) for day in asked]
+        assert found.messages == (await matched_messages(store, rarest, "Stelis", (key,), 3) if rarest else [])
+        assert found.notes == (await matched_notes(store, terms, "Stelis", (key,), places, 2) if terms else [])
+        assert found.days == [await said_between(store, "Stelis", (key,), *day, 4) for day in asked]
     assert len(found.days[0]) == 4 and all(m.scope_key == key for m in found.days[0])  # the newest four today
     camera = await store.recall_matches(["camera"], [], "Stelis", (key,), places, 3, 2)
     assert sorted(n.text for n in camera.notes) == [
@@ -313,7 +314,7 @@ async def test_an_erased_message_leaves_no_trace_and_is_not_recalled(store):
     assert await store.purge(author_id=7, thread_ids=[root.id])
     await store.index_messages()
     assert await store.traces("quetzalcoatl") == []
-    assert await store.recall_messages(["quetzalcoatl"], "Stelis", (key,), 5) == []
+    assert await matched_messages(store, ["quetzalcoatl"], "Stelis", (key,), 5) == []
 
 
 # shared memory work: leases, fenced saves, process heartbeats
@@ -480,11 +481,11 @@ async def test_what_was_said_in_a_span_of_time_is_found_within_the_visible_conve
     erased, _ = await store.append(seen.id, NewMessage("user", "erased later", external_id=99))
     await store.delete_message(99)
     start, end = 1_700_000_000.0 + 43_200, 1_700_000_000.0 + 2 * 43_200 + 1
-    found = await store.messages_between("P", (seen.scope_key,), start, end, 10)
+    found = await said_between(store, "P", (seen.scope_key,), start, end, 10)
     assert [m.content for m in found] == ["on the day, late", "on the day, early"]  # newest first, this one only
-    assert (await store.messages_between("P", (seen.scope_key,), start, end, 1))[0].content == "on the day, late"
-    assert await store.messages_between("Q", (seen.scope_key,), start, end, 10) == []
-    assert erased.seq not in {m.seq for m in await store.messages_between("P", (seen.scope_key,), 0, 2e9, 50)}
+    assert (await said_between(store, "P", (seen.scope_key,), start, end, 1))[0].content == "on the day, late"
+    assert await said_between(store, "Q", (seen.scope_key,), start, end, 10) == []
+    assert erased.seq not in {m.seq for m in await said_between(store, "P", (seen.scope_key,), 0, 2e9, 50)}
     await store.close()
 
 
@@ -674,12 +675,12 @@ async def test_a_visible_place_is_matched_whole_never_as_the_start_of_another(st
         await store.add_record("Stelis", "channel", place.channel_id, "short_term", f"kestrel notes of {place.key}")
     await store.index_messages()
     here, day = (roots[0].scope_key,), (0.0, store.clock() + 1)
-    found = [m.content for m in await store.recall_messages(["kestrel"], "Stelis", here, 10)]
+    found = [m.content for m in await matched_messages(store, ["kestrel"], "Stelis", here, 10)]
     assert found == [f"the kestrel of {places[0].key}"]
-    assert [m.content for m in await store.messages_between("Stelis", here, *day, 10)] == found
+    assert [m.content for m in await said_between(store, "Stelis", here, *day, 10)] == found
     assert [m.content for m in await store.messages_since("Stelis", here, 0.0, 10)] == found
     assert [m.content for m in await store.scan_messages("kestrel", "Stelis", here, 1_000, 10)] == found
-    notes = await store.recall_notes(["kestrel"], "Stelis", here, (("channel", 1),), 10)
+    notes = await matched_notes(store, ["kestrel"], "Stelis", here, (("channel", 1),), 10)
     assert [n.text for n in notes] == [f"kestrel notes of {places[0].key}"]
 
 

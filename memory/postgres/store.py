@@ -231,11 +231,8 @@ def _message_ranking(count: int, first: int, limit: int) -> str:
         f" FROM seen s JOIN weights w USING (k) GROUP BY s.seq ORDER BY score DESC, s.seq DESC LIMIT ${limit})")
 
 
-# The best messages with their texts, best first (MessageMatch's fields), after `_message_ranking`.
-_BEST_MESSAGES = ("SELECT m.seq, m.role, m.author_name, m.content, m.created_at, x.scope_key, x.kind, x.label"
-                  " FROM best JOIN texts x USING (seq) JOIN messages m ON m.seq = best.seq"
-                  " ORDER BY best.score DESC, best.seq DESC")
-# ... as rows of `_notes`'s shape, their rank in k and their speaker last (recall_matches splits them apart again)
+# The best messages of `_message_ranking` with their texts, as rows of `_notes`'s shape: their rank in k and their
+# speaker last (recall_matches splits them apart again).
 _BEST_AS_NOTES = ("SELECT 'message', m.seq, m.content, m.created_at, x.label, x.scope_key, x.kind, NULL, NULL,"
                   " (row_number() OVER (ORDER BY best.score DESC, best.seq DESC))::int, m.role, m.author_name FROM best"
                   " JOIN texts x USING (seq) JOIN messages m ON m.seq = best.seq")
@@ -836,17 +833,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                                       *((cap, *_patterns(terms)) if terms else ()))  # no term: the size alone
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
-    async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
-                              limit: int) -> list[MessageMatch]:
-        rows = await self._searched(f"WITH {_message_ranking(len(terms), 4, 3)} {_BEST_MESSAGES}", persona,
-                                    _key_set(scope_keys), limit, *_patterns(terms), *(t.lower() for t in terms))
-        return [MessageMatch(*row) for row in rows]
-
-    async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
-                               limit: int) -> list[MessageMatch]:
-        rows = await self._all(_day_messages(3, 4, 5), persona, _key_set(scope_keys), start, end, limit)
-        return [MessageMatch(*row) for row in rows]
-
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         rows = await self._all(
@@ -867,13 +853,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             f" FROM threads WHERE threads.id = m.thread_id OFFSET 0) AS t WHERE {_seen_by(2)}",
             seqs, persona, _key_set(scope_keys))
         return {int(row[0]): MessageMatch(*row[1:]) for row in rows}
-
-    async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
-                           scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
-        """Chronicles and short-term versions matching any term, best first within each (one round trip)."""
-        rows = await self._searched(f"WITH {_note_matches(len(terms), 4)} {_notes(3)}", persona,
-                                    _key_set(scope_keys), _record_keys(scopes), *_patterns(terms))
-        return _best_notes(rows, terms, limit)
 
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,

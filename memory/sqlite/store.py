@@ -658,16 +658,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         assert row is not None  # a SELECT of scalars returns one row
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
-    async def recall_messages(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
-                              limit: int) -> list[MessageMatch]:
-        """Messages matching any of the terms in these conversations, best first."""
-        return [MessageMatch(*row) for row in await self._rows(*_recall_messages(terms, persona, scope_keys, limit))]
-
-    async def messages_between(self, persona: str, scope_keys: tuple[str, ...], start: float, end: float,
-                               limit: int) -> list[MessageMatch]:
-        rows = await self._rows(*_messages_between(persona, scope_keys, start, end, limit))
-        return [MessageMatch(*row) for row in rows]
-
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""
@@ -702,15 +692,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         found = await _in_thread(self._db, all_of_them)
         return Recalled([MessageMatch(*row) for row in found[0]], [NoteMatch(*row) for row in found[1]],
                         [[MessageMatch(*row) for row in rows] for rows in found[2:]])
-
-    async def recall_notes(self, terms: list[str], persona: str, scope_keys: tuple[str, ...],
-                           scopes: tuple[tuple[str, int], ...], limit: int) -> list[NoteMatch]:
-        """Chronicles and short-term memory versions matching any of the terms, best first within each
-        (one round trip).
-
-        Long-term versions repeat the short-term ones they merged, so those are left out.
-        """
-        return [NoteMatch(*row) for row in await self._rows(*_recall_notes(terms, persona, scope_keys, scopes, limit))]
 
     # copying a whole database
 
@@ -790,7 +771,7 @@ async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, t
 
 def _recall_messages(terms: list[str], persona: str, scope_keys: tuple[str, ...],
                      limit: int) -> tuple[str, tuple[Any, ...]]:
-    """recall_messages' statement and its parameters."""
+    """The messages matching any of the terms in these conversations, best first (FTS5's rank)."""
     return ("SELECT " + _MATCH_COLUMNS +
             " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid JOIN threads t ON t.id = m.thread_id"
             f" WHERE messages_fts MATCH ? AND {_seen_by(scope_keys)}"
@@ -799,7 +780,7 @@ def _recall_messages(terms: list[str], persona: str, scope_keys: tuple[str, ...]
 
 def _messages_between(persona: str, scope_keys: tuple[str, ...], start: float, end: float,
                       limit: int) -> tuple[str, tuple[Any, ...]]:
-    """messages_between's statement and its parameters."""
+    """What people and the persona said in these conversations in [start, end), the newest `limit`."""
     # CROSS JOIN keeps the conversations outside: a day's range of each one's messages (an index), never the
     # whole day of every conversation filtered down to these
     return (f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN messages m ON m.thread_id = t.id"
@@ -810,7 +791,8 @@ def _messages_between(persona: str, scope_keys: tuple[str, ...], start: float, e
 
 def _recall_notes(terms: list[str], persona: str, scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...],
                   limit: int) -> tuple[str, tuple[Any, ...]]:
-    """recall_notes' statement and its parameters."""
+    """Chronicles and short-term versions matching any of the terms, best first within each; long-term versions
+    repeat the short-term ones they merged, so those are left out."""
     marks = ", ".join("?" * len(scope_keys))
     pairs = ", ".join("(?, ?)" for _ in scopes) or "(NULL, NULL)"
     query = _any_of(terms)
