@@ -858,11 +858,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
                              note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
                              ) -> Recalled:
-        """All the look-ups in one statement: one round trip and one pooled connection, where three at once on a
+        """All the look-ups in one statement: one round trip and one pooled connection, where several at once on a
         machine of two cores only made each wait for the others (bench context_latency at 10k: recall's share of
-        an assembly 3.15 ms with two at once, 2.95 one after the other, 2.5 in one statement; bench concurrency at
-        500 channels, whose message names a day: 1.26-1.28x bare with the day's look-up apart, 1.21-1.22 without
-        it)."""
+        an assembly 3.15 ms with two at once, 2.95 one after the other, 2.5 in one statement)."""
         params: list[Any] = [persona, _key_set(scope_keys)]
 
         def number(*values: Any) -> int:  # the first of the values' parameter numbers
