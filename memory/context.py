@@ -557,8 +557,9 @@ class Assembler:
                 chain[-1], query, before, protected + window, layers, tails,
                 recall.QUESTION if asked else recall.REMARK, sent))
             searching.add_done_callback(lambda _: sent.set())
-            await sent.wait()
         try:
+            if searching is not None:
+                await sent.wait()
             return await self._lay_out(thread, chain, persona, system_text, budget, layers, protected, window, seen,
                                        own_budget, cut, shape, searching, asked)
         finally:

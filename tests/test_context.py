@@ -537,12 +537,28 @@ async def test_recall_runs_beside_the_layout_and_goes_down_with_it(store, monkey
         await started.wait()
         raise RuntimeError("the tail could not be rendered")
 
+    real_tail = asm._tail
     monkeypatch.setattr(store, "recall_matches", slow_lookup)
     monkeypatch.setattr(asm, "_tail", broken_tail)
     await say(store, r.id, "and the calculator_v2 deploy again?")
     before = asyncio.all_tasks()
     with pytest.raises(RuntimeError, match="tail could not be rendered"):
         await asyncio.wait_for(asm.assemble(r.id), 5)
+    await asyncio.sleep(0)
+    assert not [t for t in asyncio.all_tasks() - before if not t.done()]
+
+    # an assembly given up while recall has not yet handed its look-ups over (a slow first read) takes recall with it
+    real_visibility = asm.visibilities.of
+
+    async def slow_visibility(*args):
+        await asyncio.sleep(30)
+        return await real_visibility(*args)
+
+    monkeypatch.setattr(asm.visibilities, "of", slow_visibility)
+    monkeypatch.setattr(asm, "_tail", real_tail)
+    before = asyncio.all_tasks()
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(asm.assemble(r.id), 0.2)
     await asyncio.sleep(0)
     assert not [t for t in asyncio.all_tasks() - before if not t.done()]
 
