@@ -172,7 +172,7 @@ def _ranked(rows: Sequence[Any], terms: list[str], text: int, key: int, limit: i
     """The best `limit` of the rows a look-up found, by BM25 over substring hits as FTS5 ranks its trigram matches:
     each term's occurrences, saturating, weigh more when the term is rare among the hits and the text is short.
 
-    For chronicles and memory versions, a handful of hits (messages are ranked in SQL: `_ranked_messages`). A row
+    For chronicles and memory versions, a handful of hits (messages are ranked in SQL: `_message_ranking`). A row
     (asyncpg's, or a tuple) ends with the terms it matched."""
     if not rows:
         return []
