@@ -128,16 +128,12 @@ class Database(Protocol):
         """Apply pending migrations in order, each in its own transaction; return how many ran."""
         ...
 
-    async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
-        """A thread (KeyError if none) and the newest memory record's id (what a request whose cache went cold
-        shows memory as of); the counters caches key on are first moved past what other processes sharing the
-        database erased or edited."""
-        ...
-
     async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
-        """What an assembly reads first, in one round trip: `current_thread`, with at most `limit` of the thread's
-        live messages newest first, those after `after_seq` (None: from its window's start); with `versions`, its
-        own memory too (records.own_memory with its own places, as of its newest record)."""
+        """What an assembly reads first, in one round trip: a thread as noted (KeyError if none) and the newest
+        memory record's id (what a request whose cache went cold shows memory as of), the counters caches key on
+        first moved past what other processes sharing the database erased or edited; with at most `limit` of the
+        thread's live messages newest first, those after `after_seq` (None: from its window's start); with
+        `versions`, its own memory too (records.own_memory with its own places, as of its newest record)."""
         ...
 
     def held(self) -> AbstractAsyncContextManager[None]:
@@ -225,7 +221,7 @@ class ThreadsAndMessages(Protocol):
 
     def note_window(self, thread: Thread, **state: int | None) -> Thread:
         """Which memory a thread's window shows (`memory_as_of`) and where the cache holds its prefix
-        (`window_cached_after`): stored with the thread's next message, shown by `current_thread` until then; voided
+        (`window_cached_after`): stored with the thread's next message, shown by `opening` until then; voided
         by a change of the thread's messages. The thread as noted."""
         ...
 

@@ -133,7 +133,7 @@ class CommonStore(ABC):
     def note_window(self, thread: Thread, **state: Any) -> Thread:
         """Which memory a thread's window shows and where the cache holds its prefix: kept here and stored with
         the thread's next message (a reply's own write), not in a write of its own before the model is asked.
-        Until then `current_thread` shows it. A change of the thread's messages since (its revision) voids it, and
+        Until then `opening` shows it. A change of the thread's messages since (its revision) voids it, and
         a crash loses it: the next request works it out again, as after any cold cache."""
         checked(state, NOTED_WINDOW, "noted window state")
         revision, before = self._noted.pop(thread.id, (thread.revision, {}))

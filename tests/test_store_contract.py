@@ -609,23 +609,23 @@ async def test_match_counts_of_no_word_is_the_archives_size(store):
 
 
 async def test_a_windows_bookkeeping_is_stored_with_its_threads_next_message(store, monkeypatch):
-    """No write of its own before the model is asked: shown by current_thread at once, stored with the reply."""
+    """No write of its own before the model is asked: shown by an opening at once, stored with the reply."""
     root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
     asked, _ = await store.append(root.id, NewMessage("user", "what is on today?"))
     noted = store.note_window(await store.thread(root.id), memory_as_of=4, window_cached_after=asked.seq)
     assert (noted.memory_as_of, noted.window_cached_after) == (4, asked.seq)
-    shown, _ = await store.current_thread(root.id)
+    shown = (await store.opening(root.id, None, 0)).thread
     assert (shown.memory_as_of, shown.window_cached_after) == (4, asked.seq)
     assert (await store.thread(root.id)).memory_as_of is None  # nothing written yet
     monkeypatch.setattr(store, "_append", _refused)  # the database refuses the reply: the bookkeeping waits
     with pytest.raises(StoreError):
         await store.append(root.id, NewMessage("assistant", "lost"))
     monkeypatch.undo()
-    assert (await store.current_thread(root.id))[0].memory_as_of == 4
+    assert (await store.opening(root.id, None, 0)).thread.memory_as_of == 4
     await store.append_counted(root, NewMessage("assistant", "the standup at ten"), Triggers(7_200, 50))
     stored = await store.thread(root.id)
     assert (stored.memory_as_of, stored.window_cached_after) == (4, asked.seq)
-    assert (await store.current_thread(root.id))[0] == stored
+    assert (await store.opening(root.id, None, 0)).thread == stored
 
 
 async def test_bookkeeping_noted_before_a_thread_changed_is_neither_shown_nor_stored(store):
@@ -633,14 +633,14 @@ async def test_bookkeeping_noted_before_a_thread_changed_is_neither_shown_nor_st
     await store.append(root.id, NewMessage("user", "my address", author_id=7, external_id=61))
     store.note_window(await store.thread(root.id), memory_as_of=9)
     await store.purge(external_id=61)  # its messages changed: what was planned on them is void
-    assert (await store.current_thread(root.id))[0].memory_as_of is None
+    assert (await store.opening(root.id, None, 0)).thread.memory_as_of is None
     await store.append(root.id, NewMessage("user", "hello"))
     assert (await store.thread(root.id)).memory_as_of is None
     said, _ = await store.append(root.id, NewMessage("user", "my phone number", author_id=7, external_id=62))
     store.note_window(await store.thread(root.id), window_cached_after=said.seq)
     await store.purge(external_id=62)
     store.note_window(await store.thread(root.id), memory_as_of=10)  # noted anew: nothing of before comes along
-    assert (await store.current_thread(root.id))[0].window_cached_after is None
+    assert (await store.opening(root.id, None, 0)).thread.window_cached_after is None
 
 
 async def test_a_cut_at_the_same_revision_carries_what_was_noted_and_a_reset_drops_it(store):
@@ -685,7 +685,7 @@ async def test_a_visible_place_is_matched_whole_never_as_the_start_of_another(st
 
 
 async def test_an_opening_is_the_thread_with_its_newest_live_messages_from_its_window_or_after_a_seq(store):
-    """What an assembly reads first, in one round trip: the thread as current_thread shows it, and a page of its
+    """What an assembly reads first, in one round trip: the thread as noted, and a page of its
     live messages newest first, from its window's start or after a given message; never an erased one, nor another
     thread's."""
     root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
@@ -695,7 +695,8 @@ async def test_an_opening_is_the_thread_with_its_newest_live_messages_from_its_w
     await store.purge(external_id=704)
     await store.add_record("P", "channel", 1, "long_term", "a fact")
     opened = await store.opening(root.id, None, 3)
-    assert (opened.thread, opened.newest_record) == await store.current_thread(root.id)
+    bare = await store.opening(root.id, None, 0)  # no page asked: the thread and the newest record alone
+    assert (opened.thread, opened.newest_record) == (bare.thread, bare.newest_record) and bare.messages == []
     assert [m.content for m in opened.messages] == ["m5", "m3", "m2"] and not opened.whole
     since = await store.opening(root.id, said[1].seq, 10)
     assert [m.content for m in since.messages] == ["m5", "m3", "m2"] and since.whole and since.after == said[1].seq
@@ -703,7 +704,7 @@ async def test_an_opening_is_the_thread_with_its_newest_live_messages_from_its_w
     from_start = await store.opening(root.id, None, 10)
     assert [m.content for m in from_start.messages] == ["m5", "m3"] and from_start.after == said[3].seq - 1
     assert (await store.opening(root.id, None, 0)).messages == []
-    store.note_window(from_start.thread, memory_as_of=opened.newest_record)  # shown as current_thread shows it
+    store.note_window(from_start.thread, memory_as_of=opened.newest_record)  # shown as an opening shows it
     assert (await store.opening(root.id, None, 1)).thread.memory_as_of == opened.newest_record
     with pytest.raises(KeyError):
         await store.opening(999_999, None, 5)

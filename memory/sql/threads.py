@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from abc import abstractmethod
 from typing import Any
 
 from memory import rows as row_to
-from memory.records import Message, Opening, Scope, Thread
+from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
 from memory.store_common import SEQ_MAX
 
@@ -52,14 +51,6 @@ class ThreadsSql(SqlStore):
     async def find_thread(self, thread_id: int) -> Thread | None:
         row = await self._row("SELECT * FROM threads WHERE id = ?", (thread_id,))
         return row_to.thread(row) if row else None
-
-    async def current_thread(self, thread_id: int) -> tuple[Thread, int]:
-        opened = await self.opening(thread_id, None, 0)
-        return opened.thread, opened.newest_record
-
-    @abstractmethod
-    async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
-        """The thread, the newest record, the page and its own memory, in one round trip: each backend its own way."""
 
     async def thread_with_count(self, thread_id: int) -> tuple[Thread, int] | None:
         """A thread and how many messages it holds, in one round trip (a live Stelis thread's status)."""
