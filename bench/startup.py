@@ -5,11 +5,13 @@ Ready = the engine opened (threads swept, pending counts repaired) and the memor
 due-scan, the timers of the next scans): what stands before a reply can be answered. Recall's warm-up (the index
 brought up to date and merged, the newest words counted) runs in the background after it; its end is reported
 too. The first reply is in a conversation with the same history at every size, so only the other servers
-differ. Each figure's ratio to the database with no other server (the issue's target: flat).
+differ. Each figure is the median of rounds that start every size once, and its ratio to the database with no
+other server (the issue's target: flat).
 """
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import tempfile
@@ -29,7 +31,7 @@ from memory.tokens import count_tokens
 SERVERS = (0, 10, 100, 1_000)
 CHANNELS = 5
 MESSAGES = 20  # each conversation's history; its last message is counted towards a memory version
-SAMPLES = 3
+SAMPLES = 5
 HERE = Scope.channel(1, 1)  # the conversation answered after start-up, the same at every size
 
 
@@ -49,39 +51,49 @@ async def fill(store: Store, servers: int, rng: random.Random) -> None:
     await store.index_messages()
 
 
-async def measure(servers: int) -> dict:
-    rng = random.Random(servers)
-    ready: list[float] = []
-    warm: list[float] = []
-    first: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        store = await open_store(Path(tmp) / "stelis.sqlite3")
-        await fill(store, servers, rng)
-        await store.close()
-        config = validate({"data_dir": tmp, "snapshots": {"interval_seconds": 0}, "llm": {"reply_tools": False}})
-        for _ in range(SAMPLES):
-            started = time.perf_counter()
-            engine = await Engine.open(config, OfflineLLM())
-            await engine.start_memory()
-            ready.append(time.perf_counter() - started)
-            if engine.conversations.indexer is not None:  # in the background: replies are answered meanwhile
-                await engine.conversations.indexer
-            warm.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            heard = await engine.conversations.hear(HERE, "what did we say about the move?", author_name="ben")
-            assert heard is not None
-            await engine.conversations.reply(heard.thread_id)
-            first.append(time.perf_counter() - started)
-            await engine.close()
-    return {"bench": "startup", "servers": servers, "channels": 1 + servers * CHANNELS,
-            "messages": (1 + servers * CHANNELS) * MESSAGES, "ready_ms": round(statistics.median(ready) * 1000, 1),
-            "recall_warm_ms": round(statistics.median(warm) * 1000, 1),
-            "first_reply_ms": round(statistics.median(first) * 1000, 1)}
+async def filled(folder: Path, servers: int) -> Path:
+    """A data folder holding `servers` servers' conversations besides the one answered."""
+    folder.mkdir()
+    store = await open_store(folder / "stelis.sqlite3")
+    await fill(store, servers, random.Random(servers))
+    await store.close()
+    return folder
+
+
+async def sample(folder: Path) -> tuple[float, float, float]:
+    """One start as the bot starts: seconds until ready, until recall's warm-up ended, and for the first reply."""
+    config = validate({"data_dir": str(folder), "snapshots": {"interval_seconds": 0}, "llm": {"reply_tools": False}})
+    started = time.perf_counter()
+    engine = await Engine.open(config, OfflineLLM())
+    await engine.start_memory()
+    ready = time.perf_counter() - started
+    gc.freeze()  # as the bot's setup_hook does once started: collections do not walk start-up's objects
+    try:
+        if engine.conversations.indexer is not None:  # in the background: replies are answered meanwhile
+            await engine.conversations.indexer
+        warm = time.perf_counter() - started
+        started = time.perf_counter()
+        heard = await engine.conversations.hear(HERE, "what did we say about the move?", author_name="ben")
+        assert heard is not None
+        await engine.conversations.reply(heard.thread_id)
+        return ready, warm, time.perf_counter() - started
+    finally:
+        await engine.close()
+        gc.unfreeze()  # the next sample starts from the same heap
 
 
 async def run(sizes: tuple[int, ...] = SERVERS) -> list[dict]:
-    await measure(0)  # warm up (the tokenizer, templates, imports), so the first size is timed like the rest
-    results = [await measure(n) for n in sizes]
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = [await filled(Path(tmp) / str(n), n) for n in sizes]
+        await sample(folders[0])  # warm up (the tokenizer, templates, imports), so the first size is timed like the rest
+        # Round after round, one start of every size: a machine slower for a while slows all sizes alike
+        taken = [[await sample(folder) for folder in folders] for _ in range(SAMPLES)]
+    results = []
+    for i, servers in enumerate(sizes):
+        ready, warm, first = (statistics.median(round_[i][k] for round_ in taken) * 1000 for k in range(3))
+        results.append({"bench": "startup", "servers": servers, "channels": 1 + servers * CHANNELS,
+                        "messages": (1 + servers * CHANNELS) * MESSAGES, "ready_ms": round(ready, 1),
+                        "recall_warm_ms": round(warm, 1), "first_reply_ms": round(first, 1)})
     base = results[0]
     for line in results:
         line["ready_ratio"] = round(line["ready_ms"] / base["ready_ms"], 2)
