@@ -53,7 +53,6 @@ async def fill(store: Store, servers: int, rng: random.Random) -> None:
 
 async def filled(folder: Path, servers: int) -> Path:
     """A data folder holding `servers` servers' conversations besides the one answered."""
-    folder.mkdir()
     store = await open_store(folder / "stelis.sqlite3")
     await fill(store, servers, random.Random(servers))
     await store.close()
@@ -85,7 +84,7 @@ async def sample(folder: Path) -> tuple[float, float, float]:
 async def run(sizes: tuple[int, ...] = SERVERS) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         folders = [await filled(Path(tmp) / str(n), n) for n in sizes]
-        await sample(folders[0])  # warm up (the tokenizer, templates, imports), so the first size is timed like the rest
+        await sample(folders[0])  # warm up (the tokenizer, templates, imports): the first size timed like the rest
         # Round after round, one start of every size: a machine slower for a while slows all sizes alike
         taken = [[await sample(folder) for folder in folders] for _ in range(SAMPLES)]
     results = []
