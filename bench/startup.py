@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.history import assistant_message, user_message
 from bot.config import validate
@@ -81,21 +82,17 @@ async def sample(folder: Path) -> tuple[float, float, float]:
         gc.unfreeze()  # the next sample starts from the same heap
 
 
-async def run(sizes: tuple[int, ...] = SERVERS) -> list[dict]:
+async def run(sizes: tuple[int, ...] = SERVERS) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         folders = [await filled(Path(tmp) / str(n), n) for n in sizes]
         await sample(folders[0])  # warm up (the tokenizer, templates, imports): the first size timed like the rest
         # Round after round, one start of every size: a machine slower for a while slows all sizes alike
         taken = [[await sample(folder) for folder in folders] for _ in range(SAMPLES)]
-    results = []
-    for i, servers in enumerate(sizes):
-        ready, warm, first = (statistics.median(round_[i][k] for round_ in taken) * 1000 for k in range(3))
-        results.append({"bench": "startup", "servers": servers, "channels": 1 + servers * CHANNELS,
-                        "messages": (1 + servers * CHANNELS) * MESSAGES, "ready_ms": round(ready, 1),
-                        "recall_warm_ms": round(warm, 1), "first_reply_ms": round(first, 1)})
-    base = results[0]
-    for line in results:
-        line["ready_ratio"] = round(line["ready_ms"] / base["ready_ms"], 2)
-        line["recall_warm_ratio"] = round(line["recall_warm_ms"] / base["recall_warm_ms"], 2)
-        line["first_reply_ratio"] = round(line["first_reply_ms"] / base["first_reply_ms"], 2)
-    return results
+    figures = [[round(statistics.median(round_[i][k] for round_ in taken) * 1000, 1) for k in range(3)]
+               for i in range(len(sizes))]
+    base = figures[0]
+    return [{"bench": "startup", "servers": servers, "channels": 1 + servers * CHANNELS,
+             "messages": (1 + servers * CHANNELS) * MESSAGES, "ready_ms": ready, "recall_warm_ms": warm,
+             "first_reply_ms": first, "ready_ratio": round(ready / base[0], 2),
+             "recall_warm_ratio": round(warm / base[1], 2), "first_reply_ratio": round(first / base[2], 2)}
+            for servers, (ready, warm, first) in zip(sizes, figures, strict=True)]
