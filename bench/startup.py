@@ -1,7 +1,7 @@
 """Start-up at scale: a database of 0 to 1,000 servers of 5 channels, each with a history and memory work
 pending, opened as the bot opens it; then the first reply.
 
-Ready = the engine opened (threads swept, pending counts repaired) and the memory scheduler started (the
+Ready = the engine opened (threads swept, leases a crash left freed) and the memory scheduler started (the
 due-scan, the timers of the next scans): what stands before a reply can be answered. Recall's warm-up (the index
 brought up to date and merged, the newest words counted) runs in the background after it; its end is reported
 too. The first reply is in a conversation with the same history at every size, so only the other servers

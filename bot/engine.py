@@ -164,8 +164,6 @@ class Engine:
             erased = await store.erasures()  # a forget-me whose rewrite was cut short: done again below
             if dropped := await store.clear_claims():  # a crash left them (shared: only those run out)
                 log.info("%d memory update(s) a stopped process had claimed are free again", dropped)
-            if repaired := await store.recount_pending(clock()):
-                log.info("%d conversation(s) had messages no memory version counted; they are due now", repaired)
         except BaseException:
             await store.close()
             lock.release()

@@ -365,11 +365,6 @@ class MemoryRecords(Protocol):
         """The bookkeeping of a conversation, created on first use."""
         ...
 
-    async def recount_pending(self, now: float) -> int:
-        """Conversations with messages past their last version but nothing pending (a crash of an older
-        version between storing and counting): count them again and make them due now. Returns how many."""
-        ...
-
     async def due_channels(self, now: float, limit: int = ...) -> list[MemoryChannel]:
         """Conversations whose deadline has passed, earliest first (an index range scan)."""
         ...

@@ -9,6 +9,7 @@ from memory.backends import open_store
 from memory.database_url import safe_url
 from memory.postgres.store import PostgresStore, migration_files
 from memory.records import NewMessage, Scope
+from memory.settings import Triggers
 from memory.store import StoreError
 from tests.recall_helpers import matched_messages
 
@@ -40,6 +41,27 @@ async def test_a_database_from_a_newer_stelis_is_refused(url):
     await con.close()
     with pytest.raises(StoreError, match="newer than this Stelis understands"):
         await open_store(url)
+
+
+async def test_messages_an_older_version_never_counted_are_due_once_it_is_upgraded(url, monkeypatch):
+    from memory.postgres import store as store_module
+
+    every = migration_files()
+    counting = next(i for i, m in enumerate(every) if m.name.endswith("_pending_counted_once.sql"))
+    monkeypatch.setattr(store_module, "migration_files", lambda: every[:counting])  # the schema it had
+    store = await open_store(url, clock=lambda: 1_000.0)
+    root = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
+    await store.append_counted(root, NewMessage("user", "stored, but the count was lost in a crash"),
+                               Triggers(idle_seconds=7_200, threshold=50))
+    await store.close()
+    con = await asyncpg.connect(url)  # what a crash of an older version left
+    await con.execute("UPDATE memory_channels SET pending_count = 0, due_at = NULL WHERE thread_id = $1", root.id)
+    await con.close()
+    monkeypatch.undo()
+    store = await open_store(url, clock=lambda: 2_000.0)
+    repaired = await store.memory_channel(root.id)
+    assert repaired.pending_count == 1 and repaired.due_at <= 2_000.0  # due at once
+    await store.close()
 
 
 async def test_an_unreachable_server_is_a_clear_error_that_hides_the_password(postgres_cluster):

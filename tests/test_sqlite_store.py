@@ -316,20 +316,42 @@ async def test_the_due_scan_is_an_indexed_range_query(store):
     assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_due (due_at>")
 
 
-async def test_messages_an_older_version_never_counted_are_due_after_a_restart(tmp_path):
-    path = tmp_path / "db.sqlite3"
-    store = await open_store(path, clock=lambda: 1_000.0)
+async def test_a_start_frees_the_leases_a_crash_left_through_an_index_of_the_leased(store):
+    async with store._db.execute("EXPLAIN QUERY PLAN UPDATE memory_channels SET lease_owner = NULL"
+                                 " WHERE lease_owner IS NOT NULL") as cur:
+        plan = " ".join(r[3] for r in await cur.fetchall())
+    assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_leased")
     root = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
-    await store.append_counted(root, NewMessage("user", "stored, but the count was lost in a crash"),
-                               Triggers(idle_seconds=7_200, threshold=50))
-    async with store._transaction() as db:  # what a crash between two transactions left behind
+    await store.append_counted(root, NewMessage("user", "hello"), Triggers(idle_seconds=0, threshold=1))
+    assert [c.thread_id for c in await store.claim_due(store.clock() + 1, "gone", 600, 5)] == [root.id]
+    assert await store.clear_claims() == 1 and (await store.memory_channel(root.id)).lease_owner is None
+
+
+async def test_messages_an_older_version_never_counted_are_due_once_it_is_upgraded(tmp_path, monkeypatch):
+    path = tmp_path / "db.sqlite3"
+    counting = next(i for i, m in enumerate(MIGRATIONS) if m.name.endswith("_pending_counted_once.sql"))
+    monkeypatch.setattr(store_module, "migration_files", lambda: MIGRATIONS[:counting])  # the schema it had
+    store = await open_store(path, clock=lambda: 1_000.0)
+    lost = await store.root_thread("Stelis", Scope.channel(10, 100), 0.8)
+    counted = await store.root_thread("Stelis", Scope.channel(10, 101), 0.8)
+    for root in (lost, counted):
+        await store.append_counted(root, NewMessage("user", "stored, but the count was lost in a crash"),
+                                   Triggers(idle_seconds=7_200, threshold=50))
+    async with store._transaction() as db:  # what a crash of an older version between two transactions left
         await db.execute("UPDATE memory_channels SET pending_count = 0, due_at = NULL WHERE thread_id = ?",
-                         (root.id,))
+                         (lost.id,))
     await store.close()
+    monkeypatch.undo()
     store = await open_store(path, clock=lambda: 2_000.0)
-    assert await store.recount_pending(2_000.0) == 1
-    ch = await store.memory_channel(root.id)
-    assert ch.pending_count == 1 and ch.due_at == 2_000.0
+    repaired, untouched = await store.memory_channel(lost.id), await store.memory_channel(counted.id)
+    assert repaired.pending_count == 1 and repaired.due_at <= 2_000.0  # due at once
+    assert untouched.pending_count == 1 and untouched.due_at == 1_000.0 + 7_200
+    async with store._transaction() as db:  # the next start reads no conversation again
+        await db.execute("UPDATE memory_channels SET pending_count = 0, due_at = NULL WHERE thread_id = ?",
+                         (lost.id,))
+    await store.close()
+    store = await open_store(path, clock=lambda: 3_000.0)
+    assert (await store.memory_channel(lost.id)).pending_count == 0
     await store.close()
 
 

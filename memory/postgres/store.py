@@ -716,15 +716,6 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self.memory_changes += 1
         return record
 
-    async def recount_pending(self, now: float) -> int:
-        return _count(await self._execute(
-            "UPDATE memory_channels SET pending_count = missed.n, due_at = $1 FROM ("
-            " SELECT c.thread_id, COUNT(m.seq) AS n FROM memory_channels c JOIN messages m"
-            " ON m.thread_id = c.thread_id AND m.seq > COALESCE(c.covered_seq, 0) AND m.deleted_at IS NULL"
-            " AND m.role IN ('user', 'assistant') AND NOT (m.role = 'assistant' AND m.author_name = c.persona)"
-            " WHERE c.pending_count = 0 AND c.paused = 0 GROUP BY c.thread_id) AS missed"
-            " WHERE memory_channels.thread_id = missed.thread_id", now))
-
     async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
                         thread_id: int | None = None) -> list[MemoryChannel]:
         """Take due conversations (or the one given, due or not) for `owner`; rows another worker holds are

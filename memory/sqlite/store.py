@@ -513,21 +513,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     # memory bookkeeping per conversation (seed 004): what is pending, when it is due, what is shared
 
-    async def recount_pending(self, now: float) -> int:
-        """Conversations with messages past their last version but nothing pending (a crash of an older
-        version between storing and counting): count them again and make them due now. Returns how many."""
-        async with self._transaction() as db:
-            cur = await db.execute(
-                "UPDATE memory_channels SET pending_count = missed.n, due_at = ? FROM ("
-                " SELECT c.thread_id, COUNT(m.seq) AS n FROM memory_channels c JOIN messages m"
-                " ON m.thread_id = c.thread_id AND m.seq > COALESCE(c.covered_seq, 0) AND m.deleted_at IS NULL"
-                " AND m.role IN ('user', 'assistant') AND NOT (m.role = 'assistant' AND m.author_name = c.persona)"
-                " WHERE c.pending_count = 0 AND c.paused = 0 GROUP BY c.thread_id) AS missed"
-                " WHERE memory_channels.thread_id = missed.thread_id",
-                (now,),
-            )
-            return cur.rowcount
-
     async def claim_due(self, now: float, owner: str, lease_seconds: float, limit: int,
                         thread_id: int | None = None) -> list[MemoryChannel]:
         """Take due conversations (or the one given, due or not) for `owner` until the lease runs out;
