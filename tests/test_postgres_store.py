@@ -193,6 +193,20 @@ async def test_a_servers_shared_channels_are_read_from_an_index_of_the_shared_on
     assert "idx_memory_channels_shared_activity" in plan, plan
 
 
+async def test_a_starts_sweep_reads_the_active_internal_threads_not_every_conversations_root(store):
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 100 + i), 0.8) for i in range(3)]
+    inner, _ = await store.create_thread(roots[0], kind="stelis", label="look-up", window_ratio=0.5,
+                                         chronicle_prompt=None, run_id="gone", anchor=None)
+    assert [t.id for t in await store.active_internal_threads(store.clock() + 1)] == [inner.id]
+    async with store._transaction() as con:
+        await con.execute("SET LOCAL enable_seqscan = off")  # a tiny table: ask which index can answer
+        plan = "\n".join(r[0] for r in await con.fetch(
+            "EXPLAIN ANALYZE SELECT t.* FROM threads t WHERE t.status = 'active' AND t.kind != 'root'"
+            " AND t.discord_thread_id IS NULL AND t.branch_id IS NULL ORDER BY t.depth DESC, t.id DESC"))
+    # the index holds the internal threads alone: no conversation's root is read to be filtered out
+    assert "idx_threads_active_internal" in plan and "Rows Removed" not in plan, plan
+
+
 async def test_long_texts_are_written_compressed_with_lz4_and_read_back_whole(store):
     """A look-up decompresses each candidate it reads: lz4 does it in a fraction of pglz's time (migration 9)."""
     thread = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)

@@ -316,6 +316,20 @@ async def test_the_due_scan_is_an_indexed_range_query(store):
     assert plan.startswith("SEARCH memory_channels USING INDEX idx_memory_channels_due (due_at>")
 
 
+async def test_a_starts_sweep_reads_the_active_internal_threads_not_every_conversations_root(store):
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 100 + i), 0.8) for i in range(3)]
+    inner, _ = await store.create_thread(roots[0], kind="stelis", label="look-up", window_ratio=0.5,
+                                         chronicle_prompt=None, run_id="gone", anchor=None)
+    assert [t.id for t in await store.active_internal_threads(store.clock() + 1)] == [inner.id]
+    async with store._db.execute(
+        "EXPLAIN QUERY PLAN SELECT t.* FROM threads t LEFT JOIN owners o ON o.owner = t.owner WHERE t.status = 'active'"
+        " AND t.kind != 'root' AND t.discord_thread_id IS NULL AND t.branch_id IS NULL"
+        " AND (? IS NULL OR o.heartbeat_at IS NULL OR o.heartbeat_at < ?) ORDER BY t.depth DESC, t.id DESC", (1, 1),
+    ) as cur:
+        plan = " ".join(r[3] for r in await cur.fetchall())
+    assert plan.startswith("SEARCH t USING INDEX idx_threads_active_internal") and "TEMP B-TREE" not in plan
+
+
 async def test_a_start_frees_the_leases_a_crash_left_through_an_index_of_the_leased(store):
     async with store._db.execute("EXPLAIN QUERY PLAN UPDATE memory_channels SET lease_owner = NULL"
                                  " WHERE lease_owner IS NOT NULL") as cur:
