@@ -442,15 +442,16 @@ class Assembler:
 
     async def _open(self, thread_id: int, naive: bool) -> Opening:
         """The thread, the newest memory record, and the messages its window will read: those since the window
-        kept here, else its newest from its start (a naive window reads the whole thread: no page). Where its
-        cache is cold here, its memory is shown as of that newest record: its own memory comes with it too."""
+        kept here, else its newest from its start (a naive window reads the whole thread: no page). Its own memory
+        comes with it where its layers are not kept here (more conversations than WINDOWS_KEPT talk at once) or
+        its cache is cold (its memory is then shown as of that newest record)."""
         kept = self._windows.get(thread_id)
         layers = self._layers.get(thread_id)
         # as many versions as its layers showed last (their key, `_memory`), or the default before any
         versions = layers[0][3] if layers is not None else self.conversation.memory_versions
+        unread = layers is None or self._cold(thread_id, self.clock())
         return await self.store.opening(thread_id, kept[1][-1].seq if kept is not None and not naive else None,
-                                        0 if naive else OPENING_PAGE,
-                                        versions if self._cold(thread_id, self.clock()) else 0)
+                                        0 if naive else OPENING_PAGE, versions if unread else 0)
 
     def _cold(self, thread_id: int, now: float) -> bool:
         """No request for this thread here within the cache's lifetime: its memory is shown as of the newest."""

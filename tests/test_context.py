@@ -886,6 +886,36 @@ async def test_a_cold_turn_reads_its_own_memory_with_its_thread_and_a_warm_one_k
     assert asked == [asm.conversation.memory_versions] and apart == [] and "Kyoto" in cold
 
 
+async def test_more_conversations_than_are_kept_read_their_own_memory_with_their_thread(store, monkeypatch):
+    """Hundreds of channels talking at once outgrow the layers kept here (WINDOWS_KEPT): a warm turn whose layers
+    were let go reads its conversation's memory with its thread, not apart, and still shows what it showed; memory
+    written since (the newest record moved) is read apart as of what the window showed."""
+    monkeypatch.setattr(context, "WINDOWS_KEPT", 1)
+    here, there = await root(store), await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    await store.add_record("Stelis", "channel", 2, "short_term", "Version 0: Mahe likes tea.")
+    await store.add_record("Stelis", "channel", 3, "short_term", "Version 0: Kai likes rain.")
+    asm = assembler(store)
+    apart: list[object] = []
+    newest_records = store.newest_records
+
+    async def spied(*args, **kwargs):
+        apart.append(args)
+        return await newest_records(*args, **kwargs)
+    monkeypatch.setattr(store, "newest_records", spied)
+    shown = {}
+    for thread in (here, there):
+        await say(store, thread.id, "hello")
+        shown[thread.id] = body(await asm.assemble(thread.id))["system"][1]["text"]
+        await answer(store, thread.id, "hi")
+    await say(store, here.id, "and now?")  # warm, its layers let go for the other conversation's
+    assert body(await asm.assemble(here.id))["system"][1]["text"] == shown[here.id] and apart == []
+    await answer(store, here.id, "still here")
+    await store.add_record("Stelis", "channel", 3, "short_term", "Version 1: Kai moved to Oslo.")
+    await say(store, there.id, "and you?")
+    again = body(await asm.assemble(there.id))["system"][1]["text"]
+    assert again == shown[there.id] and "Oslo" not in again and len(apart) == 1  # as of what it showed
+
+
 async def test_a_conversation_that_shows_more_versions_reads_them_apart_once_then_with_its_thread(store, monkeypatch):
     """A channel's own setting may show more versions than the default the first opening asks for: they are read
     apart then, in full, and the next cold turn asks for as many as it showed."""
