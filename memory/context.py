@@ -556,7 +556,7 @@ class Assembler:
             sent = asyncio.Event()
             searching = asyncio.ensure_future(self._recall(
                 chain[-1], query, before, protected + window, layers, tails,
-                recall.QUESTION if asked else recall.REMARK, sent))
+                recall.QUESTION if asked else recall.REMARK, sent, _whole_from(thread, window)))
             searching.add_done_callback(lambda _: sent.set())
         try:
             if searching is not None:
@@ -684,13 +684,14 @@ class Assembler:
 
     async def _recall(self, root: Thread, query: str, window: list[Message], shown: list[Message],
                       layers: Layers, tails: Iterable[KeptTail] = (), reach: recall.Reach = recall.REMARK,
-                      sent: asyncio.Event | None = None) -> list[recall.Hit]:
+                      sent: asyncio.Event | None = None, whole_from: tuple[int, int] | None = None
+                      ) -> list[recall.Hit]:
         """Recall's hits for the new message (or a task) and the turn before it, best first; none the
         request already carries (in its window, its memory, or an earlier reply's kept tail)."""
         before = " ".join(m.content for m in window[-1:] if m.role in ("user", "assistant"))
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)},
-                               dict(layers.partly))
+                               dict(layers.partly), whole_from=whole_from)
         for hit in (hit for tail in tails for hit in tail.recalled):
             if hit.kind == "message":
                 already.messages.add(hit.key)
@@ -1089,6 +1090,15 @@ def _shown(messages: list[Message], thread: Thread) -> list[Message]:
     """The messages of a window as its state (start, gap) shows them."""
     start = thread.window_start_seq or 0
     return [m for m in messages if m.seq >= start and _kept(m.seq, thread)]
+
+
+def _whole_from(thread: Thread, window: list[Message]) -> tuple[int, int] | None:
+    """(thread, seq): from that message on the request shows the thread whole, to its newest (after the gap a trim
+    left, else from the window's first)."""
+    stored = [m.seq for m in window if m.seq != PREVIEW_SEQ]
+    if not stored:
+        return None
+    return thread.id, max(stored[0], thread.window_gap_to or 0)
 
 
 def _head(window: list[Message], thread: Thread) -> list[Message]:

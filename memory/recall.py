@@ -150,6 +150,7 @@ class Shown:
     chronicles: set[int] = field(default_factory=set)
     lines: dict[int, frozenset[str]] = field(default_factory=dict)  # a record shown in part: the lines shown
     memory_lines: set[int] = field(default_factory=set)  # memory lines an earlier turn recalled (their Hit keys)
+    whole_from: tuple[int, int] | None = None  # (thread, seq): its messages from there on are all in the request
 
 
 Shared = list[tuple[int, int | None, str | None]]  # a server's shareable conversations: channel, thread, name
@@ -348,7 +349,7 @@ async def _matched(store: Store, seen: Visibility, shown: Shown, terms: Collecti
     what was said on the days the text names, within what the conversation may see."""
     found = await store.recall_matches(list(terms), message_terms, seen.persona, seen.scope_keys, seen.records,
                                        candidates, candidates // 4, [dates.day_bounds(day) for day in days],
-                                       DAY_MESSAGES)
+                                       DAY_MESSAGES, shown.whole_from)
     said = [row for rows in found.days for row in rows] + found.messages
     hits = [_message_hit(row, seen) for row in said if row.seq not in shown.messages]
     for row in found.notes:

@@ -586,13 +586,14 @@ class RecallIndex(Protocol):
 
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
-                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
-                             ) -> Recalled:
+                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0,
+                             whole_from: tuple[int, int] | None = None) -> Recalled:
         """What recall may show from these conversations (`scope_keys`) and memory places (`scopes`), in one round
         trip where the database allows: the best `limit` messages matching any of `message_terms`; the best
         `note_limit` chronicles and the best `note_limit` short-term versions matching any of `terms` (long-term
         ones repeat the short-term ones they merged); for each of `days` (start, end) what people and the persona
-        said then, the newest `day_limit`. A look-up not asked for (no terms, no days) finds nothing."""
+        said then, the newest `day_limit` the request does not show (`whole_from`: (thread, seq), that thread's
+        messages from there on are in it). A look-up not asked for (no terms, no days) finds nothing."""
         ...
 
 

@@ -19,7 +19,7 @@ async def matched_notes(store: Store, terms: list[str], persona: str, keys: tupl
 
 
 async def said_between(store: Store, persona: str, keys: tuple[str, ...], start: float, end: float,
-                       limit: int) -> list[MessageMatch]:
-    """The newest `limit` messages said in [start, end)."""
-    (found,) = (await store.recall_matches([], [], persona, keys, (), 0, 0, [(start, end)], limit)).days
+                       limit: int, whole_from: tuple[int, int] | None = None) -> list[MessageMatch]:
+    """The newest `limit` messages said in [start, end) (but for those `whole_from` says a request shows)."""
+    (found,) = (await store.recall_matches([], [], persona, keys, (), 0, 0, [(start, end)], limit, whole_from)).days
     return found

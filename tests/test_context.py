@@ -17,6 +17,7 @@ from memory.settings import StelisSettings
 from memory.threads import Run
 from memory.tokens import cached_tokens
 from memory.window import ContextSettings, Item, LockedBufferTooLarge, lock_limit, locked_start
+from tests import context_helpers
 from tests.context_helpers import (
     FIXED_NOW,
     all_text,
@@ -914,6 +915,40 @@ async def test_more_conversations_than_are_kept_read_their_own_memory_with_their
     await say(store, there.id, "and you?")
     again = body(await asm.assemble(there.id))["system"][1]["text"]
     assert again == shown[there.id] and "Oslo" not in again and len(apart) == 1  # as of what it showed
+
+
+async def test_asked_about_today_recall_reads_the_days_messages_the_window_no_longer_shows(backend, monkeypatch):
+    """A long day: its newest messages are in the window, its first ones were cut out of it. "What did we say
+    today?" looks the day up past what the request shows (the window, after any gap a trim left), so the day's
+    earlier messages come back rather than the newest it already carries."""
+    now = [context_helpers.FIXED_NOW - 20_000]
+    store = await open_store(backend, clock=lambda: now[0])
+    r = await root(store)
+    asm = assembler(store)
+    for n in range(40):
+        now[0] += 60
+        await say(store, r.id, f"item {n}: the heron count at pond {n} was {n * 3} birds, noted for the survey "
+                               "with the wind from the north, the water high and the reeds cut back along the path")
+        await answer(store, r.id, f"noted item {n}")
+        await asm.assemble(r.id)
+    asked: list[tuple[int, int] | None] = []
+    recall_matches = store.recall_matches
+
+    async def spied(*args, **kwargs):
+        asked.append(args[9] if len(args) > 9 else kwargs.get("whole_from"))
+        return await recall_matches(*args, **kwargs)
+    monkeypatch.setattr(store, "recall_matches", spied)
+    now[0] += 60
+    await say(store, r.id, "what did we say today?")
+    assembly = await asm.assemble(r.id)
+    window = {m.seq for m in assembly.window_messages}
+    thread = await store.thread(r.id)
+    assert thread.window_gap_to or thread.window_start_seq  # trimmed or cut: some of the day is out of the window
+    recent = [m.seq for m in assembly.window_messages if m.seq >= (thread.window_gap_to or 0)]
+    assert asked == [(r.id, recent[0])]
+    days = [h for h in assembly.recalled if h.kind == "message"]
+    assert days and all(h.key not in window and h.key < recent[0] for h in days)
+    await store.close()
 
 
 async def test_a_conversation_that_shows_more_versions_reads_them_apart_once_then_with_its_thread(store, monkeypatch):

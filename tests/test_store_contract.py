@@ -489,6 +489,29 @@ async def test_what_was_said_in_a_span_of_time_is_found_within_the_visible_conve
     await store.close()
 
 
+async def test_a_days_look_up_leaves_out_what_the_request_shows_and_reaches_further_back(backend):
+    """A long day's newest messages are in the window; asked about that day, recall reads the ones before them
+    (they used to fill the look-up's rows only to be dropped), and another conversation's as before."""
+    now = [1_700_000_000.0]
+    store = await open_store(backend, clock=lambda: now[0])
+    here = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    there = await store.root_thread("P", Scope.channel(1, 3), 0.8)
+    said = []
+    for n in range(8):
+        now[0] += 60
+        said.append((await store.append(here.id, NewMessage("user", f"here {n}", author_name="ana")))[0])
+        now[0] += 60
+        await store.append(there.id, NewMessage("user", f"there {n}", author_name="bo"))
+    keys, day = (here.scope_key, there.scope_key), (1_700_000_000.0, 1_700_086_400.0)
+    whole_from = (here.id, said[5].seq)  # the request shows "here 5" to "here 7"
+    found = [m.content for m in await said_between(store, "P", keys, *day, 6, whole_from)]
+    assert found == ["there 7", "there 6", "there 5", "there 4", "here 4", "there 3"]
+    assert [m.content for m in await said_between(store, "P", (here.scope_key,), *day, 3, whole_from)] == [
+        "here 4", "here 3", "here 2"]
+    assert [m.content for m in await said_between(store, "P", (here.scope_key,), *day, 2)] == ["here 7", "here 6"]
+    await store.close()
+
+
 async def test_a_threads_revision_moves_with_a_change_to_its_stored_messages_and_no_other(store):
     """Edits, erasures, an anchor's final form and an import below the newest message move the revision of the
     thread they changed, in the same write, and it is read with the thread row; another thread's stays."""

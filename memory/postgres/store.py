@@ -239,23 +239,24 @@ _BEST_AS_NOTES = ("SELECT 'message', m.seq, m.content, m.created_at, x.label, x.
 
 
 @functools.lru_cache(maxsize=16)
-def _day_messages(start: int, end: int, limit: int) -> str:
+def _day_messages(start: int, end: int, limit: int, shown: int) -> str:
     """What was said in [$`start`, $`end`) in the conversations recall may see ($1 persona, $2 their keys), the newest
-    $`limit` (MessageMatch's fields). Each conversation's newest of the day first (its index by thread and time, read
-    backwards up to the limit), then the newest of those: a busy day of a large server is not sorted whole (11,770
-    rows for 24: 8 -> 3 ms)."""
+    $`limit` (MessageMatch's fields) but for what the request shows (thread $`shown`, from seq $`shown` + 1 on).
+    Each conversation's newest of the day first (its index by thread and time, read backwards up to the limit),
+    then the newest of those: a busy day of a large server is not sorted whole (11,770 rows for 24: 8 -> 3 ms)."""
     return (f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN LATERAL (SELECT * FROM messages m"
             f" WHERE m.thread_id = t.id AND m.created_at >= ${start} AND m.created_at < ${end}"
+            f" AND NOT (m.thread_id = ${shown} AND m.seq >= ${shown + 1})"
             f" AND m.role IN ('user', 'assistant') AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}"
             f" ORDER BY m.created_at DESC LIMIT ${limit}) AS m WHERE t.persona = $1 AND {_among('t.scope_key', 2)}"
             f" ORDER BY m.created_at DESC LIMIT ${limit}")
 
 
-def _day_as_notes(day: int, start: int, end: int, limit: int) -> str:
+def _day_as_notes(day: int, start: int, end: int, limit: int, shown: int) -> str:
     """`_day_messages` as rows of `_notes`'s shape for recall_matches: which day in `version`, the order in k."""
     return ("SELECT 'day', d.seq, d.content, d.created_at, d.label, d.scope_key, d.kind, NULL, "
             f"{day}, (row_number() OVER (ORDER BY d.created_at DESC))::int, d.role, d.author_name"
-            f" FROM ({_day_messages(start, end, limit)}) AS d")
+            f" FROM ({_day_messages(start, end, limit, shown)}) AS d")
 
 
 def _matched_message(row: Sequence[Any]) -> MessageMatch:
@@ -847,8 +848,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
-                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
-                             ) -> Recalled:
+                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0,
+                             whole_from: tuple[int, int] | None = None) -> Recalled:
         """All the look-ups in one statement: one round trip and one pooled connection, where several at once on a
         machine of two cores only made each wait for the others (bench context_latency at 10k: recall's share of
         an assembly 3.15 ms with two at once, 2.95 one after the other, 2.5 in one statement)."""
@@ -869,8 +870,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             patterns = number(*_patterns(terms))
             ctes.append(_note_matches(len(terms), patterns))
             selects.append(_notes(number(_record_keys(scopes))))
+        shown = number(*(whole_from or (0, 0))) if days else 0
         for i, (start, end) in enumerate(days):
-            selects.append(_day_as_notes(i, number(start), number(end), number(day_limit)))
+            selects.append(_day_as_notes(i, number(start), number(end), number(day_limit), shown))
         if not selects:
             return Recalled([], [], [])
         rows = await self._searched(("WITH " + ", ".join(ctes) + " " if ctes else "") + " UNION ALL ".join(selects),

@@ -665,11 +665,11 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     async def recall_matches(self, terms: list[str], message_terms: list[str], persona: str,
                              scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...], limit: int,
-                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0
-                             ) -> Recalled:
+                             note_limit: int, days: Sequence[tuple[float, float]] = (), day_limit: int = 0,
+                             whole_from: tuple[int, int] | None = None) -> Recalled:
         queries = [_recall_messages(message_terms, persona, scope_keys, limit) if message_terms else None,
                    _recall_notes(terms, persona, scope_keys, scopes, note_limit) if terms else None,
-                   *(_messages_between(persona, scope_keys, start, end, day_limit) for start, end in days)]
+                   *(_messages_between(persona, scope_keys, start, end, day_limit, whole_from) for start, end in days)]
 
         def all_of_them(conn: sqlite3.Connection) -> list[list[sqlite3.Row]]:  # one hop to the database's thread
             return [conn.execute(*query).fetchall() if query else [] for query in queries]
@@ -763,15 +763,17 @@ def _recall_messages(terms: list[str], persona: str, scope_keys: tuple[str, ...]
             " ORDER BY messages_fts.rank LIMIT ?", (_any_of(terms), persona, *scope_keys, limit))
 
 
-def _messages_between(persona: str, scope_keys: tuple[str, ...], start: float, end: float,
-                      limit: int) -> tuple[str, tuple[Any, ...]]:
-    """What people and the persona said in these conversations in [start, end), the newest `limit`."""
+def _messages_between(persona: str, scope_keys: tuple[str, ...], start: float, end: float, limit: int,
+                      whole_from: tuple[int, int] | None = None) -> tuple[str, tuple[Any, ...]]:
+    """What people and the persona said in these conversations in [start, end), the newest `limit`, but for the
+    messages `whole_from` (thread, seq) says the request shows."""
     # CROSS JOIN keeps the conversations outside: a day's range of each one's messages (an index), never the
     # whole day of every conversation filtered down to these
     return (f"SELECT {_MATCH_COLUMNS} FROM threads t CROSS JOIN messages m ON m.thread_id = t.id"
             " WHERE m.created_at >= ? AND m.created_at < ? AND m.role IN ('user', 'assistant')"
+            " AND NOT (m.thread_id = ? AND m.seq >= ?)"
             f" AND {_seen_by(scope_keys)} ORDER BY m.created_at DESC LIMIT ?",
-            (start, end, persona, *scope_keys, limit))
+            (start, end, *(whole_from or (0, 0)), persona, *scope_keys, limit))
 
 
 def _recall_notes(terms: list[str], persona: str, scope_keys: tuple[str, ...], scopes: tuple[tuple[str, int], ...],
