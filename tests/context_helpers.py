@@ -76,3 +76,15 @@ async def pulse_at_2k(make_config, llm, home, lines: list[str]):
         return await engine.pulses.pulse_now(home)
     finally:
         await engine.close()
+
+
+def calls_of(store: Store, name: str, monkeypatch) -> list[tuple]:
+    """The positional arguments of each call the store's method `name` gets from now on (it still runs)."""
+    calls: list[tuple] = []
+    method = getattr(store, name)
+
+    async def spied(*args, **kwargs):
+        calls.append(args)
+        return await method(*args, **kwargs)
+    monkeypatch.setattr(store, name, spied)
+    return calls

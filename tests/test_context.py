@@ -25,6 +25,7 @@ from tests.context_helpers import (
     assembler,
     blocks,
     body,
+    calls_of,
     say,
     stable_prefix,
     tool_burst,
@@ -858,33 +859,21 @@ async def test_a_cold_turn_reads_its_own_memory_with_its_thread_and_a_warm_one_k
     now = [FIXED_NOW]
     asm = assembler(store)
     asm.clock = lambda: now[0]
-    asked: list[int] = []
-    apart: list[object] = []
-    opening, newest_records = store.opening, store.newest_records
-
-    async def spied_opening(thread_id, after_seq, limit, versions=0):
-        asked.append(versions)
-        return await opening(thread_id, after_seq, limit, versions)
-
-    async def spied_records(*args, **kwargs):
-        apart.append(args)
-        return await newest_records(*args, **kwargs)
-    monkeypatch.setattr(store, "opening", spied_opening)
-    monkeypatch.setattr(store, "newest_records", spied_records)
+    openings, apart = calls_of(store, "opening", monkeypatch), calls_of(store, "newest_records", monkeypatch)
     first = body(await asm.assemble(r.id))["system"][1]["text"]
-    assert asked == [asm.conversation.memory_versions] and apart == []
+    assert [c[3] for c in openings] == [asm.conversation.memory_versions] and apart == []
     read_apart = body(await assembler(store).assemble(r.id))["system"][1]["text"]
     assert first == read_apart and "Mahe likes tea." in first and "Version 2" in first
     await answer(store, r.id, "hi Mahe")
     await store.add_record("Stelis", "channel", 2, "short_term", "Version 3: Mahe moved to Kyoto.")
     await say(store, r.id, "where do I live?")
-    asked.clear()
+    openings.clear()
     warm = body(await asm.assemble(r.id))["system"][1]["text"]
-    assert asked == [0] and warm == first  # the cached prefix keeps the memory it showed
+    assert [c[3] for c in openings] == [0] and warm == first  # the cached prefix keeps the memory it showed
     now[0] += context.COLD_SECONDS + 1
-    asked.clear()
+    openings.clear()
     cold = body(await asm.assemble(r.id))["system"][1]["text"]
-    assert asked == [asm.conversation.memory_versions] and apart == [] and "Kyoto" in cold
+    assert [c[3] for c in openings] == [asm.conversation.memory_versions] and apart == [] and "Kyoto" in cold
 
 
 async def test_more_conversations_than_are_kept_read_their_own_memory_with_their_thread(store, monkeypatch):
@@ -896,13 +885,7 @@ async def test_more_conversations_than_are_kept_read_their_own_memory_with_their
     await store.add_record("Stelis", "channel", 2, "short_term", "Version 0: Mahe likes tea.")
     await store.add_record("Stelis", "channel", 3, "short_term", "Version 0: Kai likes rain.")
     asm = assembler(store)
-    apart: list[object] = []
-    newest_records = store.newest_records
-
-    async def spied(*args, **kwargs):
-        apart.append(args)
-        return await newest_records(*args, **kwargs)
-    monkeypatch.setattr(store, "newest_records", spied)
+    apart = calls_of(store, "newest_records", monkeypatch)
     shown = {}
     for thread in (here, there):
         await say(store, thread.id, "hello")
@@ -931,13 +914,7 @@ async def test_asked_about_today_recall_reads_the_days_messages_the_window_no_lo
                                "with the wind from the north, the water high and the reeds cut back along the path")
         await answer(store, r.id, f"noted item {n}")
         await asm.assemble(r.id)
-    asked: list[tuple[int, int] | None] = []
-    recall_matches = store.recall_matches
-
-    async def spied(*args, **kwargs):
-        asked.append(args[9] if len(args) > 9 else kwargs.get("whole_from"))
-        return await recall_matches(*args, **kwargs)
-    monkeypatch.setattr(store, "recall_matches", spied)
+    looked_up = calls_of(store, "recall_matches", monkeypatch)
     now[0] += 60
     await say(store, r.id, "what did we say today?")
     assembly = await asm.assemble(r.id)
@@ -945,7 +922,7 @@ async def test_asked_about_today_recall_reads_the_days_messages_the_window_no_lo
     thread = await store.thread(r.id)
     assert thread.window_gap_to or thread.window_start_seq  # trimmed or cut: some of the day is out of the window
     recent = [m.seq for m in assembly.window_messages if m.seq >= (thread.window_gap_to or 0)]
-    assert asked == [(r.id, recent[0])]
+    assert [call[9] for call in looked_up] == [(r.id, recent[0])]
     days = [h for h in assembly.recalled if h.kind == "message"]
     assert days and all(h.key not in window and h.key < recent[0] for h in days)
     await store.close()
@@ -967,13 +944,7 @@ async def test_a_conversation_that_shows_more_versions_reads_them_apart_once_the
     async def settings(root_thread):
         return seven
     asm.conversation_for = settings
-    apart: list[object] = []
-    newest_records = store.newest_records
-
-    async def spied(*args, **kwargs):
-        apart.append(args)
-        return await newest_records(*args, **kwargs)
-    monkeypatch.setattr(store, "newest_records", spied)
+    apart = calls_of(store, "newest_records", monkeypatch)
     first = body(await asm.assemble(r.id))["system"][1]["text"]
     assert len(apart) == 1 and "Version 1." in first and "Version 0." not in first  # the newest seven
     now[0] += context.COLD_SECONDS + 1
