@@ -212,7 +212,8 @@ MOST_DAYS = 3  # a question names a day or two; more is a list, not a question a
 
 def days_named(text: str, now: float) -> list[date]:
     """The days a question names, absolutely ("3 May 2023", "May 3rd", 2023-05-03, 5月3日) or relatively
-    ("yesterday", "last Tuesday", "three days ago", as of `now`); a day without a year is its latest before now."""
+    ("yesterday", "last Tuesday", "three days ago", as of `now`); a day without a year is its latest before now,
+    and one after today ("tomorrow", next year's date) is left out: nothing has been said on it yet."""
     today = day_of(now)
     text = resolve_relative(text, now)
     found: list[date] = []
@@ -224,7 +225,7 @@ def days_named(text: str, now: float) -> list[date]:
         found += _dated(m.group(1), int(m.group(2)), m.group(3), today)
     for m in _JA_DATE.finditer(text):
         found += _dated(m.group(1), int(m.group(2)), m.group(3), today)
-    return list(dict.fromkeys(found))[:MOST_DAYS]
+    return [d for d in dict.fromkeys(found) if d <= today][:MOST_DAYS]
 
 
 def _dated(year: str | None, month: int, day: str, today: date) -> list[date]:

@@ -62,4 +62,7 @@ def test_the_days_a_question_names():
     assert days_named("5月3日に何を話した？", now) == [date(2023, 5, 3)]
     assert days_named("the plan of 2023-04-30", now) == [date(2023, 4, 30)]
     assert days_named("on 12 December", now) == [date(2022, 12, 12)]  # no year: the latest before now
+    # a day not begun yet has nothing said on it: not looked up
+    assert days_named("what do we do tomorrow?", now) == [] and days_named("on 3 May 2099", now) == []
+    assert days_named("today, not tomorrow", now) == [date(2023, 5, 4)]
     assert days_named("on 30 February", now) == [] and days_named("what is the tide?", now) == []
