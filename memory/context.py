@@ -1095,10 +1095,8 @@ def _shown(messages: list[Message], thread: Thread) -> list[Message]:
 def _whole_from(thread: Thread, window: list[Message]) -> tuple[int, int] | None:
     """(thread, seq): from that message on the request shows the thread whole, to its newest (after the gap a trim
     left, else from the window's first)."""
-    stored = [m.seq for m in window if m.seq != PREVIEW_SEQ]
-    if not stored:
-        return None
-    return thread.id, max(stored[0], thread.window_gap_to or 0)
+    first = next((m.seq for m in window if m.seq != PREVIEW_SEQ), None)
+    return None if first is None else (thread.id, max(first, thread.window_gap_to or 0))
 
 
 def _head(window: list[Message], thread: Thread) -> list[Message]:

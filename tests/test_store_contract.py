@@ -509,6 +509,9 @@ async def test_a_days_look_up_leaves_out_what_the_request_shows_and_reaches_furt
     assert [m.content for m in await said_between(store, "P", (here.scope_key,), *day, 3, whole_from)] == [
         "here 4", "here 3", "here 2"]
     assert [m.content for m in await said_between(store, "P", (here.scope_key,), *day, 2)] == ["here 7", "here 6"]
+    # what it leaves out only narrows what may be seen: another conversation named there is not let in
+    outside = await said_between(store, "P", (here.scope_key,), *day, 20, (there.id, 0))
+    assert [m.content for m in outside] == [f"here {n}" for n in reversed(range(8))]
     await store.close()
 
 

@@ -308,14 +308,14 @@ CHRONICLES_MATCH = "chronicle_summary ILIKE"
 RECORDS_MATCH = "content ILIKE"
 
 
-def _each_term(columns: str, table: str, test: str, first: int, count: int, also: str = "") -> str:
+def _each_term(columns: str, table: str, test: str, first: int, count: int) -> str:
     """The rows matching each term through the trigram index (`test`: the column and its operator), with `columns`
     and the term's number `k`: a row matching several terms comes once for each (`_merged`).
 
     One index scan per term: a candidate is rechecked for that term alone, where one scan for all the
     terms would test each candidate against every term until one matched. The row's columns come with it, so
     nothing is looked up again by key."""
-    return " UNION ALL ".join(f"SELECT {columns}, {k} AS k FROM {table} WHERE {test} ${first + k}{also}"
+    return " UNION ALL ".join(f"SELECT {columns}, {k} AS k FROM {table} WHERE {test} ${first + k}"
                               for k in range(count))
 
 
