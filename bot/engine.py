@@ -251,6 +251,7 @@ class Engine:
                     task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await self.spending.drain()  # usage a cancelled caller left to the write under way
+            await self.conversations.save_counts()
             await self.snapshots.write_due()
         except Exception:  # whatever failed, the model client and the database still close
             log.exception("shutdown: could not finish memory work or snapshots")

@@ -12,6 +12,7 @@ skipped; the rest are ranked by how much of the query's information they carry.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import re
 from collections import OrderedDict
@@ -69,6 +70,7 @@ class Frequencies:
         self.total = 0  # messages in the archive, as of the last count
         self._known: OrderedDict[str, tuple[int, int]] = OrderedDict()  # word -> (count, archive size then)
         self._counting: dict[str, asyncio.Future[int]] = {}  # words being counted now: others wait for that count
+        self._unsaved: dict[str, tuple[int, int]] = {}  # counted since the last save
 
     async def counts(self, store: Store, terms: list[str], unindexed: Collection[str] = ()) -> dict[str, int]:
         """Each term's match count, up to COMMON_CAP; `unindexed` (lowercased texts) are counted too.
@@ -114,7 +116,9 @@ class Frequencies:
         for term, n in counted.items():
             counting[term].set_result(n)
             if n:  # a word found nowhere yet may be said any moment: it is counted again next time
-                self._known[term] = (n, self.total)
+                self._known[term] = self._unsaved[term] = (n, self.total)
+        while len(self._unsaved) > self.entries:  # never saved (no indexer runs): the oldest go
+            del self._unsaved[next(iter(self._unsaved))]
         return counted
 
     async def warm(self, store: Store, messages: int = WARM_MESSAGES) -> int:
@@ -125,9 +129,29 @@ class Frequencies:
         """
         texts = await store.newest_texts(messages)
         terms = list(dict.fromkeys(t for text in texts for t in query_terms(text) if len(t) >= 3))
+        await self._load(store, terms)
         for start in range(0, len(terms), WARM_CHUNK):
             await self.counts(store, terms[start:start + WARM_CHUNK])
         return len(terms)
+
+    async def _load(self, store: Store, terms: list[str]) -> None:
+        """The counts of `terms` an earlier run saved, where the archive has not grown much since: counting again
+        costs a word more the larger the archive (0.16 ms at 10 servers, 0.37 at 1,000)."""
+        await self._count(store, [])  # the archive's size now
+        keys = {word_key(t): t for t in terms if t not in self._known}
+        for key, (n, archive) in (await store.saved_counts(list(keys))).items():
+            if self.total <= archive * FREQUENCY_GROWTH:
+                self._known[keys[key]] = (n, archive)
+
+    async def save(self, store: Store) -> int:
+        """Keep what was counted since the last save for the next start (by the words' hashes); how many."""
+        unsaved, self._unsaved = self._unsaved, {}
+        return await store.save_counts([(word_key(t), n, archive) for t, (n, archive) in unsaved.items()])
+
+
+def word_key(term: str) -> int:
+    """A word's key among saved counts: a 64-bit hash, so the database keeps no word of what was counted."""
+    return int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 @dataclass(frozen=True)
@@ -201,8 +225,9 @@ async def visibility(store: Store, root: Thread, shared: Shared | None = None) -
 def query_terms(text: str) -> list[str]:
     """Meaningful words of a query, lightly stemmed (trigrams match the rest of the word), longest first."""
     terms: dict[str, None] = {}
-    for word in words(text):
-        if CJK.search(word):
+    mixed = CJK.search(text) is not None  # most texts have no CJK: then no word is looked at for it
+    for word in dict.fromkeys(words(text)):
+        if mixed and CJK.search(word):
             for run in _KANA.split(word):  # kana are mostly particles between the words that matter
                 if len(run) >= 2 or _KANJI.fullmatch(run):  # one kanji is a word: 猫, 海
                     terms.setdefault(run, None)
@@ -215,6 +240,8 @@ def query_terms(text: str) -> list[str]:
 
 def _stem(word: str) -> str:
     word = word.removesuffix("'s")
+    if not word.endswith(_SUFFIXES):
+        return word
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
             return word[: -len(suffix)]

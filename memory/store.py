@@ -573,6 +573,15 @@ class RecallIndex(Protocol):
         matches, counting no further than `cap`; one round trip."""
         ...
 
+    async def saved_counts(self, words: list[int]) -> dict[int, tuple[int, int]]:
+        """Match counts recall saved, by word key (a hash): key -> (matches, the archive's size then)."""
+        ...
+
+    async def save_counts(self, counts: list[tuple[int, int, int]]) -> int:
+        """Keep recall's (word key, matches, archive size) for the next start, newer over older; a count taken
+        before the last purge (its archive no larger than the archive then) is left out. How many were kept."""
+        ...
+
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""

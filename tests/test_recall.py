@@ -5,6 +5,7 @@ import pytest
 from bot.engine import Engine
 from bot.providers.offline import OfflineLLM
 from memory import recall
+from memory.backends import open_store
 from memory.budget import MOST_ASKED, MOST_RECALL
 from memory.records import NewMessage, Scope
 
@@ -201,6 +202,58 @@ async def test_warming_counts_the_newest_words_so_a_look_up_needs_no_count(store
     assert rounds == []  # warmed: no round trip
     assert (await frequencies.counts(store, ["pelican"]))["pelican"] == 1  # older than the warmed messages
     assert rounds == [["pelican"]]
+
+
+async def test_a_start_reads_the_counts_the_last_one_saved_and_counts_again_only_what_the_archive_outgrew(store,
+                                                                                                        monkeypatch):
+    from memory import recall
+    from memory.records import NewMessage
+
+    root = await store.root_thread("Stelis", GENERAL, 0.8)
+    for i in range(6):
+        await store.append(root.id, NewMessage("user", f"the quokka census counted {i} wombats"))
+    await store.index_messages()
+    first = recall.Frequencies()
+    words = await first.warm(store, messages=6)
+    assert await first.save(store) == words and await first.save(store) == 0  # saved once
+    rounds: list[list[str]] = []
+    real = store.match_counts
+
+    async def counting(*args):
+        rounds.append(list(args[0]))
+        return await real(*args)
+
+    monkeypatch.setattr(store, "match_counts", counting)
+    again = recall.Frequencies()  # the next start
+    assert await again.warm(store, messages=6) == words
+    assert rounds == [[]]  # the archive's size alone: every count was read
+    assert await again.counts(store, ["quokka", "wombat"]) == {"quokka": 6, "wombat": 6} and rounds == [[]]
+    for i in range(4):  # the archive grows past FREQUENCY_GROWTH: the saved counts are too old
+        await store.append(root.id, NewMessage("user", f"a quokka at the harbour {i}"))
+    await store.index_messages()
+    rounds.clear()
+    later = recall.Frequencies()
+    await later.warm(store, messages=6)
+    assert "quokka" in {w for r in rounds for w in r}  # counted again, not read as 6
+    assert (await later.counts(store, ["quokka"]))["quokka"] == 10
+
+
+async def test_the_bot_saves_what_recall_counted_and_its_next_start_reads_it(make_config, database):
+    """Counted during a run (a look-up, the indexer's rounds), saved by then or at shutdown; the next start's
+    warm-up reads those counts instead of counting again."""
+    config = make_config(snapshots={"interval_seconds": 0}, database=database)
+    engine = await Engine.open(config, OfflineLLM())
+    for i in range(4):
+        await engine.conversations.hear(GENERAL, f"the axolotl tank needs cleaning, day {i}", author_name="ana")
+    await engine.conversations.settle()
+    await engine.archive.recall(GENERAL, "who cleans the axolotl tank?")  # counts its words
+    await engine.close()
+    store = await open_store(config.database_target)
+    try:
+        saved = await store.saved_counts([recall.word_key(w) for w in ("axolotl", "tank", "nothing-said")])
+        assert sorted(n for n, _ in saved.values()) == [4, 4]  # the words said, each in the four messages
+    finally:
+        await store.close()
 
 
 def test_recall_is_shown_under_one_line_per_day_and_place_best_first_within_its_room():

@@ -317,6 +317,23 @@ async def test_an_erased_message_leaves_no_trace_and_is_not_recalled(store):
     assert await matched_messages(store, ["quetzalcoatl"], "Stelis", (key,), 5) == []
 
 
+async def test_saved_counts_keep_the_newest_and_a_purge_leaves_none_nor_lets_one_taken_before_it_in(store):
+    """Recall's word counts (by hash) kept between starts: the newer count of a word wins; a purge empties them,
+    and a count taken before it (an archive no larger than then), by any process, is never saved after."""
+    assert await store.save_counts([(11, 3, 5), (-12, 1, 5)]) == 2
+    assert await store.save_counts([(11, 2, 4)]) == 0  # older than the one kept
+    assert await store.save_counts([(11, 4, 6)]) == 1
+    assert await store.saved_counts([11, -12, 13]) == {11: (4, 6), -12: (1, 5)}
+    root = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    said, _ = await store.append(root.id, NewMessage("user", "my secret is quetzalcoatl", author_id=7, external_id=70))
+    assert await store.purge(external_id=70)
+    assert await store.saved_counts([11, -12]) == {}
+    assert await store.save_counts([(11, 4, said.seq)]) == 0  # counted before the purge: it may hold the erased word
+    assert await store.save_counts([(11, 3, said.seq + 1)]) == 1
+    assert await store.saved_counts([11]) == {11: (3, said.seq + 1)}
+    assert await store.save_counts([]) == 0 and await store.saved_counts([]) == {}
+
+
 # shared memory work: leases, fenced saves, process heartbeats
 
 

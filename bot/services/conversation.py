@@ -197,6 +197,13 @@ class Conversations:
         return [t for t in (self.indexer, *self.folding.values(), *self.describing, *self.saving.values())
                 if t is not None]
 
+    async def save_counts(self) -> None:
+        """At shutdown: recall's word counts not saved yet kept for the next start (a cache: a refusal is logged)."""
+        try:
+            await self._assembler.frequencies.save(self._store)
+        except Failure as exc:
+            log.warning("recall's word counts not saved: %s", exc)
+
     def unsaved(self) -> int:
         """Replies shown but not stored yet (the database refused them): what a shutdown would lose."""
         return sum(len(w) for w in self._unsaved.values())
@@ -306,6 +313,7 @@ class Conversations:
             await self._store.index_messages()
             await self._store.merge_index()
             await self._assembler.frequencies.warm(self._store)
+            await self._assembler.frequencies.save(self._store)
         except Failure as exc:  # a search indexes and counts for itself
             log.warning("recall not prepared at start-up: %s", exc)
         if self._store.unindexed:  # heard meanwhile: this task was the indexer
@@ -317,6 +325,7 @@ class Conversations:
                 await asyncio.sleep(delay)
                 await self._store.index_messages()
                 await self._store.merge_index()  # in short steps: replies slip in between
+                await self._assembler.frequencies.save(self._store)  # for the next start
                 if not self._store.unindexed:
                     return
         except Failure as exc:  # the next search tries again

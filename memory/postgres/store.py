@@ -44,7 +44,7 @@ from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql, by_place
 from memory.sql.settings import SettingsSql
-from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
+from memory.sql.threads import FORGET_COUNTS, LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, Noted, erased_value, stale_summary
@@ -635,6 +635,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 await _revise(con, sorted({t for t, _ in rows}))
                 await con.execute("INSERT INTO erasures (seq, thread_id) SELECT * FROM unnest($1::bigint[],"
                                   " $2::bigint[]) ON CONFLICT DO NOTHING", [s for _, s in rows], [t for t, _ in rows])
+                for statement in FORGET_COUNTS:
+                    await con.execute(statement)
             await con.execute(_SHARED_CHANGE)  # what memory and branches quoted (other processes read them again)
         self.memory_changes += 1  # a pin that quoted it is gone
         self.branch_changes += 1  # and a branch's words
@@ -824,6 +826,21 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         (row,) = await self._searched(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}",
                                       *((cap, *_patterns(terms)) if terms else ()))  # no term: the size alone
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
+
+    async def saved_counts(self, words: list[int]) -> dict[int, tuple[int, int]]:
+        rows = await self._all("SELECT word, matches, archive FROM recall_counts WHERE word = ANY($1::bigint[])",
+                               words)
+        return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+    async def save_counts(self, counts: list[tuple[int, int, int]]) -> int:
+        if not counts:
+            return 0
+        # A count newer than the one kept replaces it; one taken before the last purge could hold an erased word's
+        return _count(await self._execute(
+            "INSERT INTO recall_counts (word, matches, archive) SELECT * FROM unnest($1::bigint[], $2::int[],"
+            " $3::bigint[]) AS c (word, matches, archive) WHERE c.archive > (SELECT archive FROM recall_counts_erased)"
+            " ON CONFLICT (word) DO UPDATE SET matches = excluded.matches, archive = excluded.archive"
+            " WHERE excluded.archive >= recall_counts.archive", *map(list, zip(*counts, strict=True))))
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:

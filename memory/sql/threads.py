@@ -14,6 +14,10 @@ from memory.store_common import SEQ_MAX
 NEWEST_RECORD = "(SELECT COALESCE(MAX(id), 0) FROM memory_records) AS newest_record"
 # Live messages of a thread within (after, through]: what a count reads, and what a version's save counts again.
 LIVE_IN_RANGE = "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? AND deleted_at IS NULL"
+# A purge's last statements: recall's saved counts may hold the erased words (by their hashes), so none is kept,
+# and none taken until now (the archive no larger than it is now) is saved later, by this process or another.
+FORGET_COUNTS = ("DELETE FROM recall_counts",
+                 "UPDATE recall_counts_erased SET archive = (SELECT COALESCE(MAX(seq), 0) FROM messages)")
 # A page of a thread's live messages strictly between two seqs, through its (thread, seq) index.
 PAGE = ("SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
         " ORDER BY seq {order} LIMIT ?")

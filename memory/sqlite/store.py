@@ -38,7 +38,7 @@ from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql, answered, newest_records_sql
 from memory.sql.settings import SettingsSql
-from memory.sql.threads import LIVE_IN_RANGE, NEWEST_RECORD, PAGE, ThreadsSql, next_reply, remembered
+from memory.sql.threads import FORGET_COUNTS, LIVE_IN_RANGE, NEWEST_RECORD, PAGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, SEQ_MAX, Noted, erased_value, stale_summary
@@ -445,6 +445,8 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                 await _revise(db, sorted({t for t, _ in rows}))
                 await db.executemany("INSERT INTO erasures (seq, thread_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
                                      [(seq, thread_id) for thread_id, seq in rows])
+                for statement in FORGET_COUNTS:
+                    await db.execute(statement)
         self.memory_changes += 1  # a pin that quoted it is gone
         self.branch_changes += 1  # and a branch's words
         self._pending = None  # an erased text must not even be counted: index before the next search
@@ -643,6 +645,19 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         assert row is not None  # a SELECT of scalars returns one row
         return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
 
+    async def saved_counts(self, words: list[int]) -> dict[int, tuple[int, int]]:
+        rows = await self._rows("SELECT word, matches, archive FROM recall_counts"
+                                " WHERE word IN (SELECT value FROM json_each(?))", (json.dumps(words),))
+        return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+    async def save_counts(self, counts: list[tuple[int, int, int]]) -> int:
+        if not counts:
+            return 0
+        async with self._transaction() as db:
+            before = db.total_changes
+            await db.executemany(_SAVE_COUNT, counts)
+            return db.total_changes - before
+
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
         """Messages containing a text too short for trigrams, among the newest `window` only."""
@@ -752,6 +767,12 @@ async def _in_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: An
 async def _recompute_due(db: aiosqlite.Connection, thread_id: int, now: float, triggers: Triggers) -> None:
     await db.execute(_RECOMPUTE_DUE, {"now": now, "threshold": triggers.threshold, "idle": triggers.idle_seconds,
                                       "id": thread_id})
+
+
+# A count newer than the one kept replaces it; one taken before the last purge could hold an erased word's.
+_SAVE_COUNT = ("INSERT INTO recall_counts (word, matches, archive) SELECT ?1, ?2, ?3"
+               " WHERE ?3 > (SELECT archive FROM recall_counts_erased) ON CONFLICT (word) DO UPDATE"
+               " SET matches = excluded.matches, archive = excluded.archive WHERE excluded.archive >= archive")
 
 
 def _recall_messages(terms: list[str], persona: str, scope_keys: tuple[str, ...],
