@@ -146,7 +146,8 @@ class Frequencies:
     async def save(self, store: Store) -> int:
         """Keep what was counted since the last save for the next start (by the words' hashes); how many."""
         unsaved, self._unsaved = self._unsaved, {}
-        return await store.save_counts([(word_key(t), n, archive) for t, (n, archive) in unsaved.items()])
+        return await store.save_counts([(word_key(t), n, archive) for t, (n, archive) in unsaved.items()],
+                                       stale_below=math.ceil(self.total / FREQUENCY_GROWTH))
 
 
 def word_key(term: str) -> int:

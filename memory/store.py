@@ -577,9 +577,10 @@ class RecallIndex(Protocol):
         """Match counts recall saved, by word key (a hash): key -> (matches, the archive's size then)."""
         ...
 
-    async def save_counts(self, counts: list[tuple[int, int, int]]) -> int:
+    async def save_counts(self, counts: list[tuple[int, int, int]], stale_below: int = 0) -> int:
         """Keep recall's (word key, matches, archive size) for the next start, newer over older; a count taken
-        before the last purge (its archive no larger than the archive then) is left out. How many were kept."""
+        before the last purge (its archive no larger than the archive then) is left out, and those kept of an
+        archive smaller than `stale_below` (counted again before use) go. How many were kept."""
         ...
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,

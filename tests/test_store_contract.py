@@ -332,6 +332,8 @@ async def test_saved_counts_keep_the_newest_and_a_purge_leaves_none_nor_lets_one
     assert await store.save_counts([(11, 3, said.seq + 1)]) == 1
     assert await store.saved_counts([11]) == {11: (3, said.seq + 1)}
     assert await store.save_counts([]) == 0 and await store.saved_counts([]) == {}
+    assert await store.save_counts([(14, 1, said.seq + 9)], stale_below=said.seq + 2) == 1  # outgrown ones go
+    assert await store.saved_counts([11, 14]) == {14: (1, said.seq + 9)}
 
 
 # shared memory work: leases, fenced saves, process heartbeats

@@ -832,15 +832,19 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                                words)
         return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
-    async def save_counts(self, counts: list[tuple[int, int, int]]) -> int:
+    async def save_counts(self, counts: list[tuple[int, int, int]], stale_below: int = 0) -> int:
         if not counts:
             return 0
-        # A count newer than the one kept replaces it; one taken before the last purge could hold an erased word's
-        return _count(await self._execute(
-            "INSERT INTO recall_counts (word, matches, archive) SELECT * FROM unnest($1::bigint[], $2::int[],"
-            " $3::bigint[]) AS c (word, matches, archive) WHERE c.archive > (SELECT archive FROM recall_counts_erased)"
-            " ON CONFLICT (word) DO UPDATE SET matches = excluded.matches, archive = excluded.archive"
-            " WHERE excluded.archive >= recall_counts.archive", *map(list, zip(*counts, strict=True))))
+        async with self._transaction() as con:
+            # A newer count replaces the one kept; one taken before the last purge could hold an erased word's
+            saved = _count(await con.execute(
+                "INSERT INTO recall_counts (word, matches, archive) SELECT * FROM unnest($1::bigint[], $2::int[],"
+                " $3::bigint[]) AS c (word, matches, archive) WHERE c.archive > (SELECT archive FROM"
+                " recall_counts_erased) ON CONFLICT (word) DO UPDATE SET matches = excluded.matches,"
+                " archive = excluded.archive WHERE excluded.archive >= recall_counts.archive",
+                *map(list, zip(*counts, strict=True))))
+            await con.execute("DELETE FROM recall_counts WHERE archive < $1", stale_below)
+        return saved
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:

@@ -650,13 +650,15 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                                 " WHERE word IN (SELECT value FROM json_each(?))", (json.dumps(words),))
         return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
-    async def save_counts(self, counts: list[tuple[int, int, int]]) -> int:
+    async def save_counts(self, counts: list[tuple[int, int, int]], stale_below: int = 0) -> int:
         if not counts:
             return 0
         async with self._transaction() as db:
             before = db.total_changes
             await db.executemany(_SAVE_COUNT, counts)
-            return db.total_changes - before
+            saved = db.total_changes - before
+            await db.execute("DELETE FROM recall_counts WHERE archive < ?", (stale_below,))
+            return saved
 
     async def scan_messages(self, needle: str, persona: str, scope_keys: tuple[str, ...], window: int,
                             limit: int) -> list[MessageMatch]:
