@@ -336,6 +336,28 @@ async def test_the_persona_begins_a_free_branch_of_its_own_works_in_it_and_resum
     assert len(await engine.store.branch_threads(branch.id)) == 2
 
 
+async def test_a_decision_a_small_model_left_incomplete_is_carried_out_as_far_as_it_goes(make_engine):
+    """Recorded from SmolLM2 in make e2e: "create" with no title and no goal (the schema cannot require them for
+    "create" alone). A task without a goal is begun as a free branch of its title; one naming nothing is a wait,
+    logged; neither fails the pulse."""
+    persona = Persona({"action": "create", "title": "Star map", "reason": "the sky"},
+                      {"action": "create", "reason": "I want to make something"},
+                      {"action": "free", "title": "  ", "reason": "free time"})
+    engine, clock = await make_engine(persona)
+    await _home(engine)
+    clock.advance(3_600)
+    outcome = await engine.pulses.pulse_if_due(HOME)
+    assert outcome is not None and outcome.action == "free"
+    branch = await engine.store.branch(outcome.branch_id)
+    assert (branch.branch_type, branch.label) == ("free", "Star map") and await engine.tasks.of(HOME) == []
+    for _ in range(2):
+        clock.advance(3_600)
+        outcome = await engine.pulses.pulse_if_due(HOME)
+        assert outcome is not None and outcome.action == "wait" and "named nothing" in outcome.detail
+    kinds = [e.kind for e in await engine.autonomy.log(HOME)]  # newest first
+    assert kinds == ["pulse", "wait", "pulse", "wait", "pulse", "suspend", "create"]  # no error, one branch begun
+
+
 async def test_the_pulse_reaches_out_to_another_persona_and_the_model_can_create_a_branch(make_engine):
     """Every kind the decide step is shown, it can act on: resuming a social branch begins an exchange with that
     persona in the home channel (its opening kept in the session, said in the channel), which goes on when the

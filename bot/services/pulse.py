@@ -226,6 +226,13 @@ class Pulses:
         done = await self._playbooks.run(home, "meta_auto", {})
         decision = done.outputs.get("decision") or {}
         action, reason = str(decision.get("action", "wait")), str(decision.get("reason", ""))
+        if (read := _doable(action, decision)) != action:  # a small model's decision, left incomplete
+            log.info("meta_auto chose %s without what it needs: taken as %s", action, read)
+            action = read
+            if action == "wait":
+                reason = f"{reason} (it chose to start something but named nothing)".strip()
+                await self._log(place, "wait", reason)
+                return PulseOutcome(place, "wait", reason)
         if action == "react":
             await self._log(place, "react", reason)
             return PulseOutcome(place, "react", reason)
@@ -277,8 +284,6 @@ class Pulses:
         goal = str(decision.get("goal") or "").strip()
         listed = decision.get("steps")
         steps = [str(s) for s in listed][:5] if isinstance(listed, list) else []
-        if not title or not goal:
-            raise ToolError("meta_auto chose to create a task but gave no title or no goal")
         front = self.front_end()
         thread_id = await front.open_work_thread(home, title) if front is not None else None
         task = await self._tasks.create(home, title, goal, steps, discord_thread_id=thread_id)
@@ -306,8 +311,6 @@ class Pulses:
 
     async def _begun(self, home: Scope, decision: dict[str, object]) -> Branch:
         title = str(decision.get("title") or "").strip()[:100]
-        if not title:
-            raise ToolError("meta_auto chose to begin a free branch but gave no title")
         branch = await self._branches.create(home, "free", title, str(decision.get("reason") or "")[:200] or None)
         await self._branches.resume(branch)  # its first session, anchored in the home channel
         found = await self._store.branch(branch.id)
@@ -400,3 +403,15 @@ def _steps_text(task: Task | None) -> str:
     steps = task.steps if task is not None else []
     return "\n".join(f"{i}. [{'x' if s['done'] else ' '}] {s['text']}" for i, s in enumerate(steps, 1)) \
         or "(no steps: decide them as you go)"
+
+
+def _doable(action: str, decision: dict[str, object]) -> str:
+    """The action a decision can be carried out as: a task without a goal is begun as a free branch of that title
+    (seed 001's action without a plan), one with no title at all is a wait; anything else as chosen."""
+    if action not in ("create", "free"):
+        return action
+    if not str(decision.get("title") or "").strip():
+        return "wait"
+    if action == "create" and not str(decision.get("goal") or "").strip():
+        return "free"
+    return action
