@@ -14,7 +14,7 @@ from bot.config import AnthropicConfig, ModelTiers
 from bot.engine import Engine
 from bot.providers.anthropic_llm import AnthropicLLM
 from memory.anchors import is_anchor
-from memory.records import Scope
+from memory.records import Branch, Scope
 from tests.fake_anthropic import _content
 
 HOME = Scope.channel(1, 100)
@@ -315,15 +315,22 @@ async def test_the_pulse_speaks_up_in_its_home_channel_about_what_it_perceived(m
 FREE = {"action": "free", "title": "Learn the autumn constellations", "reason": "I want to know the sky"}
 
 
-async def test_the_persona_begins_a_free_branch_of_its_own_works_in_it_and_resumes_it_later(make_engine):
-    """Seed 001's free action: a branch the persona begins itself, works in, suspends and takes up again."""
-    persona = Persona(FREE)
+async def _begun_freely(make_engine: Any, persona: Persona) -> tuple[Engine, Clock, Branch]:
+    """An engine whose first pulse, an hour after the home channel is set, begins a free branch: that branch."""
     engine, clock = await make_engine(persona)
     await _home(engine)
     clock.advance(3_600)
     outcome = await engine.pulses.pulse_if_due(HOME)
     assert outcome is not None and outcome.action == "free"
     branch = await engine.store.branch(outcome.branch_id)
+    assert branch is not None
+    return engine, clock, branch
+
+
+async def test_the_persona_begins_a_free_branch_of_its_own_works_in_it_and_resumes_it_later(make_engine):
+    """Seed 001's free action: a branch the persona begins itself, works in, suspends and takes up again."""
+    persona = Persona(FREE)
+    engine, clock, branch = await _begun_freely(make_engine, persona)
     assert (branch.branch_type, branch.label, branch.status) == ("free", "Learn the autumn constellations",
                                                                  "suspended")
     [session] = await engine.store.branch_threads(branch.id)
@@ -343,12 +350,7 @@ async def test_a_decision_a_small_model_left_incomplete_is_carried_out_as_far_as
     persona = Persona({"action": "create", "title": "Star map", "reason": "the sky"},
                       {"action": "create", "reason": "I want to make something"},
                       {"action": "free", "title": "  ", "reason": "free time"})
-    engine, clock = await make_engine(persona)
-    await _home(engine)
-    clock.advance(3_600)
-    outcome = await engine.pulses.pulse_if_due(HOME)
-    assert outcome is not None and outcome.action == "free"
-    branch = await engine.store.branch(outcome.branch_id)
+    engine, clock, branch = await _begun_freely(make_engine, persona)
     assert (branch.branch_type, branch.label) == ("free", "Star map") and await engine.tasks.of(HOME) == []
     for _ in range(2):
         clock.advance(3_600)
