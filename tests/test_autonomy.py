@@ -360,6 +360,28 @@ async def test_a_decision_a_small_model_left_incomplete_is_carried_out_as_far_as
     assert kinds == ["pulse", "wait", "pulse", "wait", "pulse", "suspend", "create"]  # no error, one branch begun
 
 
+async def test_a_resume_of_a_branch_not_open_here_is_a_wait_and_takes_up_nothing(make_engine):
+    """A made-up id (SmolLM2 in make e2e named "resume_2017-06-28 ..."), another server's branch, a completed one:
+    the pulse waits, says why in its log, and no session opens anywhere."""
+    persona = Persona(CREATE)
+    engine, clock = await make_engine(persona)
+    await _home(engine)
+    await _home(engine, ELSEWHERE)
+    clock.advance(3_600)
+    elsewhere = await engine.pulses.pulse_if_due(ELSEWHERE)  # the other server's pulse makes its task-1
+    assert elsewhere is not None and elsewhere.action == "create"
+    theirs = await engine.store.branch(elsewhere.branch_id)
+    sessions = len(await engine.store.branch_threads(theirs.id))
+    persona.decisions += [{"action": "resume", "branch": "resume_2017-06-28 23:54", "reason": "go on"},
+                          {"action": "resume", "branch": theirs.id, "reason": "go on"}]
+    for _ in range(2):
+        clock.advance(3_600)
+        outcome = await engine.pulses.pulse_if_due(HOME)
+        assert outcome is not None and outcome.action == "wait" and "not an open branch here" in outcome.detail
+    assert len(await engine.store.branch_threads(theirs.id)) == sessions
+    assert [e.kind for e in await engine.autonomy.log(HOME)] == ["pulse", "wait", "pulse", "wait"]
+
+
 async def test_the_pulse_reaches_out_to_another_persona_and_the_model_can_create_a_branch(make_engine):
     """Every kind the decide step is shown, it can act on: resuming a social branch begins an exchange with that
     persona in the home channel (its opening kept in the session, said in the channel), which goes on when the

@@ -241,7 +241,12 @@ class Pulses:
             await self._log(place, "wait", detail)
             return PulseOutcome(place, "wait", detail)
         if action == "resume":
-            branch = await self._resumed(home, str(decision.get("branch", "")))
+            try:
+                branch = await self._resumed(home, str(decision.get("branch", "")))
+            except ToolError as exc:  # an id a small model made up, or a branch not open here: nothing to take up
+                reason = f"{reason} ({exc})".strip()
+                await self._log(place, "wait", reason)
+                return PulseOutcome(place, "wait", reason)
             await self._log(place, "resume", f"{branch.label}: {reason}", branch.id)
             if branch.branch_type == "social":  # the exchange goes on as the other persona answers
                 return PulseOutcome(place, "resume", f"{branch.label}: {await self._reach_out(home, branch)}",
