@@ -239,8 +239,8 @@ async def test_a_start_reads_the_counts_the_last_one_saved_and_counts_again_only
 
 
 async def test_the_bot_saves_what_recall_counted_and_its_next_start_reads_it(make_config, database):
-    """Counted during a run (a look-up, the indexer's rounds), saved by then or at shutdown; the next start's
-    warm-up reads those counts instead of counting again."""
+    """Counted during a run (here a look-up), saved by the indexer's rounds or at shutdown, by hash; the next
+    start's warm-up reads those counts instead of counting those words again."""
     config = make_config(snapshots={"interval_seconds": 0}, database=database)
     engine = await Engine.open(config, OfflineLLM())
     for i in range(4):
@@ -254,6 +254,22 @@ async def test_the_bot_saves_what_recall_counted_and_its_next_start_reads_it(mak
         assert sorted(n for n, _ in saved.values()) == [4, 4]  # the words said, each in the four messages
     finally:
         await store.close()
+    again = await Engine.open(config, OfflineLLM())
+    try:
+        counted: list[str] = []
+        real = again.store.match_counts
+
+        async def counting(terms, cap):
+            counted.extend(terms)
+            return await real(terms, cap)
+
+        again.store.match_counts = counting  # type: ignore[method-assign]
+        again.conversations.start_recall()
+        await again.conversations.indexer
+        assert counted and not {"axolotl", "tank"} & set(counted)  # read, where "cleaning" and the rest were counted
+        assert (await again.assembler.frequencies.counts(again.store, ["axolotl"]))["axolotl"] == 4
+    finally:
+        await again.close()
 
 
 def test_recall_is_shown_under_one_line_per_day_and_place_best_first_within_its_room():
