@@ -202,7 +202,7 @@ BM25_K1, BM25_B = 1.2, 0.75  # as FTS5's bm25()
 @functools.lru_cache(maxsize=64)
 def _message_ranking(count: int, first: int, limit: int) -> str:
     """Recall's message look-up for `count` terms, ranked in the database as `_ranked` ranks, as CTEs ending in
-    `best` (seq, score: the best $`limit`) and `texts` (where each was said): only the best come back with their texts,
+    `best` (seq, score and where it was said: the best $`limit`): only the best come back with their texts,
     where shipping every match (up to CANDIDATE_ROWS) and ranking it here cost the loop 0.56 ms a look-up against
     0.12 (bench context_latency at 10k, PostgreSQL).
 
@@ -223,19 +223,21 @@ def _message_ranking(count: int, first: int, limit: int) -> str:
         " t.scope_key, t.kind, t.label FROM hits h CROSS JOIN LATERAL (SELECT persona, scope_key, kind, label"
         " FROM threads WHERE threads.id = h.thread_id OFFSET 0) AS t"
         f" WHERE t.persona = $1 AND {_among('t.scope_key', 2)}),"
-        " texts AS (SELECT DISTINCT ON (seq) seq, len, scope_key, kind, label FROM seen),"
+        " texts AS (SELECT DISTINCT ON (seq) seq, len FROM seen),"
         " total AS (SELECT count(*)::float8 AS n, GREATEST(avg(len), 1.0::float8) AS average FROM texts),"
         " weights AS MATERIALIZED (SELECT k, ln(1.0::float8 + ((SELECT n FROM total) + 0.5::float8) / (count(*)::float8"
         " + 0.5::float8)) AS weight FROM seen GROUP BY k),"
-        f" best AS (SELECT s.seq, sum(w.weight * s.tf * {BM25_K1 + 1}::float8 / (s.tf + {norm})) AS score"
+        # each best with where it was said (one thread's, so min() is that): no join back to the matches for it
+        f" best AS (SELECT s.seq, sum(w.weight * s.tf * {BM25_K1 + 1}::float8 / (s.tf + {norm})) AS score,"
+        " min(s.label) AS label, min(s.scope_key) AS scope_key, min(s.kind) AS kind"
         f" FROM seen s JOIN weights w USING (k) GROUP BY s.seq ORDER BY score DESC, s.seq DESC LIMIT ${limit})")
 
 
 # The best messages of `_message_ranking` with their texts, as rows of `_notes`'s shape: their rank in k and their
 # speaker last (recall_matches splits them apart again).
-_BEST_AS_NOTES = ("SELECT 'message', m.seq, m.content, m.created_at, x.label, x.scope_key, x.kind, NULL, NULL,"
-                  " (row_number() OVER (ORDER BY best.score DESC, best.seq DESC))::int, m.role, m.author_name FROM best"
-                  " JOIN texts x USING (seq) JOIN messages m ON m.seq = best.seq")
+_BEST_AS_NOTES = ("SELECT 'message', m.seq, m.content, m.created_at, best.label, best.scope_key, best.kind, NULL,"
+                  " NULL, (row_number() OVER (ORDER BY best.score DESC, best.seq DESC))::int, m.role, m.author_name"
+                  " FROM best JOIN messages m ON m.seq = best.seq")
 
 
 @functools.lru_cache(maxsize=16)
