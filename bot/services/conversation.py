@@ -198,7 +198,8 @@ class Conversations:
                 if t is not None]
 
     async def save_counts(self) -> None:
-        """At shutdown: recall's word counts not saved yet kept for the next start (a cache: a refusal is logged)."""
+        """Recall's word counts not saved yet kept for the next start (a cache: a refusal is logged, and the indexing
+        or shutdown that saves them goes on)."""
         try:
             await self._assembler.frequencies.save(self._store)
         except Failure as exc:
@@ -313,7 +314,7 @@ class Conversations:
             await self._store.index_messages()
             await self._store.merge_index()
             await self._assembler.frequencies.warm(self._store)
-            await self._assembler.frequencies.save(self._store)
+            await self.save_counts()
         except Failure as exc:  # a search indexes and counts for itself
             log.warning("recall not prepared at start-up: %s", exc)
         if self._store.unindexed:  # heard meanwhile: this task was the indexer
@@ -325,7 +326,7 @@ class Conversations:
                 await asyncio.sleep(delay)
                 await self._store.index_messages()
                 await self._store.merge_index()  # in short steps: replies slip in between
-                await self._assembler.frequencies.save(self._store)  # for the next start
+                await self.save_counts()
                 if not self._store.unindexed:
                     return
         except Failure as exc:  # the next search tries again

@@ -230,23 +230,18 @@ class Pulses:
             log.info("meta_auto chose %s without what it needs: taken as %s", action, read)
             action = read
             if action == "wait":
-                reason = f"{reason} (it chose to start something but named nothing)".strip()
-                await self._log(place, "wait", reason)
-                return PulseOutcome(place, "wait", reason)
+                return await self._waited(place, f"{reason} (it chose to start something but named nothing)")
         if action == "react":
             await self._log(place, "react", reason)
             return PulseOutcome(place, "react", reason)
         if action in ("resume", "create", "free") and not meter.reserve(1, self._chronicle_cost()):
             detail = f"{action} chosen, but today's budget has no room for a session and its chronicle"
-            await self._log(place, "wait", detail)
-            return PulseOutcome(place, "wait", detail)
+            return await self._waited(place, detail)
         if action == "resume":
             try:
                 branch = await self._resumed(home, str(decision.get("branch", "")))
             except ToolError as exc:  # an id a small model made up, or a branch not open here: nothing to take up
-                reason = f"{reason} ({exc})".strip()
-                await self._log(place, "wait", reason)
-                return PulseOutcome(place, "wait", reason)
+                return await self._waited(place, f"{reason} ({exc})")
             await self._log(place, "resume", f"{branch.label}: {reason}", branch.id)
             if branch.branch_type == "social":  # the exchange goes on as the other persona answers
                 return PulseOutcome(place, "resume", f"{branch.label}: {await self._reach_out(home, branch)}",
@@ -391,6 +386,11 @@ class Pulses:
 
     async def _log(self, place: str, kind: AutonomyKind, detail: str, branch_id: str | None = None) -> None:
         await self._store.log_autonomy(self._persona, place, kind, detail, branch_id=branch_id)
+
+    async def _waited(self, place: str, why: str) -> PulseOutcome:
+        """A pulse that chose, or came to, nothing to do: logged with why."""
+        await self._log(place, "wait", why.strip())
+        return PulseOutcome(place, "wait", why.strip())
 
 
 

@@ -223,8 +223,8 @@ def _message_ranking(count: int, first: int, limit: int) -> str:
         " t.scope_key, t.kind, t.label FROM hits h CROSS JOIN LATERAL (SELECT persona, scope_key, kind, label"
         " FROM threads WHERE threads.id = h.thread_id OFFSET 0) AS t"
         f" WHERE t.persona = $1 AND {_among('t.scope_key', 2)}),"
-        " texts AS (SELECT DISTINCT ON (seq) seq, len FROM seen),"
-        " total AS (SELECT count(*)::float8 AS n, GREATEST(avg(len), 1.0::float8) AS average FROM texts),"
+        " total AS (SELECT count(*)::float8 AS n, GREATEST(avg(len), 1.0::float8) AS average"
+        " FROM (SELECT DISTINCT ON (seq) len FROM seen) AS texts),"
         " weights AS MATERIALIZED (SELECT k, ln(1.0::float8 + ((SELECT n FROM total) + 0.5::float8) / (count(*)::float8"
         " + 0.5::float8)) AS weight FROM seen GROUP BY k),"
         # each best with where it was said (one thread's, so min() is that): no join back to the matches for it
