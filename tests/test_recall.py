@@ -272,6 +272,23 @@ async def test_the_bot_saves_what_recall_counted_and_its_next_start_reads_it(mak
         await again.close()
 
 
+async def test_a_refused_save_of_the_counts_is_logged_and_the_start_up_s_recall_is_still_prepared(engine, monkeypatch,
+                                                                                                 caplog):
+    """The counts are a cache: the database refusing them costs the next start a count, never the index."""
+    from memory.store import StoreError
+
+    async def refused(*args, **kwargs):
+        raise StoreError("the disk is full")
+
+    await engine.conversations.hear(GENERAL, "the narwhal tusk is a tooth", author_name="ana")
+    monkeypatch.setattr(engine.store, "save_counts", refused)
+    engine.conversations.start_recall()
+    await engine.conversations.indexer
+    assert "recall's word counts not saved" in caplog.text and "recall not prepared" not in caplog.text
+    assert engine.store.unindexed == 0  # indexed all the same
+    assert (await engine.assembler.frequencies.counts(engine.store, ["narwhal"]))["narwhal"] == 1
+
+
 def test_recall_is_shown_under_one_line_per_day_and_place_best_first_within_its_room():
     from memory.recall import RECALL_HEADER, Hit, render
 
