@@ -199,22 +199,22 @@ def _ranked(rows: Sequence[Any], terms: list[str], text: int, key: int, limit: i
 BM25_K1, BM25_B = 1.2, 0.75  # as FTS5's bm25()
 
 
-@functools.lru_cache(maxsize=64)
-def _message_ranking(count: int, first: int, limit: int) -> str:
-    """Recall's message look-up for `count` terms, ranked in the database as `_ranked` ranks, as CTEs ending in
+@functools.lru_cache(maxsize=8)
+def _message_ranking(first: int, limit: int) -> str:
+    """Recall's message look-up, ranked in the database as `_ranked` ranks, as CTEs ending in
     `best` (seq, score and where it was said: the best $`limit`): only the best come back with their texts,
     where shipping every match (up to CANDIDATE_ROWS) and ranking it here cost the loop 0.56 ms a look-up against
     0.12 (bench context_latency at 10k, PostgreSQL).
 
-    Each term's matches through the trigram index (patterns from $first), with its occurrences counted by
-    splitting the folded text on it (the terms from $first + count; replace() cost twice as much) and the text's
+    Each term's matches through the trigram index (`_terms`: the patterns $first, the words $first + 1), with its
+    occurrences counted by splitting the folded text on its word (replace() cost twice as much) and the text's
     length in tokens (stored: counting characters would read every text again); then what the conversation may
     see ($1 persona, $2 its keys), scored per message over the terms it matched."""
     norm = f"{BM25_K1}::float8 * ({1 - BM25_B}::float8 + {BM25_B}::float8 * s.len / (SELECT average FROM total))"
-    hits = " UNION ALL ".join(
-        f"SELECT m.seq, m.thread_id, m.token_count AS len, array_length(string_to_array(m.content_folded,"
-        f" ${first + count + k}), 1) - 1 AS tf, {k} AS k FROM messages m WHERE {MESSAGES_MATCH} ${first + k}"
-        f" AND m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}" for k in range(count))
+    hits = _each_term("m.seq, m.thread_id, m.token_count AS len,"
+                      " array_length(string_to_array(m.content_folded, q.word), 1) - 1 AS tf", "messages m",
+                      f"m.{MESSAGES_MATCH}", _terms(first, first + 1),
+                      f"m.deleted_at IS NULL AND {_NOT_PLACEHOLDER}")
     return (
         f"hits AS MATERIALIZED ({hits}),"
         # each hit's thread by its key (OFFSET 0 keeps the planner from scanning every thread of a large server's
@@ -266,17 +266,17 @@ def _matched_message(row: Sequence[Any]) -> MessageMatch:
     return MessageMatch(row[1], row[10], row[11], row[2], row[3], row[5], row[6], row[4])
 
 
-@functools.lru_cache(maxsize=64)
-def _note_matches(count: int, first: int) -> str:
-    """CTEs `chronicles` and `records`: those matching each of `count` terms (patterns from $first), through the
-    trigram indexes alone, before what may be seen of them is picked (`_notes`)."""
+@functools.lru_cache(maxsize=8)
+def _note_matches(first: int) -> str:
+    """CTEs `chronicles` and `records`: those matching each term (the patterns $first), through the trigram indexes
+    alone, before what may be seen of them is picked (`_notes`)."""
     chronicles = _each_term(
         "'chronicle' AS source, id, chronicle_summary AS text, COALESCE(completed_at, created_at) AS at, label,"
         " scope_key, NULL::text AS type, NULL::text AS scope, NULL::int AS version, persona", "threads",
-        CHRONICLES_MATCH, first, count)
+        CHRONICLES_MATCH, _terms(first))
     records = _each_term(
         "'record' AS source, id, content AS text, created_at AS at, NULL::text AS label, NULL::text AS scope_key,"
-        " type, scope, version, persona, scope_id, hidden_by", "memory_records", RECORDS_MATCH, first, count)
+        " type, scope, version, persona, scope_id, hidden_by", "memory_records", RECORDS_MATCH, _terms(first))
     return f"chronicles AS MATERIALIZED ({chronicles}), records AS MATERIALIZED ({records})"
 
 
@@ -299,8 +299,17 @@ def _best_notes(rows: Sequence[Any], terms: list[str], limit: int) -> list[NoteM
 
 
 def _patterns(terms: list[str]) -> list[str]:
-    """Each term's pattern (what `_each_term` and the counts read, one parameter per term)."""
+    """Each term's pattern (what `_terms` and the counts read, the terms' parameter)."""
     return [_like(t) for t in terms]
+
+
+def _terms(patterns: int, words: int | None = None) -> str:
+    """The terms as rows `q` (pattern, then word if asked, then n from 1) of one parameter each, arrays: a statement's
+    text is the same for any number of terms, so it is planned once per connection. A statement per number of terms
+    was prepared at its first use on each connection: half of recall's time at 1k messages went to preparing."""
+    if words is None:
+        return f"unnest(${patterns}::text[]) WITH ORDINALITY AS q (pattern, n)"
+    return f"unnest(${patterns}::text[], ${words}::text[]) WITH ORDINALITY AS q (pattern, word, n)"
 
 
 # How each searched text is matched against a term's pattern: messages keep theirs folded to lower case
@@ -310,15 +319,20 @@ CHRONICLES_MATCH = "chronicle_summary ILIKE"
 RECORDS_MATCH = "content ILIKE"
 
 
-def _each_term(columns: str, table: str, test: str, first: int, count: int) -> str:
+# The archive's size, and how many live messages match each term ($2), each count stopping at $1.
+_MATCH_COUNTS = ("SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages), ARRAY(SELECT (SELECT count(*) FROM (SELECT 1"
+                 f" FROM messages WHERE {MESSAGES_MATCH} q.pattern AND deleted_at IS NULL LIMIT $1) AS hits)"
+                 f" FROM {_terms(2)} ORDER BY q.n)")
+
+
+def _each_term(columns: str, table: str, test: str, terms: str, where: str = "TRUE") -> str:
     """The rows matching each term through the trigram index (`test`: the column and its operator), with `columns`
     and the term's number `k`: a row matching several terms comes once for each (`_merged`).
 
-    One index scan per term: a candidate is rechecked for that term alone, where one scan for all the
-    terms would test each candidate against every term until one matched. The row's columns come with it, so
-    nothing is looked up again by key."""
-    return " UNION ALL ".join(f"SELECT {columns}, {k} AS k FROM {table} WHERE {test} ${first + k}"
-                              for k in range(count))
+    One index scan per term (`terms`: `_terms`), its pattern the join's key: a candidate is rechecked for that term
+    alone, where one scan for all the terms would test each candidate against every term until one matched. The
+    row's columns come with it, so nothing is looked up again by key."""
+    return f"SELECT {columns}, (q.n - 1)::int AS k FROM {terms} JOIN {table} ON {test} q.pattern WHERE {where}"
 
 
 def _merged(rows: Sequence[Sequence[Any]], key: slice) -> list[tuple[Any, ...]]:
@@ -823,11 +837,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     # recall: substring look-ups through pg_trgm, always filtered to what one conversation may see
 
     async def match_counts(self, terms: list[str], cap: int) -> tuple[int, dict[str, int]]:
-        counts = "".join(f", (SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE {MESSAGES_MATCH} ${i + 2}"
-                         " AND deleted_at IS NULL LIMIT $1) AS hits)" for i in range(len(terms)))
-        (row,) = await self._searched(f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages){counts}",
-                                      *((cap, *_patterns(terms)) if terms else ()))  # no term: the size alone
-        return int(row[0]), dict(zip(terms, (int(n) for n in row[1:]), strict=True))
+        (row,) = await self._searched(_MATCH_COUNTS, cap, _patterns(terms))
+        return int(row[0]), dict(zip(terms, row[1], strict=True))
 
     async def saved_counts(self, words: list[int]) -> dict[int, tuple[int, int]]:
         rows = await self._all("SELECT word, matches, archive FROM recall_counts WHERE word = ANY($1::bigint[])",
@@ -884,14 +895,12 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
         ctes, selects = [], []
         if message_terms:
-            m = len(message_terms)
-            ranking = _message_ranking(m, number(*_patterns(message_terms), *(t.lower() for t in message_terms)),
+            ranking = _message_ranking(number(_patterns(message_terms), [t.lower() for t in message_terms]),
                                        number(limit))
             ctes.append(ranking)
             selects.append(_BEST_AS_NOTES)
         if terms:
-            patterns = number(*_patterns(terms))
-            ctes.append(_note_matches(len(terms), patterns))
+            ctes.append(_note_matches(number(_patterns(terms))))
             selects.append(_notes(number(_record_keys(scopes))))
         shown = number(*(whole_from or (0, 0))) if days else 0
         for i, (start, end) in enumerate(days):
