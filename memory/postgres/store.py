@@ -304,9 +304,9 @@ def _patterns(terms: list[str]) -> list[str]:
 
 
 def _terms(patterns: int, words: int | None = None) -> str:
-    """The terms as rows `q` (pattern, then word if asked, then n from 1) of one parameter each, arrays: a statement's
-    text is the same for any number of terms, so it is planned once per connection. A statement per number of terms
-    was prepared at its first use on each connection: half of recall's time at 1k messages went to preparing."""
+    """The terms as rows `q` (pattern, word if its parameter is given, n from 1), each column one array parameter: a
+    statement's text is then the same for any number of terms and is prepared once per connection, where one text
+    per number of terms was prepared at its first use on each (half of recall's time at 1k messages)."""
     if words is None:
         return f"unnest(${patterns}::text[]) WITH ORDINALITY AS q (pattern, n)"
     return f"unnest(${patterns}::text[], ${words}::text[]) WITH ORDINALITY AS q (pattern, word, n)"
