@@ -1,4 +1,5 @@
-"""Context assembly latency at 1k, 10k and 100k stored messages in one thread (anchors and tool pairs mixed in),
+"""Context assembly latency at 1k, 10k and 100k stored messages in one thread (anchors and tool pairs mixed in; the
+size is the history's at the middle of the turns),
 with recall on, what recall itself adds, and the ratio to a bare select of the rows the window holds
 (timed in the same run: the floor any design that reads its window from SQLite pays)."""
 
