@@ -389,8 +389,9 @@ class Pulses:
 
     async def _waited(self, place: str, why: str) -> PulseOutcome:
         """A pulse that chose, or came to, nothing to do: logged with why."""
-        await self._log(place, "wait", why.strip())
-        return PulseOutcome(place, "wait", why.strip())
+        why = why.strip()
+        await self._log(place, "wait", why)
+        return PulseOutcome(place, "wait", why)
 
 
 
