@@ -1,7 +1,8 @@
 """Versioned short-term memory and long-term consolidation (seed 004).
 
 A due conversation gets one new short-term version summarising only the messages since the last
-one, with the previous versions as context; then its channel's long-term memory is merged with it.
+one (as many as one request reads: the rest wait for the next version), with the previous versions as
+context; then its channel's long-term memory is merged with it.
 The workspace (guild) long-term memory is merged from the shareable channels once per run.
 """
 
@@ -55,7 +56,13 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             return Outcome(ch.thread_id)
         pins = await store.pins(ch.persona, scope, scope_id)
         thread = await store.thread(ch.thread_id) if redone is None else None
-        lines = _lines(messages, ch.thread_id, thread)
+        counted = ch.pending_count  # what the version takes off the count of messages heard since the last one
+        if redone is None:  # a regenerated version keeps its range, however long
+            covered, lines = _first_request(messages, ch.thread_id, thread, settings.stelis.chunk_tokens)
+            counted -= min(counted, sum(m.role == "user" for m in messages[len(covered):]))  # the rest wait
+            messages = covered
+        else:
+            lines = _lines(messages, ch.thread_id, thread)
         content = keep_pins(await _summary(llm, lines, previous, pins, settings), pins)
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await store.nothing_new(ch.thread_id, now, settings.triggers)
@@ -63,7 +70,7 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         # Someone erased while this was written (their words, or a rolling summary holding them): the save refuses
         # (StaleUpdate), forget-me rewrites what covered them, and the next scan writes this version anew.
         record = await store.save_short_term(
-            ch, content, messages[0].seq, messages[-1].seq, ch.pending_count, now, settings.triggers,
+            ch, content, messages[0].seq, messages[-1].seq, counted, now, settings.triggers,
             {"messages": len(messages), "pins": pins, "first_at": messages[0].created_at,
              "last_at": messages[-1].created_at}, live=len(messages),
         )
@@ -78,6 +85,27 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         return Outcome(ch.thread_id, error=exc.notice)
 
 
+def _first_request(messages: list[Message], thread_id: int, thread: Thread | None,
+                   limit: int) -> tuple[list[Message], list[Line]]:
+    """The oldest messages whose transcript one request of `limit` tokens reads (at least one), and that transcript:
+    a backlog longer than that makes a version per request, not one from parts summarised and combined."""
+    lines = _lines(messages, thread_id, thread)
+    if _size(lines) <= limit:
+        return messages, lines
+    low, high = 1, len(messages) - 1  # the longest run that fits; a first message too long alone goes in parts
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _size(_lines(messages[:middle], thread_id, thread)) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return messages[:low], _lines(messages[:low], thread_id, thread)
+
+
+def _size(lines: list[Line]) -> int:
+    return sum(line.tokens for line in lines)
+
+
 def _lines(messages: list[Message], thread_id: int, thread: Thread | None) -> list[Line]:
     """The transcript to summarise, where a window cut's rolling summary stands for the messages it covers, as the
     prompt showed it: the memory work reads each message once, not when it leaves the window and again for the
@@ -86,9 +114,11 @@ def _lines(messages: list[Message], thread_id: int, thread: Thread | None) -> li
     if folded is None:
         return [Line(*line) for line in dated_transcript(messages, {thread_id})]
     first, last, summary = folded
-    before = dated_transcript([m for m in messages if m.seq < first], {thread_id})
+    before = [Line(*line) for line in dated_transcript([m for m in messages if m.seq < first], {thread_id})]
+    if messages[-1].seq < first:  # all of them said before what the summary stands for
+        return before
     after = dated_transcript([m for m in messages if m.seq > last], {thread_id})
-    return [*(Line(*line) for line in before), Line.of(summary), *(Line(*line) for line in after)]
+    return [*before, Line.of(summary), *(Line(*line) for line in after)]
 
 
 def _folded(thread: Thread | None, since: int) -> tuple[int, int, str] | None:

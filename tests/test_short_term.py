@@ -1,6 +1,7 @@
 """Versioned short-term memory, long-term consolidation and the scheduler (seed 004), on a controllable clock."""
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -828,18 +829,19 @@ class Noting(Scripted):
         return LLMResult(text=f"[23 November 2026]\nmahe: note {len(self.requests)} on the kiln and the flour")
 
 
-async def in_parts(make_config, llm):
-    """An engine whose versions of long messages are written in parts (500 tokens each)."""
+async def in_parts(make_config, llm, clock=None):
+    """An engine whose summarisation requests read 500 tokens of transcript at most."""
     return await Engine.open(make_config(
         short_term_history={"conversation_idle_seconds": IDLE, "message_threshold": THRESHOLD},
-        snapshots={"interval_seconds": 0}, stelis={"chunk_tokens": 500}), llm, Clock())
+        snapshots={"interval_seconds": 0}, stelis={"chunk_tokens": 500}), llm, clock or Clock())
 
 
 async def write_in_parts(engine, llm) -> tuple[list[str], str]:
-    """A version of long messages: the requests for its parts, and the one that puts them together."""
+    """A version of a message longer than one request: the requests for its parts, and the one that puts them
+    together (the short messages after it wait for the next version)."""
     llm.requests.clear()
-    await say(engine, GENERAL, *(f"a later week, line {i}: " + "the kiln is relined with firebrick " * 12
-                                 for i in range(THRESHOLD + 3)))
+    await say(engine, GENERAL, "a later week: " + "the kiln is relined with firebrick " * 100,
+              *(f"a later week, line {i}: the kiln cools" for i in range(THRESHOLD - 1)))
     await engine.memory.run_due()
     asked = [r.turns[-1].blocks[-1].text for r in llm.requests]
     (together,) = [text for text in asked if "summaries of consecutive parts" in text]
@@ -862,6 +864,68 @@ async def test_a_version_written_in_parts_reads_the_earlier_versions_and_pins_on
     assert first.content.splitlines()[0] in together and "the ferry leaves at 07:40" in together
     (*_, second) = await versions(engine, GENERAL)
     assert second.version == 2 and "the ferry leaves at 07:40" in second.content
+    await engine.close()
+
+
+async def test_a_backlog_longer_than_one_request_makes_a_version_per_request_and_loses_nothing(make_config):
+    """Messages whose transcript one request cannot read (stelis.chunk_tokens) are not summarised in parts put
+    together: the version covers the oldest that fit, and the rest wait for the next one, written in the same run
+    while they are still due. Every message is covered once, in order, and each version is one request."""
+    llm, clock = Noting(), Clock()
+    engine = await in_parts(make_config, llm, clock)
+    notes = [f"week note {i}: the cooperative orders flour, salt and lamp oil for the ferry " * 4
+             for i in range(3 * THRESHOLD)]
+    await say(engine, GENERAL, *notes)
+    await engine.memory.run_due()
+    asked = _version_requests(llm)
+    history = await versions(engine, GENERAL)
+    assert len(history) >= 2 and len(asked) == len(history)  # one request a version: no parts, none combined
+    assert not any("This is part" in r.turns[-1].blocks[-1].text or "summaries of consecutive parts" in
+                   r.turns[-1].blocks[-1].text for r in llm.requests)
+    root = await engine.stelis.root(GENERAL)
+    said = [m async for m in engine.store.span(root.id, None, None)]
+    assert history[0].first_seq == said[0].seq and history[-1].last_seq <= said[-1].seq
+    for before, after in itertools.pairwise(history):
+        assert after.first_seq == next(m.seq for m in said if m.seq > before.last_seq)  # no gap, no overlap
+    for text, version in zip(asked, history, strict=True):
+        transcript = text.split("<transcript>")[1]
+        inside = [m.content for m in said if version.first_seq <= m.seq <= version.last_seq]
+        assert inside and all(note.split(":")[0] + ":" in transcript for note in inside)
+        assert not any(m.content.split(":")[0] + ":" in transcript for m in said if m.seq > version.last_seq)
+    left = [m for m in said if m.seq > history[-1].last_seq]
+    assert 0 < len(left) < THRESHOLD  # what is left is not due yet ...
+    channel = await engine.store.memory_channel(root.id)
+    assert channel is not None and channel.pending_count == len(left)
+    await idle(engine, clock)  # ... until the conversation idles
+    (*_, last) = await versions(engine, GENERAL)
+    assert last.version == len(history) + 1 and (last.first_seq, last.last_seq) == (left[0].seq, left[-1].seq)
+    await engine.close()
+
+
+async def test_a_version_of_part_of_a_backlog_holds_a_rolling_summary_only_with_the_messages_it_stands_for(
+        make_config):
+    """A window's rolling summary stands for its messages in the version that reaches them, not in one that ends
+    before them (it would tell of messages that version does not cover, and the next one would tell them again)."""
+    llm, clock = Noting(), Clock()
+    engine = await in_parts(make_config, llm, clock)
+    long_notes = [f"early note {i}: the cooperative orders flour, salt and lamp oil for the ferry " * 4
+                  for i in range(2 * THRESHOLD)]
+    await say(engine, GENERAL, *long_notes, *[f"folded detail {i}" for i in range(3)], "the window's head")
+    root = await engine.stelis.root(GENERAL)
+    said = {m.content: m async for m in engine.store.span(root.id, None, None)}
+    folded = [said[f"folded detail {i}"] for i in range(3)]
+    await engine.store.set_window(root.id, window_start_seq=said["the window's head"].seq,
+                                  window_summary="ROLLING: three items were listed",
+                                  window_summary_from=folded[0].seq, window_summary_to=folded[-1].seq,
+                                  window_summary_first_at=folded[0].created_at,
+                                  window_summary_last_at=folded[-1].created_at)
+    await engine.memory.run_due()
+    await idle(engine, clock)
+    texts = [text.split("<transcript>")[1] for text in _version_requests(llm)]
+    assert len(texts) >= 2 and "ROLLING" not in texts[0]  # the first ends before the folded messages
+    assert sum(text.count("ROLLING") for text in texts) == 1 and not any("folded detail" in t for t in texts)
+    (*_, last) = await versions(engine, GENERAL)
+    assert last.last_seq == said["the window's head"].seq
     await engine.close()
 
 
