@@ -29,10 +29,10 @@ class StelisSettings(Section):
     max_depth: int = Field(3, ge=0, le=10, description=(
         "Deepest Stelis nesting allowed; root is depth 0."))
     chunk_tokens: int = Field(24_000, ge=500, le=200_000, description=(
-        "Largest transcript part in one summarisation request; longer ones are summarised in parts, then combined, "
-        "except a conversation's messages since its last memory version: those make a version per request. A part "
-        "the model's context cannot hold is halved until it fits, so this is a ceiling: every further part costs "
-        "an answer and a combining request."))
+        "Largest transcript part in one summarisation request; longer ones are summarised in parts, then combined "
+        "(a conversation's new messages, where the model reads this much at once: a memory version of the oldest "
+        "that fit, the rest waiting for the next). A part the model's context cannot hold is halved until it fits, "
+        "so this is a ceiling: every further part costs an answer and a combining request."))
     chronicle_tokens: int = Field(800, ge=64, le=8_000, description=(
         "Longest chronicle the model may write when a thread ends."))
 

@@ -58,12 +58,12 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         thread = await store.thread(ch.thread_id) if redone is None else None
         counted = ch.pending_count  # what the version takes off the count of messages heard since the last one
         if redone is None:  # a regenerated version keeps its range, however long
-            covered, lines = _first_request(messages, ch.thread_id, thread, settings.stelis.chunk_tokens)
+            covered, text = await _first_version(llm, messages, ch.thread_id, thread, previous, pins, settings)
             counted -= min(counted, sum(m.role == "user" for m in messages[len(covered):]))  # the rest wait
             messages = covered
         else:
-            lines = _lines(messages, ch.thread_id, thread)
-        content = keep_pins(await _summary(llm, lines, previous, pins, settings), pins)
+            text = await _summary(llm, _lines(messages, ch.thread_id, thread), previous, pins, settings)
+        content = keep_pins(text, pins)
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
@@ -85,10 +85,27 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         return Outcome(ch.thread_id, error=exc.notice)
 
 
+async def _first_version(llm: LLM, messages: list[Message], thread_id: int, thread: Thread | None,
+                         previous: list[MemoryRecord], pins: list[str],
+                         settings: MemorySettings) -> tuple[list[Message], str]:
+    """The messages a version covers, and its text: a backlog longer than one request (stelis.chunk_tokens) that
+    the model reads that much of in one request gets a version of its oldest messages, and the rest wait for the
+    next one, instead of parts summarised and combined (a backlog just over the ceiling cost two more requests
+    for a remainder the next version reads anyway). Where the model's context holds less, all go in parts: a
+    remainder would save a part there but leave memory further behind the window (bench cache_efficiency at 16k)."""
+    limit = settings.stelis.chunk_tokens
+    covered, lines = _first_request(messages, thread_id, thread, limit)
+    if len(covered) < len(messages):
+        if _size(lines) <= limit:  # not one message too long alone
+            with contextlib.suppress(RequestTooLarge):  # refused before anything was written
+                return covered, await _summary(llm, lines, previous, pins, settings, in_parts=False)
+        lines = _lines(messages, thread_id, thread)
+    return messages, await _summary(llm, lines, previous, pins, settings)
+
+
 def _first_request(messages: list[Message], thread_id: int, thread: Thread | None,
                    limit: int) -> tuple[list[Message], list[Line]]:
-    """The oldest messages whose transcript one request of `limit` tokens reads (at least one), and that transcript:
-    a backlog longer than that makes a version per request, not one from parts summarised and combined."""
+    """The oldest messages whose transcript is at most `limit` tokens (else the first alone), and that transcript."""
     lines = _lines(messages, thread_id, thread)
     if _size(lines) <= limit:
         return messages, lines
@@ -130,13 +147,13 @@ def _folded(thread: Thread | None, since: int) -> tuple[int, int, str] | None:
 
 
 async def _summary(llm: LLM, lines: list[Line], previous: list[MemoryRecord], pins: list[str],
-                   settings: MemorySettings) -> str:
+                   settings: MemorySettings, in_parts: bool = True) -> str:
     """The next short-term version, with the earlier ones as context: as many of them, newest kept longest, as
     leave the model's context room for the rest of the request that writes it."""
     told = [render("short_term_context.md.j2", previous=previous[k:], pins=pins) for k in range(len(previous) + 1)]
     return await summarise(llm, render("short_term_request.md.j2"), lines, context=told,
                            chunk_tokens=settings.stelis.chunk_tokens, max_tokens=settings.work.short_term_tokens,
-                           tier=settings.work.tier)
+                           tier=settings.work.tier, in_parts=in_parts)
 
 
 async def _long_term(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySettings,

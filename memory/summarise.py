@@ -32,13 +32,15 @@ class Line:
 
 
 async def summarise(llm: LLM, instruction: str, lines: list[Line], *, chunk_tokens: int, max_tokens: int,
-                    tier: Tier = "standard", context: Sequence[str] = ()) -> str:
+                    tier: Tier = "standard", context: Sequence[str] = (), in_parts: bool = True) -> str:
     """One summary of all lines (each answer checked: memory/vetting.py); raises LLMError if the model fails.
 
     The request that writes the whole summary (not each part) is told the first of `context` that fits the model's
     context (the most first: earlier versions, pins). A part too large for it is summarised in smaller parts
-    instead, down to MIN_CHUNK_TOKENS.
+    instead, down to MIN_CHUNK_TOKENS; not `in_parts`, the lines go in one request or RequestTooLarge is raised.
     """
+    if not in_parts:
+        return await _whole(llm, instruction, lines, context, max_tokens, tier)
     while True:
         try:
             return await _summarise(llm, instruction, lines, chunk_tokens, max_tokens, tier, context)

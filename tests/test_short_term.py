@@ -902,6 +902,36 @@ async def test_a_backlog_longer_than_one_request_makes_a_version_per_request_and
     await engine.close()
 
 
+async def test_where_the_model_reads_less_than_a_request_s_ceiling_the_whole_backlog_goes_in_parts(make_config):
+    """A model whose context holds less than stelis.chunk_tokens refuses the oldest messages' request: the version
+    then covers every message, in parts put together, as before (a remainder would only leave memory further
+    behind), and nothing is left counted."""
+    from memory.llm import RequestTooLarge
+
+    class Narrow(Noting):
+        async def complete(self, request, on_text=None):
+            if len(request.turns[-1].blocks[-1].text) > 1_600:  # about 350 tokens
+                raise RequestTooLarge("the request needs more than the model's context")
+            return await super().complete(request, on_text)
+
+    llm = Narrow()
+    engine = await in_parts(make_config, llm)
+    notes = [f"week note {i}: the cooperative orders flour, salt and lamp oil for the ferry " * 4
+             for i in range(2 * THRESHOLD)]
+    await say(engine, GENERAL, *notes)
+    await engine.memory.run_due()
+    (version,) = await versions(engine, GENERAL)
+    root = await engine.stelis.root(GENERAL)
+    said = [m async for m in engine.store.span(root.id, None, None)]
+    assert (version.first_seq, version.last_seq) == (said[0].seq, said[-1].seq)
+    asked = [r.turns[-1].blocks[-1].text for r in llm.requests]
+    assert any("This is part" in text for text in asked) and any("summaries of consecutive parts" in text
+                                                                 for text in asked)
+    channel = await engine.store.memory_channel(root.id)
+    assert channel is not None and channel.pending_count == 0
+    await engine.close()
+
+
 async def test_a_version_of_part_of_a_backlog_holds_a_rolling_summary_only_with_the_messages_it_stands_for(
         make_config):
     """A window's rolling summary stands for its messages in the version that reaches them, not in one that ends
