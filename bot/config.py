@@ -361,12 +361,12 @@ class DatabaseConfig(_Model):
         "or set DATABASE_URL. The database needs the pg_trgm extension (trusted since PostgreSQL 13) and a "
         "UTF-8 locale other than C."))
     pool_size: int = Field(10, ge=2, le=200, description=(
-        "PostgreSQL connections this process may open at once, a quarter of them (at least one) for recall's "
-        "look-ups. Each reply holds one for a moment while it reads. On two cores shared with the database, "
-        "100 channels answered at once took 1.13-1.17x a bare loop with 10 and 1.21-1.22x with 20 (bench "
-        "concurrency: fewer connections opened cold, fewer server processes taking turns on the cores); raise "
-        "it where the database has cores of its own or is farther away. PostgreSQL allows 100 by default, "
-        "shared by every process."))
+        "PostgreSQL connections this process opens at start and keeps, a quarter of them (at least one) for "
+        "recall's look-ups. Each reply holds one for a moment while it reads. On two cores shared with the "
+        "database, 100 channels answered at once took 1.13-1.17x a bare loop with 10 and 1.21-1.22x with 20 "
+        "(bench concurrency, connections then opened as needed: fewer server processes taking turns on the "
+        "cores); raise it where the database has cores of its own or is farther away. PostgreSQL allows 100 by "
+        "default, shared by every process."))
 
     @field_validator("url")
     @classmethod

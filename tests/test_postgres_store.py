@@ -147,6 +147,36 @@ async def test_a_search_pool_that_cannot_connect_closes_the_pool_already_open(po
     await postgres_cluster.drop_database(name)  # refused while a connection to it is still open
 
 
+async def test_every_connection_is_opened_and_warmed_at_start_so_replies_ask_the_server_nothing_about_types(
+        postgres_cluster, monkeypatch):
+    """A burst of replies once opened the pool's connections one by one and had each ask the server about the row
+    types a window's page comes in (issue 32: 3 ms of the server's a connection, in the burst). They are opened at
+    start, each learns them there, and they stay open (asyncpg closes idle connections only above the floor)."""
+    from asyncpg.connection import Connection
+
+    asked: list[str] = []
+    real = Connection._introspect_types
+
+    async def introspect(self, *args, **kwargs):
+        asked.append("types")
+        return await real(self, *args, **kwargs)
+
+    name = await postgres_cluster.fresh_database()
+    monkeypatch.setattr(Connection, "_introspect_types", introspect)
+    opened = await PostgresStore.open(postgres_cluster.url_for(name), pool_size=4)
+    for pool in (opened._pool, opened._search):
+        assert pool.get_size() == pool.get_min_size() == pool.get_max_size()
+    assert len(asked) == 4  # one question per connection, at start
+    thread = await opened.root_thread("Stelis", Scope.channel(1, 2), 0.8)
+    await opened.append(thread.id, NewMessage("user", "the kestrel nests on the tower"))
+    for _ in range(6):  # every connection of the main pool serves one of them, none asks again
+        page = await asyncio.gather(*(opened.opening(thread.id, None, 10, versions=5) for _ in range(3)))
+        assert all(p.messages[0].content == "the kestrel nests on the tower" for p in page)
+    assert len(asked) == 4
+    await opened.close()
+    await postgres_cluster.drop_database(name)
+
+
 async def test_the_pool_reports_its_use(store):
     in_use, size = store.pool_usage()
     assert size == 10 and 0 <= in_use <= size  # asyncpg's default size when database.pool_size is not given

@@ -359,27 +359,30 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     @classmethod
     async def open(cls, url: str, clock: Clock = time.time, pool_size: int | None = None) -> PostgresStore:
-        """Connect (`pool_size` connections in all, else asyncpg's ten) and migrate; anything unusable is a
-        StoreError."""
+        """Migrate, then connect (`pool_size` connections in all, else asyncpg's ten); anything unusable is a
+        StoreError. Every connection is opened and warmed here (`_warm`) and kept, so the first burst of replies
+        neither connects nor waits for a new server process to learn its tables (bench concurrency)."""
         size = pool_size or DEFAULT_POOL
         searchers = max(1, size // SEARCH_SHARE)
+        try:
+            con = await asyncpg.connect(url, command_timeout=60)
+        except (OSError, asyncpg.PostgresError, ValueError) as exc:
+            raise StoreError(f"cannot reach the database {safe_url(url)}: {exc}") from None
+        try:
+            await _migrate(con)
+        except asyncpg.PostgresError as exc:
+            raise StoreError(f"the database {safe_url(url)} cannot be used ({exc})") from None
+        finally:
+            await con.close()
         pools: list[asyncpg.Pool] = []
         try:
             for most, settings in ((max(1, size - searchers), {}), (searchers, SEARCH_SETTINGS)):
-                pools.append(await asyncpg.create_pool(url, command_timeout=60, min_size=1, max_size=most,
-                                                       reset=_keep_session, server_settings=settings))
+                pools.append(await asyncpg.create_pool(url, command_timeout=60, min_size=most, max_size=most,
+                                                       init=_warm, reset=_keep_session, server_settings=settings))
         except (OSError, asyncpg.PostgresError, ValueError) as exc:
             await asyncio.gather(*(pool.close() for pool in pools))
             raise StoreError(f"cannot reach the database {safe_url(url)}: {exc}") from None
-        store = cls(pools[0], pools[1], clock)
-        try:
-            await store.migrate()
-        except BaseException as exc:
-            await store.close()
-            if isinstance(exc, asyncpg.PostgresError):
-                raise StoreError(f"the database {safe_url(url)} cannot be used ({exc})") from None
-            raise
-        return store
+        return cls(pools[0], pools[1], clock)
 
     async def close(self) -> None:
         await asyncio.gather(self._pool.close(), self._search.close())
@@ -397,27 +400,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def migrate(self) -> int:
         """Apply pending migrations in order, each in its own transaction, while holding the migration lock."""
-        migrations = migration_files()
-        latest = len(migrations)
         async with self._pool.acquire() as con:
-            await con.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
-            try:
-                await con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY,"
-                                  " applied_at DOUBLE PRECISION NOT NULL)")
-                current = int(await con.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
-                if current > latest:
-                    raise StoreError(f"database schema version {current} is newer than this Stelis understands "
-                                     f"({latest}); upgrade Stelis or use another database")
-                for version in range(current + 1, latest + 1):
-                    log.info("applying schema migration %s", migrations[version - 1].name)
-                    async with con.transaction():
-                        # a migration may rewrite a large table: it is not held to a query's usual timeout
-                        await con.execute(migrations[version - 1].read_text(), timeout=MIGRATION_SECONDS)
-                        await con.execute("INSERT INTO schema_version VALUES ($1, $2)", version, time.time())
-                    log.info("applied schema migration %s", migrations[version - 1].name)
-            finally:
-                await con.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
-        return latest - current
+            return await _migrate(con)
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
@@ -1031,6 +1015,37 @@ def _refusals() -> Iterator[None]:
 
 async def _add_record(con: Connection, params: dict[str, Any]) -> MemoryRecord:
     return row_to.record(_found(await con.fetchrow(*named(_ADD_RECORD, **params))))
+
+
+async def _migrate(con: asyncpg.Connection | Connection) -> int:
+    """Apply pending migrations in order, each in its own transaction, while holding the migration lock."""
+    migrations = migration_files()
+    latest = len(migrations)
+    await con.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
+    try:
+        await con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY,"
+                          " applied_at DOUBLE PRECISION NOT NULL)")
+        current = int(await con.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
+        if current > latest:
+            raise StoreError(f"database schema version {current} is newer than this Stelis understands "
+                             f"({latest}); upgrade Stelis or use another database")
+        for version in range(current + 1, latest + 1):
+            log.info("applying schema migration %s", migrations[version - 1].name)
+            async with con.transaction():
+                # a migration may rewrite a large table: it is not held to a query's usual timeout
+                await con.execute(migrations[version - 1].read_text(), timeout=MIGRATION_SECONDS)
+                await con.execute("INSERT INTO schema_version VALUES ($1, $2)", version, time.time())
+            log.info("applied schema migration %s", migrations[version - 1].name)
+    finally:
+        await con.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
+    return latest - current
+
+
+async def _warm(con: asyncpg.Connection) -> None:
+    """A new connection learns the row types a reply reads (asyncpg asks the server, once per connection) and its
+    server process reads the catalog entries of the tables it looks in: here, not in the middle of a reply."""
+    await con.fetch("SELECT ARRAY(SELECT m FROM messages m WHERE FALSE), ARRAY(SELECT r FROM memory_records r"
+                    " WHERE FALSE)")
 
 
 async def _keep_session(con: asyncpg.Connection) -> None:
