@@ -94,29 +94,25 @@ async def _first_version(llm: LLM, messages: list[Message], thread_id: int, thre
     for a remainder the next version reads anyway). Where the model's context holds less, all go in parts: a
     remainder would save a part there but leave memory further behind the window (bench cache_efficiency at 16k)."""
     limit = settings.stelis.chunk_tokens
-    covered, lines = _first_request(messages, thread_id, thread, limit)
-    if len(covered) < len(messages):
-        if _size(lines) <= limit:  # not one message too long alone
-            with contextlib.suppress(RequestTooLarge):  # refused before anything was written
-                return covered, await _summary(llm, lines, previous, pins, settings, in_parts=False)
-        lines = _lines(messages, thread_id, thread)
+    lines = _lines(messages, thread_id, thread)
+    if _size(lines) > limit and (fitting := _fitting(messages, thread_id, thread, limit)):
+        covered = messages[:fitting]
+        with contextlib.suppress(RequestTooLarge):  # refused before anything was written
+            return covered, await _summary(llm, _lines(covered, thread_id, thread), previous, pins, settings,
+                                           in_parts=False)
     return messages, await _summary(llm, lines, previous, pins, settings)
 
 
-def _first_request(messages: list[Message], thread_id: int, thread: Thread | None,
-                   limit: int) -> tuple[list[Message], list[Line]]:
-    """The oldest messages whose transcript is at most `limit` tokens (else the first alone), and that transcript."""
-    lines = _lines(messages, thread_id, thread)
-    if _size(lines) <= limit:
-        return messages, lines
-    low, high = 1, len(messages) - 1  # the longest run that fits; a first message too long alone goes in parts
+def _fitting(messages: list[Message], thread_id: int, thread: Thread | None, limit: int) -> int:
+    """How many of the oldest messages a transcript of `limit` tokens holds (0: not the first alone)."""
+    low, high = 0, len(messages)
     while low < high:
         middle = (low + high + 1) // 2
         if _size(_lines(messages[:middle], thread_id, thread)) <= limit:
             low = middle
         else:
             high = middle - 1
-    return messages[:low], _lines(messages[:low], thread_id, thread)
+    return low
 
 
 def _size(lines: list[Line]) -> int:
