@@ -104,8 +104,9 @@ async def _first_version(llm: LLM, messages: list[Message], thread_id: int, thre
 
 
 def _fitting(messages: list[Message], thread_id: int, thread: Thread | None, limit: int) -> int:
-    """How many of the oldest messages a transcript of `limit` tokens holds (0: not the first alone)."""
-    low, high = 0, len(messages)
+    """How many of the oldest messages, whose whole transcript is over `limit` tokens, a transcript of `limit` holds
+    (0: not the first alone)."""
+    low, high = 0, len(messages) - 1  # all of them are known not to fit: never built again
     while low < high:
         middle = (low + high + 1) // 2
         if _size(_lines(messages[:middle], thread_id, thread)) <= limit:

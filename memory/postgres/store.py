@@ -1042,8 +1042,8 @@ async def _migrate(con: asyncpg.Connection | Connection) -> int:
 
 
 async def _warm(con: asyncpg.Connection) -> None:
-    """A new connection learns the row types a reply reads (asyncpg asks the server, once per connection) and its
-    server process reads the catalog entries of the tables it looks in: here, not in the middle of a reply."""
+    """A new connection learns the row types a reply's opening statement reads (asyncpg asks the server, once per
+    connection), and its server process reads those two tables' catalog entries: here, not in a reply."""
     await con.fetch("SELECT ARRAY(SELECT m FROM messages m WHERE FALSE), ARRAY(SELECT r FROM memory_records r"
                     " WHERE FALSE)")
 
