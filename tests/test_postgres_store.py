@@ -237,18 +237,23 @@ async def test_a_starts_sweep_reads_the_active_internal_threads_not_every_conver
     assert "idx_threads_active_internal" in plan and "Rows Removed" not in plan, plan
 
 
-async def test_long_texts_are_written_compressed_with_lz4_and_read_back_whole(store):
-    """A look-up decompresses each candidate it reads: lz4 does it in a fraction of pglz's time (migration 9)."""
+async def test_a_long_texts_folded_form_stays_whole_in_its_row_and_the_rest_is_compressed_with_lz4(store):
+    """Recall reads a match's folded text twice: kept in the row uncompressed while the row holds it (migration 15),
+    it is neither fetched nor decompressed each time; what is compressed is compressed with lz4 (migration 9)."""
     thread = await store.root_thread("Stelis", Scope.channel(1, 2), 0.8)
-    long = "The kestrel hovered over the ridge while Mahe counted the hawks. " * 80  # ~5 kB: stored compressed
-    await store.append(thread.id, NewMessage("user", long))
+    long = "The kestrel hovered over the ridge while Mahe counted the hawks. " * 80  # ~5 kB
+    longer = " ".join(f"kestrel {n} hovered" for n in range(2_000))  # ~34 kB: more than a page even folded
+    for text in (long, longer):
+        await store.append(thread.id, NewMessage("user", text))
     record = await store.add_record("Stelis", "channel", 2, "short_term", long, 1, 1)
-    compression = await store._one(
-        "SELECT pg_column_compression(m.content), pg_column_compression(m.content_folded),"
-        " pg_column_compression(r.content) FROM messages m, memory_records r WHERE r.id = $1", record.id)
-    assert tuple(compression or ()) == ("lz4", "lz4", "lz4")
-    (found,) = await matched_messages(store, ["kestrel"], "Stelis", (thread.scope_key,), 3)
-    assert found.content == long
+    stored = await store._all(
+        "SELECT pg_column_compression(content), pg_column_compression(content_folded),"
+        " pg_column_size(content_folded) >= octet_length(content_folded) FROM messages ORDER BY seq")
+    assert [tuple(row) for row in stored] == [("lz4", None, True), ("lz4", "lz4", False)]
+    assert await store._value("SELECT pg_column_compression(content) FROM memory_records WHERE id = $1",
+                              record.id) == "lz4"
+    found = await matched_messages(store, ["kestrel"], "Stelis", (thread.scope_key,), 3)
+    assert sorted(m.content for m in found) == sorted((long, longer))
 
 
 @pytest.mark.parametrize(("size", "main", "search"), [(2, 1, 1), (3, 2, 1), (20, 15, 5)])
