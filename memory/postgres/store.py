@@ -855,8 +855,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         if not seqs:
             return {}
         # Each reply by its key, then its thread by its key (as recall's look-ups: OFFSET 0 keeps the planner from
-        # walking every thread of the persona for each).
-        rows = await self._all(
+        # walking every thread of the persona for each); on recall's connections, whose one plan serves any parents
+        # (the main pool's planned each new array anew).
+        rows = await self._searched(
             f"WITH next AS MATERIALIZED (SELECT p.seq AS parent, ({_NEXT_REPLY}) AS seq FROM messages p"
             f" WHERE p.seq = ANY($1::bigint[])) SELECT next.parent, {_MATCH_COLUMNS} FROM next"
             " JOIN messages m ON m.seq = next.seq CROSS JOIN LATERAL (SELECT persona, scope_key, kind, label"
