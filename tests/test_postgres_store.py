@@ -486,11 +486,12 @@ async def test_the_replies_to_recalled_messages_are_found_on_recalls_connections
         assert {parent: reply.content for parent, reply in replies.items()} == {
             m.seq: f"line {n + 1}" for n, m in enumerate(said) if m.seq in questions[start:start + 8]}
     plans = []
-    async with store._search.acquire() as first, store._search.acquire() as second:
-        for con in (first, second):
-            plans += await con.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-                                     " WHERE statement LIKE '%next AS MATERIALIZED%'"
-                                     " AND statement NOT LIKE '%pg_prepared_statements%'")
+    searchers = [await store._search.acquire() for _ in range(store._search.get_max_size())]  # every one of them
+    for con in searchers:
+        plans += await con.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                                 " WHERE statement LIKE '%next AS MATERIALIZED%'"
+                                 " AND statement NOT LIKE '%pg_prepared_statements%'")
+        await store._search.release(con)
     assert sum(row["generic_plans"] for row in plans) == 10 and sum(row["custom_plans"] for row in plans) == 0
 
 
