@@ -38,7 +38,7 @@ from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.threads import lineage
 from memory.tokens import cached_tokens
-from memory.transcript import dated_transcript, message_text, message_tokens, rolling_summary
+from memory.transcript import bridge_summary, dated_transcript, message_text, message_tokens, rolling_summary
 from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import (
     MESSAGE_SHARE,
@@ -592,9 +592,7 @@ class Assembler:
         joined = own_head[-1] if own_head and not gapped else None  # no gap: the day goes on
         history = seen.pieces(recent, joined)
         if bridge:
-            history.insert(0, Piece("user", Block(render(
-                "bridge_injection.md.j2", bridge=bridge,
-                days=dates.span(thread.window_bridge_first_at, thread.window_bridge_last_at)))))
+            history.insert(0, Piece("user", Block(bridge_summary(thread))))
         if head and history:
             mark(head, len(head) - 1)
         pieces = head + history

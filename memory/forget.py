@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from memory import threads
 from memory.llm import LLM
@@ -23,7 +24,7 @@ from memory.short_term import (
     update_workspace,
     workspace_held,
 )
-from memory.store import WINDOW_GAP, Store
+from memory.store import WINDOW_RESET, Store
 from memory.summarise import Line, summarise
 from memory.templates import render
 from memory.transcript import dated_transcript
@@ -93,9 +94,7 @@ async def _rewrite(store: Store, llm: LLM, purged: dict[int, set[int]], settings
 
 
 async def _reset_window(store: Store, thread_id: int) -> None:
-    await store.set_window(thread_id, window_start_seq=None, window_summary=None, window_summary_from=None,
-                           window_summary_to=None, window_summary_first_at=None, window_summary_last_at=None,
-                           memory_as_of=None, **WINDOW_GAP)
+    await store.set_window(thread_id, **WINDOW_RESET)
 
 
 async def _copies_rewritten(store: Store, closed: Thread, covering: dict[int, set[int]]) -> list[Thread]:
@@ -139,9 +138,9 @@ async def _rewrite_versions(store: Store, llm: LLM, ch: MemoryChannel, seqs: set
                                             max_tokens=settings.work.short_term_tokens, tier=settings.work.tier,
                                             context=[render("short_term_context.md.j2", previous=[], pins=pins)]),
                             pins)
+        metadata = {**_without(record.metadata, "read_from"), "rewritten_from": record.version}
         await store.add_record(ch.persona, scope, scope_id, "short_term", content, record.first_seq,
-                               record.last_seq, {**record.metadata, "rewritten_from": record.version},
-                               version=1 if scope == "thread" else None)
+                               record.last_seq, metadata, version=1 if scope == "thread" else None)
     await _rebuild_long_term(store, llm, ch, settings)
     log.info("forget: rewrote %d memory version(s) of thread %d", len(hit), ch.thread_id)
     return len(hit)
@@ -156,7 +155,14 @@ async def _rebuild_long_term(store: Store, llm: LLM, ch: MemoryChannel, settings
     await rebuild_long_term(store, llm, ch, settings)
 
 
+def _without(metadata: dict[str, Any], key: str) -> dict[str, Any]:
+    """A rewrite reads its own range only."""
+    return {k: v for k, v in metadata.items() if k != key}
+
+
 def _covers(record: MemoryRecord, seqs: set[int]) -> bool:
+    """Whether a version was written from one of `seqs`: its range, or a window's summary it read for it."""
     if record.first_seq is None or record.last_seq is None:
         return False
-    return any(record.first_seq <= s <= record.last_seq for s in seqs)
+    first = min(record.first_seq, int(record.metadata.get("read_from", record.first_seq)))
+    return any(first <= s <= record.last_seq for s in seqs)

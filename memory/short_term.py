@@ -69,10 +69,14 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             return Outcome(ch.thread_id)
         # Someone erased while this was written (their words, or a rolling summary holding them): the save refuses
         # (StaleUpdate), forget-me rewrites what covered them, and the next scan writes this version anew.
+        # A summary standing in for some messages is as its thread's revision left it: a purge since may have
+        # taken it away (the purge's own transaction starts the window afresh), and the save refuses then.
+        read = bool(_stand_ins(messages, thread))
         record = await store.save_short_term(
             ch, content, messages[0].seq, messages[-1].seq, counted, now, settings.triggers,
             {"messages": len(messages), "pins": pins, "first_at": messages[0].created_at,
-             "last_at": messages[-1].created_at}, live=len(messages),
+             "last_at": messages[-1].created_at, **_read_from(messages, thread)}, live=len(messages),
+            revision=thread.revision if read and thread is not None else None,
         )
         log.info("short-term memory v%d for thread %d covers messages %d-%d", record.version, ch.thread_id,
                  record.first_seq, record.last_seq)
@@ -121,26 +125,45 @@ def _size(lines: list[Line]) -> int:
 
 
 def _lines(messages: list[Message], thread_id: int, thread: Thread | None) -> list[Line]:
-    """The transcript to summarise, where a window cut's rolling summary stands for the messages it covers, as the
+    """The transcript to summarise, where what the window shows in place of some messages stands for them, as the
     prompt showed it: the memory work reads each message once, not when it leaves the window and again for the
-    version. (A trim's bridge holds only the newest part of each run it dropped: its messages are read as said.)"""
-    folded = _folded(thread, messages[0].seq)
-    if folded is None:
-        return [Line(*line) for line in dated_transcript(messages, {thread_id})]
-    first, last, summary = folded
-    before = [Line(*line) for line in dated_transcript([m for m in messages if m.seq < first], {thread_id})]
-    if messages[-1].seq < first:  # all of them said before what the summary stands for
-        return before
-    after = dated_transcript([m for m in messages if m.seq > last], {thread_id})
-    return [*before, Line.of(summary), *(Line(*line) for line in after)]
+    version."""
+    lines: list[Line] = []
+    rest = messages
+    for stand_in in _stand_ins(messages, thread):
+        lines += _said([m for m in rest if m.seq < stand_in.first], thread_id)
+        lines.append(Line.of(stand_in.text))
+        rest = [m for m in rest if m.seq > stand_in.last]
+    return lines + _said(rest, thread_id)
 
 
-def _folded(thread: Thread | None, since: int) -> tuple[int, int, str] | None:
-    """A thread's rolling summary if it covers messages from `since` on: its range, and its text as prompts show it."""
-    if thread is None or not thread.window_summary or thread.window_summary_from is None \
-            or thread.window_summary_to is None or thread.window_summary_to < since:
-        return None
-    return thread.window_summary_from, thread.window_summary_to, rolling_summary(thread)
+def _said(messages: list[Message], thread_id: int) -> list[Line]:
+    return [Line(*line) for line in dated_transcript(messages, {thread_id})]
+
+
+@dataclass(frozen=True)
+class _StandIn:
+    first: int  # the messages it stands for, from this sequence ...
+    last: int  # ... to this one
+    text: str  # as a prompt shows it
+
+
+def _stand_ins(messages: list[Message], thread: Thread | None) -> list[_StandIn]:
+    """What a thread's window shows in place of some of `messages`, oldest first: the rolling summary of those said
+    before the window."""
+    if thread is None or not messages:
+        return []
+    found = []
+    if thread.window_summary and thread.window_summary_from is not None and thread.window_summary_to is not None:
+        found.append(_StandIn(thread.window_summary_from, thread.window_summary_to, rolling_summary(thread)))
+    return [s for s in found if s.last >= messages[0].seq and s.first <= messages[-1].seq]
+
+
+def _read_from(messages: list[Message], thread: Thread | None) -> dict[str, int]:
+    """Where a version's reading began, if a summary it read stands for messages before its range (metadata): an
+    erasure there reaches it too (forget.py)."""
+    first = min((s.first for s in _stand_ins(messages, thread)), default=messages[0].seq)
+    return {"read_from": first} if first < messages[0].seq else {}
 
 
 async def _summary(llm: LLM, lines: list[Line], previous: list[MemoryRecord], pins: list[str],

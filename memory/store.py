@@ -45,6 +45,22 @@ WINDOW_GAP: dict[str, Any] = {
     "window_gap_from": None, "window_gap_to": None, "window_bridge": None, "window_bridge_first_at": None,
     "window_bridge_last_at": None, "window_trims": 0, "window_cached_after": None,
 }
+# A window started afresh: what stands in for its older messages (rolling summary, bridge) goes with the memory it
+# showed. An erasure does this to the erased messages' threads and their ancestors in the purge's own transaction.
+WINDOW_RESET: dict[str, Any] = {
+    "window_start_seq": None, "window_summary": None, "window_summary_from": None, "window_summary_to": None,
+    "window_summary_first_at": None, "window_summary_last_at": None, "memory_as_of": None, **WINDOW_GAP,
+}
+
+
+def window_reset_sql(threads: str) -> str:
+    """The statement that starts afresh the windows of `threads` (an SQL expression: their ids) and their
+    ancestors'."""
+    columns = ", ".join(f"{key} = {'NULL' if value is None else value}" for key, value in WINDOW_RESET.items())
+    return (f"WITH RECURSIVE chain (id) AS (SELECT id FROM threads WHERE id IN ({threads}) UNION"
+            " SELECT t.parent_thread_id FROM threads t JOIN chain c ON t.id = c.id"
+            " WHERE t.parent_thread_id IS NOT NULL)"
+            f" UPDATE threads SET {columns} WHERE id IN (SELECT id FROM chain)")
 
 
 MAX_BACKOFF = 3_600.0  # the longest wait before a failed memory update is tried again
@@ -375,11 +391,13 @@ class MemoryRecords(Protocol):
         ...
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
-                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int) -> MemoryRecord:
+                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int,
+                              revision: int | None = None) -> MemoryRecord:
         """The new short-term version and the bookkeeping that it was written, in one transaction, only if no
         other worker saved over `ch.covered_seq` meanwhile and its range still holds the `live` messages it was
-        written from (none erased meanwhile, whose forget-me would miss it): otherwise StaleUpdate and nothing is
-        written."""
+        written from (none erased meanwhile, whose forget-me would miss it), and, given the `revision` of the thread
+        whose window summaries it read, no message of that thread changed since: otherwise StaleUpdate and nothing
+        is written."""
         ...
 
     async def save_long_term(self, ch: MemoryChannel, content: str, first_seq: int | None, last_seq: int | None,

@@ -98,3 +98,9 @@ def rolling_summary(thread: Thread) -> str:
     days = span(thread.window_summary_first_at, thread.window_summary_last_at)
     return render("summary_injection.md.j2", summary=thread.window_summary, first=thread.window_summary_from,
                   last=thread.window_summary_to, days=days)
+
+
+def bridge_summary(thread: Thread) -> str:
+    """A trimmed window's bridge as a prompt shows it (and a short-term version reads it), with its days."""
+    return render("bridge_injection.md.j2", bridge=thread.window_bridge,
+                  days=span(thread.window_bridge_first_at, thread.window_bridge_last_at))

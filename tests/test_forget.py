@@ -476,3 +476,63 @@ async def test_a_rewrite_that_fails_is_tried_again_until_the_erased_words_are_go
     assert done.unfinished == "the database went away" and not scrubbed
     await asyncio.wait_for(asyncio.gather(*engine.forgetting.rewrites), 10)
     assert scrubbed and await traces(engine, config, SECRET) == [] and await engine.store.erasures() == {}
+
+
+async def cut_over_ana(engine, clock) -> int:
+    """Ana's words in v1, then a cut's rolling summary that holds them and the next messages (the prompt's memory
+    lags the newest version, so a summary may reach back before it): the root thread's id."""
+    await engine.conversations.hear(GENERAL, f"my {SECRET} expires in May", author_name="ana", author_id=ANA,
+                                    external_id=1)
+    await engine.conversations.hear(GENERAL, "ben says hello", author_name="ben", author_id=BEN, external_id=2)
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    for n, text in enumerate(("the kiln is fixed", "the glaze goes on monday", "the shop opens at nine")):
+        await engine.conversations.hear(GENERAL, text, author_name="ben", author_id=BEN, external_id=3 + n)
+    root = await engine.stelis.root(GENERAL)
+    said = [m async for m in engine.store.span(root.id, None, None)]
+    await engine.store.set_window(root.id, window_start_seq=said[4].seq, window_summary=f"ana's {SECRET}; the kiln",
+                                  window_summary_from=said[0].seq, window_summary_to=said[2].seq,
+                                  window_summary_first_at=said[0].created_at, window_summary_last_at=said[2].created_at)
+    return root.id
+
+
+async def test_a_version_that_read_a_window_summary_is_rewritten_when_a_message_it_stood_for_is_erased(world):
+    """The version after v1 reads the window's summary for the messages it stands for, ana's among them though
+    v1 covers hers: erasing her message rewrites that version too, and no word of it is left anywhere."""
+    engine, clock, config = world
+    await cut_over_ana(engine, clock)
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    v1, v2 = await engine.store.recent_records(engine.persona, "channel", GENERAL.channel_id, "short_term", 10)
+    assert SECRET in v2.content and v2.metadata["read_from"] == v1.first_seq < v2.first_seq
+    done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+    assert done.versions == 2
+    assert await traces(engine, config, SECRET) == []
+    latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
+    assert "glaze" in latest.content and "read_from" not in latest.metadata  # rewritten from its own range alone
+
+
+async def test_a_version_reading_a_window_summary_when_its_words_are_erased_is_not_saved(make_config, database):
+    """The version's request held the window's summary with ana's words when a forget-me erased her message (before
+    the version's range): when the model answers, it is not saved, and the next scan writes it without them."""
+    clock = Clock()
+    llm = Scripted()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    engine = await Engine.open(config, llm, clock)
+    try:
+        await cut_over_ana(engine, clock)
+        asked, release = hold_answers(llm, SECRET, "short-term memory", purpose="summary")
+        clock.advance(IDLE)
+        writing = asyncio.create_task(engine.memory.run_due())
+        await asyncio.wait_for(asked.wait(), 10)
+        done = await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+        assert done.messages == 1
+        release.set()
+        await asyncio.wait_for(writing, 10)
+        clock.advance(IDLE)
+        await engine.memory.run_due()
+        assert await traces(engine, config, SECRET) == []
+        latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
+        assert "glaze" in latest.content
+    finally:
+        await engine.close()

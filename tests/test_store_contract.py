@@ -780,3 +780,24 @@ async def test_an_opening_brings_the_threads_own_memory_as_newest_records_reads_
         assert said[:3] == ["the long-term memory", "version 2", "version 3"]
         assert said[3:] == (["the Discord thread's version"] if thread is discord else []) + ["the server's memory"]
     assert (await store.opening(channel.id, None, 5)).memory == []  # not asked for
+
+
+async def test_a_purge_starts_afresh_the_windows_of_its_threads_and_their_ancestors_alone(store):
+    """What stands in a window for older messages (its rolling summary, a trim's bridge) may hold the erased words:
+    it goes in the purge's own transaction, so nothing reads it between the purge and the rewrite."""
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    child, _ = await store.create_thread(root, kind="stelis", label="a side task", window_ratio=0.5,
+                                         chronicle_prompt=None, run_id="r", anchor=NewMessage("system", "anchor"))
+    other = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    said, _ = await store.append(child.id, NewMessage("user", "my passport number", author_id=7))
+    for thread in (root, child, other):
+        await store.set_window(thread.id, window_start_seq=said.seq, window_summary="a summary of it",
+                               window_summary_from=1, window_summary_to=said.seq, window_gap_from=1, window_gap_to=2,
+                               window_bridge="a bridge over it", window_trims=1, memory_as_of=3)
+    await store.purge(author_id=7, thread_ids=[child.id])
+    for thread in (root, child):
+        found = await store.thread(thread.id)
+        assert (found.window_start_seq, found.window_summary, found.window_summary_from, found.window_bridge,
+                found.window_gap_to, found.window_trims, found.memory_as_of) == (None, None, None, None, None, 0, None)
+    kept = await store.thread(other.id)
+    assert (kept.window_summary, kept.window_bridge, kept.window_trims) == ("a summary of it", "a bridge over it", 1)

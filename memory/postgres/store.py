@@ -46,7 +46,17 @@ from memory.sql.records import RecordsSql, by_place
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import FORGET_COUNTS, LIVE_IN_RANGE, NEWEST_RECORD, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
-from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
+from memory.store import (
+    Clock,
+    OptedOut,
+    OtherServer,
+    StaleUpdate,
+    StoreError,
+    backoff,
+    copy_keys,
+    numbered_migrations,
+    window_reset_sql,
+)
 from memory.store_common import QUOTING, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
 
@@ -317,6 +327,9 @@ def _terms(patterns: int, words: int | None = None) -> str:
 MESSAGES_MATCH = "content_folded LIKE"
 CHRONICLES_MATCH = "chronicle_summary ILIKE"
 RECORDS_MATCH = "content ILIKE"
+
+
+_WINDOWS_RESET = window_reset_sql("SELECT unnest($1::bigint[])")  # a purge's threads
 
 
 # The archive's size, and how many live messages match each term ($2), each count stopping at $1.
@@ -633,6 +646,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 rows += await _erase_quotes(con, Erased.of(r[2] for r in said), min(s for _, s in rows),
                                             min(r[3] for r in said), self.clock())
                 await _revise(con, sorted({t for t, _ in rows}))
+                await con.execute(_WINDOWS_RESET, sorted({t for t, _ in rows}))
                 await con.execute("INSERT INTO erasures (seq, thread_id) SELECT * FROM unnest($1::bigint[],"
                                   " $2::bigint[]) ON CONFLICT DO NOTHING", [s for _, s in rows], [t for t, _ in rows])
                 for statement in FORGET_COUNTS:
@@ -733,15 +747,17 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         return sorted((row_to.channel(r) for r in rows), key=lambda c: (c.due_at is None, c.due_at or 0.0))
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
-                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int) -> MemoryRecord:
+                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int,
+                              revision: int | None = None) -> MemoryRecord:
         scope, scope_id = ch.scope
         params = row_to.record_params(ch.persona, scope, scope_id, "short_term", content, first_seq, last_seq, metadata,
                                 now, None)
         async with self._transaction() as con:
             # A purge marks its threads (_revise) before it commits: holding the thread's row here, the count below
             # sees an erasure that committed first, and one that commits later finds this version to rewrite.
-            await con.execute("SELECT 1 FROM threads WHERE id = $1 FOR SHARE", ch.thread_id)
-            if await con.fetchval(numbered(LIVE_IN_RANGE), ch.thread_id, first_seq - 1, last_seq) < live:
+            now_revision = await con.fetchval("SELECT revision FROM threads WHERE id = $1 FOR SHARE", ch.thread_id)
+            if await con.fetchval(numbered(LIVE_IN_RANGE), ch.thread_id, first_seq - 1, last_seq) < live \
+                    or (revision is not None and now_revision != revision):
                 raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
             fenced = await con.execute(
                 "UPDATE memory_channels SET covered_seq = $1, pending_count = GREATEST(0, pending_count - $2),"

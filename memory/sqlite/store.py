@@ -40,7 +40,17 @@ from memory.sql.records import RecordsSql, answered, newest_records_sql
 from memory.sql.settings import SettingsSql
 from memory.sql.threads import FORGET_COUNTS, LIVE_IN_RANGE, NEWEST_RECORD, PAGE, ThreadsSql, next_reply, remembered
 from memory.sql.usage import UsageSql
-from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
+from memory.store import (
+    Clock,
+    OptedOut,
+    OtherServer,
+    StaleUpdate,
+    StoreError,
+    backoff,
+    copy_keys,
+    numbered_migrations,
+    window_reset_sql,
+)
 from memory.store_common import QUOTING, SEQ_MAX, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
 
@@ -53,6 +63,7 @@ UNKNOWN_BACKLOG = 1 << 30  # at start-up: whatever a previous run left unindexed
 PENDING_KEPT = 1_000  # texts of unindexed messages kept for word counts; beyond, the next search indexes first
 TIDY_PAGES = 64  # index pages one tidying step may merge: a few milliseconds, so a reply queued behind waits little
 _FTS_TABLES = ("messages_fts", "records_fts", "chronicles_fts")
+_WINDOWS_RESET = window_reset_sql("SELECT value FROM json_each(?)")  # a purge's threads (a JSON list)
 
 
 def _due(long_term_pending: str, pending: str, last_at: str) -> str:
@@ -443,6 +454,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                 rows += await _erase_quotes(db, Erased.of(r[0] for r in said), min(s for _, s in rows),
                                             min(r[1] for r in said), self.clock())
                 await _revise(db, sorted({t for t, _ in rows}))
+                await db.execute(_WINDOWS_RESET, (json.dumps(sorted({t for t, _ in rows})),))
                 await db.executemany("INSERT INTO erasures (seq, thread_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
                                      [(seq, thread_id) for thread_id, seq in rows])
                 for statement in FORGET_COUNTS:
@@ -531,7 +543,8 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return sorted((row_to.channel(r) for r in rows), key=lambda c: (c.due_at is None, c.due_at or 0.0))
 
     async def save_short_term(self, ch: MemoryChannel, content: str, first_seq: int, last_seq: int, counted: int,
-                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int) -> MemoryRecord:
+                              now: float, triggers: Triggers, metadata: dict[str, Any], *, live: int,
+                              revision: int | None = None) -> MemoryRecord:
         """The new short-term version and the bookkeeping that it was written, in one transaction.
 
         A channel's versions follow the one numbering rule; a Discord thread's single record is
@@ -544,7 +557,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             # Write transactions run one at a time: a purge committed before this one is counted, a later one
             # finds this version to rewrite.
             (now_live,), = await db.execute_fetchall(LIVE_IN_RANGE, (ch.thread_id, first_seq - 1, last_seq))
-            if now_live < live:
+            if now_live < live or (revision is not None and await _revision(db, ch.thread_id) != revision):
                 raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
             fenced = await db.execute(
                 "UPDATE memory_channels SET covered_seq = ?, pending_count = MAX(0, pending_count - ?), failures = 0,"
@@ -835,6 +848,11 @@ def _seen_by(scope_keys: tuple[str, ...]) -> str:
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
 _NEXT_REPLY = next_reply("!=", _not_placeholder("c"))
+
+
+async def _revision(db: aiosqlite.Connection, thread_id: int) -> int | None:
+    rows = await db.execute_fetchall("SELECT revision FROM threads WHERE id = ?", (thread_id,))
+    return int(next(iter(rows))[0]) if rows else None
 
 
 async def _revise(db: aiosqlite.Connection, thread_ids: list[int]) -> None:
