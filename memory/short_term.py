@@ -159,6 +159,11 @@ def _stand_ins(messages: list[Message], thread: Thread | None) -> list[_StandIn]
     return [s for s in found if s.last >= messages[0].seq and s.first <= messages[-1].seq]
 
 
+def read_from(record: MemoryRecord) -> dict[str, int]:
+    """A version's reading beyond its range, as a copy of its text (an edit, a rollback) must carry it."""
+    return {"read_from": int(record.metadata["read_from"])} if "read_from" in record.metadata else {}
+
+
 def _read_from(messages: list[Message], thread: Thread | None) -> dict[str, int]:
     """Where a version's reading began, if a summary it read stands for messages before its range (metadata): an
     erasure there reaches it too (forget.py)."""

@@ -536,3 +536,21 @@ async def test_a_version_reading_a_window_summary_when_its_words_are_erased_is_n
         assert "glaze" in latest.content
     finally:
         await engine.close()
+
+
+@pytest.mark.parametrize("copy", ["edit", "rollback"])
+async def test_an_edit_or_rollback_of_a_version_that_read_a_window_summary_is_rewritten_too(world, copy):
+    """An admin's edit or rollback copies the version's text and range: and where its reading began, so erasing a
+    message the summary stood for reaches the copy as it reaches the version."""
+    engine, clock, config = world
+    await cut_over_ana(engine, clock)
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    read = (await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term"))
+    if copy == "edit":
+        made = await engine.admin.edit(GENERAL, f"{read.content} (checked by an admin)")
+    else:
+        made = await engine.admin.rollback(GENERAL, read.version)
+    assert SECRET in made.content and made.metadata["read_from"] == read.metadata["read_from"]
+    await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+    assert await traces(engine, config, SECRET) == []

@@ -8,7 +8,7 @@ from bot.services.stelis import StelisThreads
 from bot.services.views import MemoryView
 from memory.errors import Failure
 from memory.records import MemoryChannel, MemoryRecord, Scope
-from memory.short_term import ALL_VERSIONS, Outcome
+from memory.short_term import ALL_VERSIONS, Outcome, read_from
 from memory.store import Store
 
 
@@ -67,10 +67,10 @@ class MemoryAdmin:
         view = await self.view(scope)
         kind, scope_id = view.channel.scope
         base = await self._version(view, from_version) if from_version else next(reversed(view.short_term), None)
+        made = {"edited_from": base.version, **read_from(base)} if base else {"edited_from": None}
         record = await self._store.add_record(
             self._persona, kind, scope_id, "short_term", content.strip(), base.first_seq if base else None,
-            base.last_seq if base else None, {"edited_from": base.version if base else None},
-            hides=[base.version] if base else [],
+            base.last_seq if base else None, made, hides=[base.version] if base else [],
         )
         await self._worker.rebuild_long_term(view.channel.thread_id)
         return record
@@ -84,7 +84,7 @@ class MemoryAdmin:
         old = _numbered(history, version)
         record = await self._store.add_record(
             self._persona, kind, scope_id, "short_term", old.content, old.first_seq, old.last_seq,
-            {"rolled_back_to": version},
+            {"rolled_back_to": version, **read_from(old)},
             hides=[r.version for r in history if r.version >= version and r.hidden_by is None])
         await self._worker.rebuild_long_term(view.channel.thread_id)
         return record
