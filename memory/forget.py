@@ -162,7 +162,6 @@ def _without(metadata: dict[str, Any], key: str) -> dict[str, Any]:
 
 def _covers(record: MemoryRecord, seqs: set[int]) -> bool:
     """Whether a version was written from one of `seqs`: its range, or a window's summary it read for it."""
-    if record.first_seq is None or record.last_seq is None:
+    if record.reach is None or record.last_seq is None:
         return False
-    first = min(record.first_seq, int(record.metadata.get("read_from", record.first_seq)))
-    return any(first <= s <= record.last_seq for s in seqs)
+    return any(record.reach <= s <= record.last_seq for s in seqs)

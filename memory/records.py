@@ -76,6 +76,7 @@ class Thread:
     window_bridge: str | None = None
     window_bridge_first_at: float | None = None
     window_bridge_last_at: float | None = None
+    window_bridge_from: int | None = None  # the first message whose words the bridge may hold (None: not all of its)
     window_trims: int = 0  # trims since the window last restarted
     window_cached_after: int | None = None  # the newest message of the last request that rewrote the prefix
     owner: str | None = None  # the process that opened it (a sweep aborts it only once that process is gone)
@@ -225,6 +226,14 @@ class MemoryRecord:
     metadata: dict[str, Any]
     created_at: float
     hidden_by: int | None = None  # the version that replaced it (an edit) or rolled back past it: history only
+
+    @property
+    def reach(self) -> int | None:
+        """The first message whose words its text may hold: its range's, or earlier where a window's summary it
+        read stood for messages before it (metadata read_from)."""
+        if self.first_seq is None:
+            return None
+        return min(self.first_seq, int(self.metadata.get("read_from", self.first_seq)))
 
 
 BranchKind = Literal["user", "task", "social", "free"]

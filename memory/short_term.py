@@ -21,7 +21,7 @@ from memory.settings import MemorySettings
 from memory.store import Store
 from memory.summarise import Line, summarise
 from memory.templates import render
-from memory.transcript import dated_transcript, rolling_summary
+from memory.transcript import bridge_summary, dated_transcript, rolling_summary
 from memory.vetting import vetted
 
 log = logging.getLogger(__name__)
@@ -125,9 +125,9 @@ def _size(lines: list[Line]) -> int:
 
 
 def _lines(messages: list[Message], thread_id: int, thread: Thread | None) -> list[Line]:
-    """The transcript to summarise, where what the window shows in place of some messages stands for them, as the
-    prompt showed it: the memory work reads each message once, not when it leaves the window and again for the
-    version."""
+    """The transcript to summarise, where what the window shows in place of some messages (a cut's rolling summary,
+    a trim's bridge) stands for them, as the prompt showed it: the memory work reads each message once, not when it
+    leaves the window and again for the version."""
     lines: list[Line] = []
     rest = messages
     for stand_in in _stand_ins(messages, thread):
@@ -146,16 +146,22 @@ class _StandIn:
     first: int  # the messages it stands for, from this sequence ...
     last: int  # ... to this one
     text: str  # as a prompt shows it
+    reach: int  # the first message whose words it may hold
 
 
 def _stand_ins(messages: list[Message], thread: Thread | None) -> list[_StandIn]:
     """What a thread's window shows in place of some of `messages`, oldest first: the rolling summary of those said
-    before the window."""
+    before the window, and a trimmed window's bridge over its gap if it holds all of the gap."""
     if thread is None or not messages:
         return []
     found = []
     if thread.window_summary and thread.window_summary_from is not None and thread.window_summary_to is not None:
-        found.append(_StandIn(thread.window_summary_from, thread.window_summary_to, rolling_summary(thread)))
+        found.append(_StandIn(thread.window_summary_from, thread.window_summary_to, rolling_summary(thread),
+                              thread.window_summary_from))
+    if thread.window_bridge and thread.window_bridge_from is not None and thread.window_gap_from is not None \
+            and thread.window_gap_to is not None:
+        found.append(_StandIn(thread.window_gap_from, thread.window_gap_to - 1, bridge_summary(thread),
+                              thread.window_bridge_from))
     return [s for s in found if s.last >= messages[0].seq and s.first <= messages[-1].seq]
 
 
@@ -165,9 +171,9 @@ def read_from(record: MemoryRecord) -> dict[str, int]:
 
 
 def _read_from(messages: list[Message], thread: Thread | None) -> dict[str, int]:
-    """Where a version's reading began, if a summary it read stands for messages before its range (metadata): an
-    erasure there reaches it too (forget.py)."""
-    first = min((s.first for s in _stand_ins(messages, thread)), default=messages[0].seq)
+    """Where a version's reading began, if a summary it read holds words of messages before its range (metadata):
+    an erasure there reaches it too (forget.py)."""
+    first = min((s.reach for s in _stand_ins(messages, thread)), default=messages[0].seq)
     return {"read_from": first} if first < messages[0].seq else {}
 
 

@@ -43,7 +43,7 @@ Clock = Callable[[], float]
 # A trimmed window's state, cleared when it restarts (a cut) or when what it summarises is erased.
 WINDOW_GAP: dict[str, Any] = {
     "window_gap_from": None, "window_gap_to": None, "window_bridge": None, "window_bridge_first_at": None,
-    "window_bridge_last_at": None, "window_trims": 0, "window_cached_after": None,
+    "window_bridge_last_at": None, "window_bridge_from": None, "window_trims": 0, "window_cached_after": None,
 }
 # A window started afresh: what stands in for its older messages (rolling summary, bridge) goes with the memory it
 # showed. An erasure does this to the erased messages' threads and their ancestors in the purge's own transaction.
@@ -51,16 +51,6 @@ WINDOW_RESET: dict[str, Any] = {
     "window_start_seq": None, "window_summary": None, "window_summary_from": None, "window_summary_to": None,
     "window_summary_first_at": None, "window_summary_last_at": None, "memory_as_of": None, **WINDOW_GAP,
 }
-
-
-def window_reset_sql(threads: str) -> str:
-    """The statement that starts afresh the windows of `threads` (an SQL expression: their ids) and their
-    ancestors'."""
-    columns = ", ".join(f"{key} = {'NULL' if value is None else value}" for key, value in WINDOW_RESET.items())
-    return (f"WITH RECURSIVE chain (id) AS (SELECT id FROM threads WHERE id IN ({threads}) UNION"
-            " SELECT t.parent_thread_id FROM threads t JOIN chain c ON t.id = c.id"
-            " WHERE t.parent_thread_id IS NOT NULL)"
-            f" UPDATE threads SET {columns} WHERE id IN (SELECT id FROM chain)")
 
 
 MAX_BACKOFF = 3_600.0  # the longest wait before a failed memory update is tried again

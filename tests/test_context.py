@@ -741,7 +741,8 @@ async def test_a_discord_threads_cut_summarises_its_own_messages_whatever_its_ch
 
 async def test_a_trim_reads_a_newer_memory_version_instead_of_the_messages_it_covers(store):
     """The memory work read those messages already: a bridge is written from its version where that is shorter, and
-    from nothing where a shown version covers them; never from another conversation's memory."""
+    from nothing where a shown version covers them; never from another conversation's memory. Every other message
+    of the run is read as said (in parts where the run is longer than one request)."""
     r = await root(store)
     elsewhere = await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
     await say(store, elsewhere.id, "private words of channel three")
@@ -756,7 +757,7 @@ async def test_a_trim_reads_a_newer_memory_version_instead_of_the_messages_it_co
         if thread.window_gap_to is None:
             run_from = None
         elif thread.window_gap_to != run_from and len(llm.requests) > asked:  # a trim that wrote its bridge
-            read = str(llm.requests[-1].turns)
+            read = str([request.turns for request in llm.requests[asked:]])
             run = [m async for m in store.span(r.id, run_from or thread.window_gap_from, thread.window_gap_to)
                    if m.role == "user"]
             inside = [m for m in run if any(first <= m.seq <= last for first, last, text in versions
@@ -764,10 +765,13 @@ async def test_a_trim_reads_a_newer_memory_version_instead_of_the_messages_it_co
             assert not [m for m in inside if f"{m.content.split()[0]} " in read]  # memory read them already
             outside = [m for m in run if m not in inside]
             if outside:
-                assert f"{outside[-1].content.split()[0]} " in read  # the newest of the rest, as said
+                assert all(f"{m.content.split()[0]} " in read for m in outside)  # the rest, all of it, as said
                 as_said += 1
-            used = [text for first, last, text in versions if any(first <= m.seq <= last for m in inside)]
-            noted += any(text in read for text in used)
+            used = [(first, text) for first, last, text in versions if any(first <= m.seq <= last for m in inside)]
+            noted += any(text in read for _, text in used)
+            # the words of a version it read may reach before the gap: the bridge says so (memory/short_term.py)
+            reach = min([thread.window_gap_from, *(first for first, text in used if text in read)])
+            assert thread.window_bridge_from is not None and thread.window_bridge_from <= reach
             assert "the long version" not in read  # longer than the two messages it covers: they are read instead
             assert "channel three" not in read  # another conversation's memory never
             assert ("[earlier summary]" in read) == (run_from is not None)  # the bridge before it, after the first
@@ -974,3 +978,28 @@ async def test_a_message_erased_after_its_window_was_kept_is_in_no_later_request
     shown = [m.content for m in later.window_messages]
     assert "555-0199" not in all_text(later) and "4321" not in all_text(later)
     assert shown[-1] == "what did ben say?" and "hello" in shown
+
+
+async def test_a_trims_bridge_reads_all_of_a_run_longer_than_a_first_cut_reads_and_says_where_its_words_begin(store):
+    """A short-term version reads the bridge in place of the gap's messages (memory/short_term.py): the bridge holds
+    every message of each run, however long (in parts past one request), and records the first message whose words
+    it may hold."""
+    r = await root(store)
+    llm = Recording()
+    asm = assembler(store, context_tokens=64_000, locked_turns=2, llm=llm)
+    asm.policy = asm.policy.model_copy(update={"trims": 8})
+    longest = 0
+    for n in range(160):
+        await say(store, r.id, f"m{n} " + "word " * 300)
+        asked = len(llm.requests)
+        before = await store.thread(r.id)
+        thread = (await asm.assemble(r.id)).thread
+        if thread.window_gap_to is not None and thread.window_gap_to != before.window_gap_to:  # a trim
+            read = str([request.turns for request in llm.requests[asked:]])
+            run = [m async for m in store.span(r.id, before.window_gap_to or thread.window_gap_from,
+                                               thread.window_gap_to) if m.role == "user"]
+            assert run and all(f"{m.content.split()[0]} " in read for m in run)
+            assert thread.window_bridge_from == thread.window_gap_from
+            longest = max(longest, sum(m.token_count for m in run))
+        await answer(store, r.id, f"r{n} " + "answer " * 300)
+    assert longest > context.LEAVING_READ_TOKENS  # what a first cut reads, and a bridge read before

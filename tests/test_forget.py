@@ -554,3 +554,22 @@ async def test_an_edit_or_rollback_of_a_version_that_read_a_window_summary_is_re
     assert SECRET in made.content and made.metadata["read_from"] == read.metadata["read_from"]
     await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert await traces(engine, config, SECRET) == []
+
+
+async def test_a_version_that_read_a_bridge_is_rewritten_when_a_message_its_words_reach_is_erased(world):
+    """A trim's bridge may hold a memory version's words for part of its gap, and so words said before the gap
+    (window_bridge_from): the version that reads the bridge is rewritten when one of those is erased."""
+    engine, clock, config = world
+    await cut_over_ana(engine, clock)
+    root = await engine.stelis.root(GENERAL)
+    said = [m async for m in engine.store.span(root.id, None, None)]
+    await engine.store.set_window(root.id, window_start_seq=said[1].seq, window_summary=None, window_summary_from=None,
+                                  window_summary_to=None, window_gap_from=said[2].seq, window_gap_to=said[4].seq,
+                                  window_bridge=f"the kiln; as v1 had it, ana's {SECRET}", window_trims=1,
+                                  window_bridge_from=said[0].seq)
+    clock.advance(IDLE)
+    await engine.memory.run_due()
+    v1, v2 = await engine.store.recent_records(engine.persona, "channel", GENERAL.channel_id, "short_term", 10)
+    assert SECRET in v2.content and v2.metadata["read_from"] == said[0].seq
+    await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+    assert await traces(engine, config, SECRET) == []

@@ -741,10 +741,11 @@ async def test_a_rollback_after_someone_is_forgotten_brings_none_of_their_words_
         await engine.close()
 
 
-async def test_a_version_reads_what_a_window_cut_summarised_as_that_summary_not_again_message_by_message(world):
-    """Messages a cut folded into the rolling summary are given to the version as that summary (as the prompt showed
-    it), the others as they were said: the memory work reads each message once. A trim's bridge, which holds only
-    the newest part of each run it dropped, never stands for its messages."""
+@pytest.mark.parametrize("whole", [True, False])
+async def test_a_version_reads_what_a_window_cut_summarised_as_that_summary_not_again_message_by_message(world, whole):
+    """Messages a cut folded into the rolling summary, or a trim into its bridge, are given to the version as that
+    summary (as the prompt showed it), the others as they were said: the memory work reads each message once. A
+    bridge written before bridges held all of their gap (no window_bridge_from) never stands for its messages."""
     engine, clock, llm = world
     await first_version(engine, clock)
     await say(engine, GENERAL, "before the fold", *[f"folded detail {i}" for i in range(3)], "the window's head",
@@ -761,13 +762,19 @@ async def test_a_version_reads_what_a_window_cut_summarised_as_that_summary_not_
                                   window_gap_from=bridged[0].seq, window_gap_to=said["after the bridge"].seq,
                                   window_bridge="BRIDGE: three more items",
                                   window_bridge_first_at=bridged[0].created_at,
-                                  window_bridge_last_at=bridged[-1].created_at, window_trims=1)
+                                  window_bridge_last_at=bridged[-1].created_at, window_trims=1,
+                                  window_bridge_from=bridged[0].seq if whole else None)
     await idle(engine, clock)
     text = _version_requests(llm)[-1].split("<transcript>")[1]
     assert "[Memory Summary] Earlier conversation" in text and text.count("ROLLING") == 1
     assert "folded detail" not in text  # not read a second time
-    assert "BRIDGE" not in text and all(f"bridged detail {i}" in text for i in range(3))
-    order = ["before the fold", "ROLLING", "the window's head", "bridged detail 0", "after the bridge"]
+    if whole:
+        assert "[Memory Summary] Between the messages" in text and text.count("BRIDGE") == 1
+        assert "bridged detail" not in text
+    else:
+        assert "BRIDGE" not in text and all(f"bridged detail {i}" in text for i in range(3))
+    bridge = "BRIDGE" if whole else "bridged detail 0"
+    order = ["before the fold", "ROLLING", "the window's head", bridge, "after the bridge"]
     assert [text.index(part) for part in order] == sorted(text.index(part) for part in order)
     assert "seed message" not in text  # the previous version's messages stay out, as before
     assert len(await versions(engine, GENERAL)) == 2

@@ -8,6 +8,7 @@ from typing import Any
 from memory import rows as row_to
 from memory.records import Message, Scope, Thread
 from memory.sql.base import SqlStore
+from memory.store import WINDOW_RESET
 from memory.store_common import SEQ_MAX
 
 # What an assembly reads first with the thread: the newest memory record's id (what a cold cache shows memory as of).
@@ -21,6 +22,18 @@ FORGET_COUNTS = ("DELETE FROM recall_counts",
 # A page of a thread's live messages strictly between two seqs, through its (thread, seq) index.
 PAGE = ("SELECT * FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND deleted_at IS NULL"
         " ORDER BY seq {order} LIMIT ?")
+
+
+def window_reset_sql(threads: str) -> str:
+    """The statement that starts afresh the windows of `threads` (an SQL expression: their ids) and their
+    ancestors'."""
+    columns = ", ".join(f"{key} = {'NULL' if value is None else value}" for key, value in WINDOW_RESET.items())
+    return (f"WITH RECURSIVE chain (id) AS (SELECT id FROM threads WHERE id IN ({threads}) UNION"
+            " SELECT t.parent_thread_id FROM threads t JOIN chain c ON t.id = c.id"
+            " WHERE t.parent_thread_id IS NOT NULL)"
+            f" UPDATE threads SET {columns} WHERE id IN (SELECT id FROM chain)")
+
+
 REPLY_WITHIN = 20  # a reply is among the next messages of its thread (Store.replies_to); later ones answer others
 
 

@@ -38,7 +38,16 @@ from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
 from memory.sql.records import RecordsSql, answered, newest_records_sql
 from memory.sql.settings import SettingsSql
-from memory.sql.threads import FORGET_COUNTS, LIVE_IN_RANGE, NEWEST_RECORD, PAGE, ThreadsSql, next_reply, remembered
+from memory.sql.threads import (
+    FORGET_COUNTS,
+    LIVE_IN_RANGE,
+    NEWEST_RECORD,
+    PAGE,
+    ThreadsSql,
+    next_reply,
+    remembered,
+    window_reset_sql,
+)
 from memory.sql.usage import UsageSql
 from memory.store import (
     Clock,
@@ -49,7 +58,6 @@ from memory.store import (
     backoff,
     copy_keys,
     numbered_migrations,
-    window_reset_sql,
 )
 from memory.store_common import QUOTING, SEQ_MAX, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
