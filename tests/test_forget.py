@@ -569,7 +569,7 @@ async def test_a_version_that_read_a_bridge_is_rewritten_when_a_message_its_word
                                   window_bridge_from=said[0].seq)
     clock.advance(IDLE)
     await engine.memory.run_due()
-    v1, v2 = await engine.store.recent_records(engine.persona, "channel", GENERAL.channel_id, "short_term", 10)
+    _, v2 = await engine.store.recent_records(engine.persona, "channel", GENERAL.channel_id, "short_term", 10)
     assert SECRET in v2.content and v2.metadata["read_from"] == said[0].seq
     await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert await traces(engine, config, SECRET) == []
