@@ -1003,3 +1003,28 @@ async def test_a_trims_bridge_reads_all_of_a_run_longer_than_a_first_cut_reads_a
             longest = max(longest, sum(m.token_count for m in run))
         await answer(store, r.id, f"r{n} " + "answer " * 300)
     assert longest > context.LEAVING_READ_TOKENS  # what a first cut reads, and a bridge read before
+
+
+@pytest.mark.parametrize("room", [2, 12])
+async def test_a_cut_summarised_ahead_is_one_the_overflow_uses_and_none_is_paid_for_nothing(store, room):
+    """What a reply reports as soon to fold is summarised in the background (prepare_fold) only where the cut it
+    plans will still be the one taken when the window overflows: a window whose cut leaves room for a turn or two
+    cuts afresh then, and a summary written ahead would be thrown away. A roomier one is summarised ahead."""
+    r = await root(store)
+    llm = Recording()
+    asm = assembler(store, context_tokens=8_000, locked_turns=2, llm=llm)
+    asm.policy = asm.policy.model_copy(update={"trims": 0, "cut_room_turns": room, "turns_per_cut": 2 * room})
+    asm.stelis = asm.stelis.model_copy(update={"chunk_tokens": 24_000})  # one request a summary
+    prepared = folds = 0
+    for n in range(80):
+        await say(store, r.id, f"m{n} " + "word " * 120)
+        before = (await store.thread(r.id)).window_start_seq
+        assembly = await asm.assemble(r.id)
+        folds += assembly.thread.window_start_seq != before
+        await answer(store, r.id, f"r{n} " + "answer " * 120)
+        if assembly.fold_soon:
+            prepared += await asm.prepare_fold(r.id)
+    summaries = sum(request.purpose == "summary" for request in llm.requests)
+    assert folds >= 3, "the window never cut: the test proves nothing"
+    assert summaries == folds  # each cut's summary written once, ahead or at the cut
+    assert (prepared > 0) == (room > 2)
