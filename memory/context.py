@@ -1031,7 +1031,8 @@ def _outgrown(p: _Planned, cut: tuple[int, int], policy: ContextSettings) -> boo
     from now: where a cut leaves room for only a few turns (a small window), the overflowing reply cuts afresh, and
     summarising this one ahead would be paid for nothing (bench cache_efficiency at 8k: 4 of 5 were)."""
     head, start = cut
-    return _nearly_full(p.items[:head] + p.items[start:], p.budget, p.room, policy, 2 * FOLD_AHEAD_TURNS)
+    summaries = p.room + (p.summary if head else 0)  # the new summary or bridge, and a trim keeps the summary
+    return _nearly_full(p.items[:head] + p.items[start:], p.budget, summaries, policy, 2 * FOLD_AHEAD_TURNS)
 
 
 def _items(messages: list[Message], seen: Rendering, gap_to: int | None, before: Message | None) -> list[Item]:
