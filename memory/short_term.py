@@ -67,10 +67,10 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
-        # Someone erased while this was written (their words, or a rolling summary holding them): the save refuses
-        # (StaleUpdate), forget-me rewrites what covered them, and the next scan writes this version anew.
-        # A summary standing in for some messages is as its thread's revision left it: a purge since may have
-        # taken it away (the purge's own transaction starts the window afresh), and the save refuses then.
+        # Someone erased while this was written: their words (the range's live count falls), or words a window's
+        # summary or bridge read here held (a purge moves the thread's revision and starts its window afresh in one
+        # transaction): the save refuses (StaleUpdate), forget-me rewrites what covered them (the version's range,
+        # or where its reading began: read_from), and the next scan writes this version anew.
         read = bool(_stand_ins(messages, thread))
         record = await store.save_short_term(
             ch, content, messages[0].seq, messages[-1].seq, counted, now, settings.triggers,
