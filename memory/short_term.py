@@ -44,6 +44,9 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
     try:
         if ch.long_term_pending:  # a crash between the short-term save and the long-term update
             await _long_term(store, llm, ch, settings, now)
+        # Read before its messages: a change to any of them from now on (an erasure, an anchor's chronicle written
+        # again) moves the thread's revision, and the save below refuses then.
+        as_read = await store.thread(ch.thread_id)
         messages = [m async for m in store.span(ch.thread_id, (ch.covered_seq or 0) + 1, None)]
         previous = await store.recent_records(ch.persona, scope, scope_id, "short_term",
                                               settings.short_term.max_history_count)
@@ -55,7 +58,7 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
             await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
         pins = await store.pins(ch.persona, scope, scope_id)
-        thread = await store.thread(ch.thread_id) if redone is None else None
+        thread = as_read if redone is None else None  # a regenerated version reads its own messages alone
         counted = ch.pending_count  # what the version takes off the count of messages heard since the last one
         if redone is None:  # a regenerated version keeps its range, however long
             covered, text = await _first_version(llm, messages, ch.thread_id, thread, previous, pins, settings)
@@ -67,16 +70,15 @@ async def update(store: Store, llm: LLM, ch: MemoryChannel, settings: MemorySett
         if redone is not None and content == redone.content:  # the same text again: no copy as a new version
             await store.nothing_new(ch.thread_id, now, settings.triggers)
             return Outcome(ch.thread_id)
-        # Someone erased while this was written: their words (the range's live count falls), or words a window's
-        # summary or bridge read here held (a purge moves the thread's revision and starts its window afresh in one
-        # transaction): the save refuses (StaleUpdate), forget-me rewrites what covered them (the version's range,
-        # or where its reading began: read_from), and the next scan writes this version anew.
-        read = bool(_stand_ins(messages, thread))
+        # Someone erased while this was written: their words (the range's live count falls), or words an anchor's
+        # chronicle or a window's summary or bridge read here held (the thread's revision moved: a purge starts the
+        # window afresh in its own transaction): the save refuses (StaleUpdate), forget-me rewrites what covered
+        # them (the version's range, or where its reading began: read_from), and the next scan writes it anew.
         record = await store.save_short_term(
             ch, content, messages[0].seq, messages[-1].seq, counted, now, settings.triggers,
             {"messages": len(messages), "pins": pins, "first_at": messages[0].created_at,
              "last_at": messages[-1].created_at, **_read_from(messages, thread)}, live=len(messages),
-            revision=thread.revision if read and thread is not None else None,
+            revision=as_read.revision,
         )
         log.info("short-term memory v%d for thread %d covers messages %d-%d", record.version, ch.thread_id,
                  record.first_seq, record.last_seq)

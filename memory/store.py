@@ -385,9 +385,9 @@ class MemoryRecords(Protocol):
                               revision: int | None = None) -> MemoryRecord:
         """The new short-term version and the bookkeeping that it was written, in one transaction, only if no
         other worker saved over `ch.covered_seq` meanwhile and its range still holds the `live` messages it was
-        written from (none erased meanwhile, whose forget-me would miss it), and, given the `revision` of the thread
-        whose window summaries it read, no message of that thread changed since: otherwise StaleUpdate and nothing
-        is written."""
+        written from (none erased meanwhile, whose forget-me would miss it), and, given the thread's `revision` as it
+        was read before its messages, no message of it changed since (an erasure reaches words a window's summary or
+        an anchor's chronicle held): otherwise StaleUpdate and nothing is written."""
         ...
 
     async def save_long_term(self, ch: MemoryChannel, content: str, first_seq: int | None, last_seq: int | None,

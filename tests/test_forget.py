@@ -573,3 +573,35 @@ async def test_a_version_that_read_a_bridge_is_rewritten_when_a_message_its_word
     assert SECRET in v2.content and v2.metadata["read_from"] == said[0].seq
     await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert await traces(engine, config, SECRET) == []
+
+
+async def test_a_version_reading_a_chronicle_when_its_words_are_erased_is_not_saved(make_config, database):
+    """The channel's version was asked of the model with a closed Stelis thread's anchor, its chronicle quoting ana,
+    when a forget-me erased her message in that thread: the chronicle and its anchor are written again, and the
+    version that answers afterwards is not saved with her words; the next scan writes it without them."""
+    clock = Clock()
+    llm = Scripted()
+    config = memory_config(lambda **sections: make_config(database=database, **sections))
+    engine = await Engine.open(config, llm, clock)
+    try:
+        await engine.conversations.hear(GENERAL, "let us sort the paperwork", author_name="ben", author_id=BEN)
+        run = threads.Run((await engine.stelis.root(GENERAL)).id)
+        child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
+        await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
+        await engine.store.append(child.id, NewMessage("user", "and book the Kyoto train", BEN, "ben"))
+        await threads.end(engine.store, engine.llm, run, engine.config.stelis)
+        await engine.conversations.hear(GENERAL, "the paperwork is sorted", author_name="ben", author_id=BEN)
+        asked, release = hold_answers(llm, SECRET, "short-term memory", purpose="summary")
+        clock.advance(IDLE)
+        writing = asyncio.create_task(engine.memory.run_due())
+        await asyncio.wait_for(asked.wait(), 10)
+        await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
+        release.set()
+        await asyncio.wait_for(writing, 10)
+        clock.advance(IDLE)
+        await engine.memory.run_due()
+        assert await engine.store.traces(SECRET) == []
+        latest = await engine.store.latest_record(engine.persona, "channel", GENERAL.channel_id, "short_term")
+        assert latest is not None and "Kyoto" in latest.content  # ben's part is remembered
+    finally:
+        await engine.close()

@@ -801,3 +801,16 @@ async def test_a_purge_starts_afresh_the_windows_of_its_threads_and_their_ancest
                 found.window_gap_to, found.window_trims, found.memory_as_of) == (None, None, None, None, None, 0, None)
     kept = await store.thread(other.id)
     assert (kept.window_summary, kept.window_bridge, kept.window_trims) == ("a summary of it", "a bridge over it", 1)
+
+
+async def test_a_messages_new_metadata_moves_its_threads_revision_alone(store):
+    """A copied anchor written again (forget-me) changes what a reader of the thread saw: a version read before it
+    is refused where it is saved against the revision."""
+    root = await store.root_thread("P", Scope.channel(1, 1), 0.8)
+    other = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    said, _ = await store.append(root.id, NewMessage("system", "an anchor", metadata={"stelis_thread_id": 9}))
+    before, untouched = (await store.thread(root.id)).revision, (await store.thread(other.id)).revision
+    await store.set_metadata(said.seq, {"stelis_thread_id": 9, "final": True})
+    assert (await store.thread(root.id)).revision == before + 1
+    assert (await store.thread(other.id)).revision == untouched
+    assert (await store.message_by_seq(said.seq)).metadata["final"] is True

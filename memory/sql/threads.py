@@ -146,9 +146,12 @@ class ThreadsSql(SqlStore):
         return None if found is None else int(found)
 
     async def set_metadata(self, seq: int, metadata: dict[str, Any]) -> None:
-        """Replace a message's metadata (its text never changes)."""
+        """Replace a message's metadata (its text never changes); its thread's revision moves after it (what was
+        read before the change is refused where it is saved against the revision)."""
         await self._changed("UPDATE messages SET metadata = ? WHERE seq = ?",
                             (json.dumps(metadata, ensure_ascii=False), seq))
+        await self._changed("UPDATE threads SET revision = revision + 1"
+                            " WHERE id = (SELECT thread_id FROM messages WHERE seq = ?)", (seq,))
 
     async def newest_texts(self, limit: int) -> list[str]:
         """The texts of the newest live messages, newest first."""
