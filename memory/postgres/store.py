@@ -765,7 +765,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             now_revision = await con.fetchval("SELECT revision FROM threads WHERE id = $1 FOR SHARE", ch.thread_id)
             if await con.fetchval(numbered(LIVE_IN_RANGE), ch.thread_id, first_seq - 1, last_seq) < live \
                     or (revision is not None and now_revision != revision):
-                raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
+                raise StaleUpdate(f"messages of thread {ch.thread_id} changed while its memory was written")
             fenced = await con.execute(
                 "UPDATE memory_channels SET covered_seq = $1, pending_count = GREATEST(0, pending_count - $2),"
                 " failures = 0, long_term_pending = $3 WHERE thread_id = $4 AND covered_seq IS NOT DISTINCT FROM $5",

@@ -566,7 +566,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             # finds this version to rewrite.
             (now_live,), = await db.execute_fetchall(LIVE_IN_RANGE, (ch.thread_id, first_seq - 1, last_seq))
             if now_live < live or (revision is not None and await _revision(db, ch.thread_id) != revision):
-                raise StaleUpdate(f"messages of thread {ch.thread_id} were erased while its memory was written")
+                raise StaleUpdate(f"messages of thread {ch.thread_id} changed while its memory was written")
             fenced = await db.execute(
                 "UPDATE memory_channels SET covered_seq = ?, pending_count = MAX(0, pending_count - ?), failures = 0,"
                 " long_term_pending = ? WHERE thread_id = ? AND covered_seq IS ?",
