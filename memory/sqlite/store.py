@@ -564,8 +564,10 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         async with self._transaction() as db:
             # Write transactions run one at a time: a purge committed before this one is counted, a later one
             # finds this version to rewrite.
-            (now_live,), = await db.execute_fetchall(LIVE_IN_RANGE, (ch.thread_id, first_seq - 1, last_seq))
-            if now_live < live or (revision is not None and await _revision(db, ch.thread_id) != revision):
+            (now_live, now_revision), = await db.execute_fetchall(
+                f"SELECT ({LIVE_IN_RANGE}), (SELECT revision FROM threads WHERE id = ?)",
+                (ch.thread_id, first_seq - 1, last_seq, ch.thread_id))
+            if now_live < live or (revision is not None and now_revision != revision):
                 raise StaleUpdate(f"messages of thread {ch.thread_id} changed while its memory was written")
             fenced = await db.execute(
                 "UPDATE memory_channels SET covered_seq = ?, pending_count = MAX(0, pending_count - ?), failures = 0,"
@@ -856,11 +858,6 @@ def _seen_by(scope_keys: tuple[str, ...]) -> str:
 _MATCH_COLUMNS = "m.seq, m.role, m.author_name, m.content, m.created_at, t.scope_key, t.kind, t.label"
 _MATCHED_MESSAGES = f"SELECT {_MATCH_COLUMNS} FROM messages m JOIN threads t ON t.id = m.thread_id"
 _NEXT_REPLY = next_reply("!=", _not_placeholder("c"))
-
-
-async def _revision(db: aiosqlite.Connection, thread_id: int) -> int | None:
-    rows = await db.execute_fetchall("SELECT revision FROM threads WHERE id = ?", (thread_id,))
-    return int(next(iter(rows))[0]) if rows else None
 
 
 async def _revise(db: aiosqlite.Connection, thread_ids: list[int]) -> None:
