@@ -259,6 +259,16 @@ async def test_a_summary_being_written_when_its_words_are_erased_is_not_saved(ma
         await engine.close()
 
 
+async def paperwork(engine) -> threads.Run:
+    """A Stelis thread under the channel, open, where ana gives her secret and ben his plans: its run."""
+    await engine.conversations.hear(GENERAL, "let us sort the paperwork", author_name="ben", author_id=BEN)
+    run = threads.Run((await engine.stelis.root(GENERAL)).id)
+    child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
+    await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
+    await engine.store.append(child.id, NewMessage("user", "and book the Kyoto train", BEN, "ben"))
+    return run
+
+
 async def test_a_chronicle_being_written_when_its_words_are_erased_is_not_saved(make_config, database):
     """A Stelis thread's chronicle was asked of the model before a forget-me erased a message of the thread: when the
     model answers, the chronicle saved holds none of the erased words."""
@@ -266,11 +276,7 @@ async def test_a_chronicle_being_written_when_its_words_are_erased_is_not_saved(
     config = memory_config(lambda **sections: make_config(database=database, **sections))
     engine = await Engine.open(config, llm, Clock())
     try:
-        await engine.conversations.hear(GENERAL, "let us sort the paperwork", author_name="ben", author_id=BEN)
-        run = threads.Run((await engine.stelis.root(GENERAL)).id)
-        child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
-        await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
-        await engine.store.append(child.id, NewMessage("user", "and book the Kyoto train", BEN, "ben"))
+        run = await paperwork(engine)
         writing, release = hold_answers(llm, SECRET)
         ending = asyncio.create_task(threads.end(engine.store, engine.llm, run, engine.config.stelis))
         await asyncio.wait_for(writing.wait(), 10)
@@ -584,11 +590,7 @@ async def test_a_version_reading_a_chronicle_when_its_words_are_erased_is_not_sa
     config = memory_config(lambda **sections: make_config(database=database, **sections))
     engine = await Engine.open(config, llm, clock)
     try:
-        await engine.conversations.hear(GENERAL, "let us sort the paperwork", author_name="ben", author_id=BEN)
-        run = threads.Run((await engine.stelis.root(GENERAL)).id)
-        child = await threads.start(engine.store, run, "paperwork", engine.config.stelis)
-        await engine.store.append(child.id, NewMessage("user", f"renew the {SECRET} please", ANA, "ana"))
-        await engine.store.append(child.id, NewMessage("user", "and book the Kyoto train", BEN, "ben"))
+        run = await paperwork(engine)
         await threads.end(engine.store, engine.llm, run, engine.config.stelis)
         await engine.conversations.hear(GENERAL, "the paperwork is sorted", author_name="ben", author_id=BEN)
         asked, release = hold_answers(llm, SECRET, "short-term memory", purpose="summary")

@@ -54,16 +54,7 @@ from memory.sql.threads import (
     window_reset_sql,
 )
 from memory.sql.usage import UsageSql
-from memory.store import (
-    Clock,
-    OptedOut,
-    OtherServer,
-    StaleUpdate,
-    StoreError,
-    backoff,
-    copy_keys,
-    numbered_migrations,
-)
+from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
 
