@@ -861,12 +861,12 @@ class Assembler:
         whole = (not thread.window_bridge or thread.window_bridge_from is not None) \
             and gap_from is not None and newest is not None and gap_from > newest
         bound = None if whole else self._leaving_read() - sum(line.tokens for line in lines)
-        read, reach = await self._dropped(thread, p, p.window[head:start], bound)
-        bridge = await self._summary(lines + read, p.room, write)
-        reaches = [s for s in (gap_from, reach, thread.window_bridge_from) if s is not None]
+        lines += await self._dropped(thread, p, p.window[head:start], bound)
+        bridge = await self._summary(lines, p.room, write)
+        # A whole bridge holds no version's words (none covers its gap): its words begin where its gap does.
         return dict(window_gap_from=gap_from, window_gap_to=p.window[start].seq, window_bridge=bridge,
                     window_bridge_first_at=first_at, window_bridge_last_at=p.window[start - 1].created_at,
-                    window_bridge_from=min(reaches) if whole else None, window_trims=thread.window_trims + 1)
+                    window_bridge_from=gap_from if whole else None, window_trims=thread.window_trims + 1)
 
     async def _newest_covered(self, thread: Thread) -> int | None:
         """The last message the thread's newest short-term version covers (0: none yet; None: a thread without one)."""
@@ -876,12 +876,10 @@ class Assembler:
         newest = await self.store.latest_record(thread.persona, *scope, "short_term")
         return (newest.last_seq or 0) if newest is not None else 0
 
-    async def _dropped(self, thread: Thread, p: _Planned, run: list[Message],
-                       bound: int | None) -> tuple[list[Line], int | None]:
-        """What a bridge is written from, the newest first within `bound` tokens if given, and the first message whose
-        words that holds: of the run a trim drops, nothing a shown memory version covers; a newer version of the
-        thread's own where it is shorter than the messages it covers (the memory work read them already; its words
-        may reach before them); the rest as said."""
+    async def _dropped(self, thread: Thread, p: _Planned, run: list[Message], bound: int | None) -> list[Line]:
+        """What a bridge is written from, the newest first within `bound` tokens if given (the rest is memory's job):
+        of the run a trim drops, nothing a shown memory version covers; a newer version of the thread's own where it
+        is shorter than the messages it covers (the memory work read them already); the rest as said."""
         covered = p.layers.covered_to or 0
         run = [m for m in run if m.seq > covered]
         scope = thread.memory_scope
@@ -890,15 +888,13 @@ class Assembler:
             if v.first_seq is not None and v.last_seq is not None and v.last_seq > covered]
         left = math.inf if bound is None else bound
         read: list[list[Line]] = []
-        reaches: list[int] = []
         for version, messages in reversed(_by_version(run, newer)):
-            if version is not None and version.reach is not None and \
+            if version is not None and \
                     (memory := Line.of(_memory_of(version))).tokens < sum(m.token_count for m in messages):
                 left -= memory.tokens
                 if left < 0:
                     break
                 read.append([memory])
-                reaches.append(version.reach)
                 continue
             kept: list[Message] = []
             for message in reversed(messages):
@@ -907,10 +903,9 @@ class Assembler:
                     break
                 kept.insert(0, message)
             read.append([Line(*line) for line in dated_transcript(kept, p.seen.viewer, self.policy)])
-            reaches += [kept[0].seq] if kept else []
             if left < 0:
                 break
-        return [line for part in reversed(read) for line in part], min(reaches, default=None)
+        return [line for part in reversed(read) for line in part]
 
     async def _fold(self, thread: Thread, state: dict[str, Any], preview: bool) -> Thread:
         """Move the window's start (unless previewing); `state` holds the summary that stands in for what left."""

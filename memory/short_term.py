@@ -147,8 +147,7 @@ def _said(messages: list[Message], thread_id: int) -> list[Line]:
 class _StandIn:
     first: int  # the messages it stands for, from this sequence ...
     last: int  # ... to this one
-    text: str  # as a prompt shows it
-    reach: int  # the first message whose words it may hold
+    text: str  # as a prompt shows it (its words are of those messages alone)
 
 
 def _stand_ins(messages: list[Message], thread: Thread | None) -> list[_StandIn]:
@@ -160,12 +159,10 @@ def _stand_ins(messages: list[Message], thread: Thread | None) -> list[_StandIn]
         return []
     found = []
     if thread.window_summary and thread.window_summary_from is not None and thread.window_summary_to is not None:
-        found.append(_StandIn(thread.window_summary_from, thread.window_summary_to, rolling_summary(thread),
-                              thread.window_summary_from))
+        found.append(_StandIn(thread.window_summary_from, thread.window_summary_to, rolling_summary(thread)))
     if thread.window_bridge and thread.window_bridge_from is not None and thread.window_gap_from is not None \
             and thread.window_gap_to is not None and thread.window_bridge_from >= messages[0].seq:
-        found.append(_StandIn(thread.window_gap_from, thread.window_gap_to - 1, bridge_summary(thread),
-                              thread.window_bridge_from))
+        found.append(_StandIn(thread.window_gap_from, thread.window_gap_to - 1, bridge_summary(thread)))
     return [s for s in found if s.last >= messages[0].seq and s.first <= messages[-1].seq]
 
 
@@ -177,7 +174,7 @@ def read_from(record: MemoryRecord) -> dict[str, int]:
 def _read_from(messages: list[Message], thread: Thread | None) -> dict[str, int]:
     """Where a version's reading began, if a summary it read holds words of messages before its range (metadata):
     an erasure there reaches it too (forget.py)."""
-    first = min((s.reach for s in _stand_ins(messages, thread)), default=messages[0].seq)
+    first = min((s.first for s in _stand_ins(messages, thread)), default=messages[0].seq)
     return {"read_from": first} if first < messages[0].seq else {}
 
 
