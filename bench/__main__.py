@@ -49,12 +49,15 @@ COMPARED = {"concurrency": (("channels", "memory_work"), ("wall_s",)),
             "ingest": (("channels",), ("per_second",))}
 
 
-def streaming(quick: bool, data: Path | None = None) -> dict[str, Callable[[], Awaitable[list[dict]]]]:
-    """The long benchmarks, printing each line as it is measured; `quick`: a smaller run of each, for a first look."""
+def streaming(args: argparse.Namespace) -> dict[str, Callable[[], Awaitable[list[dict]]]]:
+    """The long benchmarks, printing each line as it is measured; `--quick`: a smaller run of each, for a first
+    look."""
+    quick, data = args.quick, args.data
+    turns = args.turns or (cache_efficiency.QUICK_TURNS if quick else cache_efficiency.TURNS)
     return {
         "cache_efficiency": lambda: cache_efficiency.run(
-            cache_efficiency.QUICK_TURNS if quick else cache_efficiency.TURNS,
-            cache_efficiency.BUDGETS[:2] if quick else cache_efficiency.BUDGETS, _print_line),
+            turns, cache_efficiency.BUDGETS[:2] if quick else cache_efficiency.BUDGETS, _print_line, args.seed,
+            tuple(args.strategies)),
         "memory_quality": lambda: memory_quality.run(
             memory_quality.QUICK_CONVERSATIONS if quick else memory_quality.CONVERSATIONS,
             memory_quality.BUDGETS, _print_line, data),
@@ -71,9 +74,15 @@ def main(argv: list[str] | None = None) -> int:
                              "first look in about a minute each (figures differ from the full run's)")
     parser.add_argument("--data", type=Path, help="memory_quality on conversations in the LoCoMo format (a JSON "
                         "file of samples or a directory of them) instead of the generated ones")
+    parser.add_argument("--turns", type=_positive, help="cache_efficiency: turns of the script (default "
+                        f"{cache_efficiency.TURNS:,}; the issue's held-out comparison runs 600)")
+    parser.add_argument("--seed", type=int, default=cache_efficiency.SEED,
+                        help="cache_efficiency: another conversation of the same kind")
+    parser.add_argument("--strategies", type=_strategies, default=list(cache_efficiency.STRATEGIES),
+                        help="cache_efficiency: a comma-separated subset of " + ", ".join(cache_efficiency.STRATEGIES))
     args = parser.parse_args(argv)
     names = list(BENCHES) if args.name == "all" else [args.name]
-    live = streaming(args.quick, args.data)
+    live = streaming(args)
     for name in names:
         if name in live:
             event_loop.run(live[name]())  # printed as measured
@@ -88,6 +97,22 @@ def main(argv: list[str] | None = None) -> int:
         if len(by_backend) == 2:
             _print(ratios(name, by_backend["sqlite"], by_backend["postgresql"]))
     return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _strategies(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in cache_efficiency.STRATEGIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown strategy {', '.join(unknown) or '(none given)'}; choose from "
+                                         + ", ".join(cache_efficiency.STRATEGIES))
+    return names
 
 
 def ratios(name: str, sqlite: list[dict], postgresql: list[dict]) -> list[dict]:

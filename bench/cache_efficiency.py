@@ -46,6 +46,7 @@ from memory.tokens import count_tokens
 from tests.fake_anthropic import FakeAnthropic
 
 TURNS = 2_000
+SEED = 600  # the script's; `--seed` runs another conversation of the same kind
 RESEARCH_EVERY = 5  # stelis_research: one turn in five goes through the research playbook
 BUDGETS = (8_000, 16_000, 32_000)
 OUTPUT = 1_024
@@ -70,7 +71,7 @@ class Step:
         return sum(count_tokens(m.content) for m in self.said)
 
 
-def script(turns: int, rare: float, seed: int = 600, ask_every: int = 0) -> list[Step]:
+def script(turns: int, rare: float, seed: int = SEED, ask_every: int = 0) -> list[Step]:
     """The turns; with `ask_every`, every such user message is a question (recall is given more room for one)."""
     rng = random.Random(seed)
     steps = []
@@ -101,8 +102,8 @@ Reply = Callable[[Step], Awaitable[None]]
 
 
 async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: str = "zipf",
-                   ask_every: int = 0) -> dict:
-    steps = script(turns, VOCABULARIES[vocabulary], ask_every=ask_every)
+                   ask_every: int = 0, seed: int = SEED) -> dict:
+    steps = script(turns, VOCABULARIES[vocabulary], seed, ask_every)
     scripted = Scripted()
     server = await FakeAnthropic(responder=scripted).start()
     llm = AnthropicLLM(AnthropicConfig(api_key="bench", base_url=server.base_url, max_retries=0, stream=False),
@@ -115,13 +116,15 @@ async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: s
                 scripted.reply = step.reply
                 await turn(step)
     await server.stop()
-    return _report(strategy, budget, turns, vocabulary, server, steps)
+    return {**_report(strategy, budget, turns, vocabulary, server, steps), "seed": seed}
 
 
 def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: FakeAnthropic,
             steps: list[Step]) -> dict:
     replies = [c.usage for c in server.calls if _is_reply(c.body)]
     recalled = sum(_recall_tokens(c.body) for c in server.calls if c.usage and _is_reply(c.body))
+    outputs = {m.metadata["tool_use_id"]: count_tokens(m.content) for s in steps for m in s.said if m.role == "tool"}
+    reduced = sum(_reduced_tokens(c.body, outputs) for c in server.calls if c.usage and _is_reply(c.body))
     other = [c for c in server.calls if c.usage and not _is_reply(c.body)]
     prompt = [u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] for u in replies]
     read = sum(u["cache_read_input_tokens"] for u in replies)
@@ -136,7 +139,22 @@ def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: Fak
             "avg_prompt_share": round(sum(prompt) / max(1, len(prompt)) / Budget(budget, OUTPUT).input, 3),
             "cost_per_turn": round(cost / turns, 1), "summary_calls": len(other),
             # recall's hits: new text by design, each token paid in full (within cost_per_turn)
-            "recall_tokens_per_turn": round(recalled / turns, 1)}
+            "recall_tokens_per_turn": round(recalled / turns, 1),
+            # tool output a request showed as its head and tail alone (observation reduction, the stored result
+            # whole): context the request stands for beyond avg_prompt
+            "reduced_tokens_per_request": round(reduced / max(1, len(prompt)), 1)}
+
+
+def _reduced_tokens(body: dict[str, Any], outputs: dict[str, int]) -> int:
+    """How many tokens of the scripted tool outputs a request left out of its tool results."""
+    left_out = 0
+    for message in body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else ():
+            if block.get("type") == "tool_result" and block["tool_use_id"] in outputs:
+                shown = block.get("content") or ""
+                text = shown if isinstance(shown, str) else "".join(b.get("text", "") for b in shown)
+                left_out += max(0, outputs[block["tool_use_id"]] - count_tokens(text))
+    return left_out
 
 
 def _recall_tokens(body: dict[str, Any]) -> int:
@@ -278,15 +296,19 @@ STRATEGIES = ("stelis", "stelis_server", "stelis_research", "stelis_window", "le
 QUICK_TURNS = 400  # --quick: enough turns for several cuts at 8k, in about a minute
 
 
-async def run(turns: int = TURNS, budgets: tuple[int, ...] = BUDGETS, report: Report | None = None) -> list[dict]:
-    """Every strategy at every budget; each line goes to `report` as soon as it is measured."""
+async def run(turns: int = TURNS, budgets: tuple[int, ...] = BUDGETS, report: Report | None = None,
+              seed: int = SEED, strategies: tuple[str, ...] = STRATEGIES) -> list[dict]:
+    """Each of `strategies` at every budget; each line goes to `report` as soon as it is measured."""
     results = []
     for budget in budgets:
         base = 0.0
-        for strategy in STRATEGIES:  # the full engine first: the others' costs are given relative to it
-            row = await simulate(strategy, budget, turns)
-            base = base or row["cost_per_turn"]
-            row["cost_vs_stelis"] = round(row["cost_per_turn"] / base, 2)
+        # the full engine first (as STRATEGIES lists it): the others' costs are given relative to it
+        for strategy in sorted(strategies, key=STRATEGIES.index):
+            row = await simulate(strategy, budget, turns, seed=seed)
+            if strategy == "stelis":
+                base = row["cost_per_turn"]
+            if base:
+                row["cost_vs_stelis"] = round(row["cost_per_turn"] / base, 2)
             results.append(row)
             if report is not None:
                 report(row)

@@ -25,7 +25,7 @@ def test_cache_efficiency_prints_each_line_as_it_is_measured_and_quick_runs_less
 
     asked = []
 
-    async def simulate(strategy, budget, turns):
+    async def simulate(strategy, budget, turns, seed):
         printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         asked.append((strategy, budget, turns, len(printed)))
         return {"strategy": strategy, "budget": budget, "cost_per_turn": 100.0 if strategy == "stelis" else 150.0}
@@ -42,6 +42,49 @@ def test_cache_efficiency_prints_each_line_as_it_is_measured_and_quick_runs_less
     asked.clear()
     main(["cache_efficiency"])
     assert {a[2] for a in asked} == {cache_efficiency.TURNS} and len(asked) == 3 * strategies
+
+
+def test_cache_efficiency_runs_the_turns_seed_and_strategies_asked_for(monkeypatch, capsys):
+    """The held-out comparison's length (600 turns) and another conversation are one command away; the full
+    engine runs first whatever order it is named in, as the others' costs are given relative to it."""
+    import json
+
+    import pytest
+
+    from bench import cache_efficiency
+    from bench.__main__ import main
+
+    asked = []
+
+    async def simulate(strategy, budget, turns, seed):
+        asked.append((strategy, budget, turns, seed))
+        return {"strategy": strategy, "budget": budget, "cost_per_turn": 100.0 if strategy == "stelis" else 90.0}
+
+    monkeypatch.setattr(cache_efficiency, "simulate", simulate)
+    assert main(["cache_efficiency", "--turns", "600", "--seed", "601", "--strategies", "letta,stelis"]) == 0
+    assert asked == [(s, b, 600, 601) for b in cache_efficiency.BUDGETS for s in ("stelis", "letta")]
+    letta = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1]
+    assert letta["strategy"] == "letta" and letta["cost_vs_stelis"] == 0.9
+
+    asked.clear()
+    main(["cache_efficiency", "--strategies", "naive"])  # no full engine to compare with: no ratio, no error
+    assert [a[0] for a in asked] == ["naive"] * 3
+    assert all("cost_vs_stelis" not in json.loads(line) for line in capsys.readouterr().out.splitlines())
+
+    for wrong, said in ((["--strategies", "letta,memgpt"], "unknown strategy memgpt"),
+                        (["--turns", "0"], "must be at least 1"), (["--strategies", ","], "(none given)")):
+        with pytest.raises(SystemExit):
+            main(["cache_efficiency", *wrong])
+        assert said in capsys.readouterr().err
+    assert len(asked) == 3  # nothing ran on bad input
+
+
+def test_cache_efficiency_script_is_another_conversation_for_another_seed():
+    from bench.cache_efficiency import RARE_SHARE, script
+
+    first, again, other = (script(30, RARE_SHARE, seed) for seed in (600, 600, 601))
+    assert [s.reply for s in first] == [s.reply for s in again]
+    assert [s.reply for s in first] != [s.reply for s in other]
 
 
 async def test_memory_quality_previews_a_question_without_storing_or_erasing_anything(make_config):
@@ -109,6 +152,9 @@ async def test_cache_efficiency_reports_what_recall_adds_to_each_turn_paid_in_fu
     letta = await simulate("letta", 8000, 40)
     assert 0 < stelis["recall_tokens_per_turn"] < stelis["avg_prompt"]
     assert letta["recall_tokens_per_turn"] == 0
+    # the script's tool outputs run to 200 lines: Stelis shows a long one as head and tail, Letta-style whole
+    assert 0 < stelis["reduced_tokens_per_request"] < stelis["avg_prompt"]
+    assert letta["reduced_tokens_per_request"] == 0
 
 
 async def test_the_letta_style_stand_in_never_sends_more_than_its_budget_as_its_requests_are_counted():
