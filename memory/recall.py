@@ -35,7 +35,8 @@ SCAN_WINDOW = 20_000  # messages a short (under three characters) term is looked
 DAY_MESSAGES = 24  # what was said on a day a question names, newest first, at most
 CANDIDATES = 16  # messages ranked per look-up for a remark: 16 find as much as 24 on memory_quality, for less time
 CANDIDATE_ROWS = 200  # matches the message look-up may rank, whatever the archive's size
-MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information
+MIN_COVERAGE = 0.3  # a hit must carry this share of the query's information (a look-up asked for) ...
+REMARK_COVERAGE = 0.5  # ... or of a remark's, recalled unasked before every reply
 HIT_CHARS = 400  # longer texts are shown (and judged) by their densest stretch of query words
 MIN_LINE_TOKENS = 24  # less room than this left: no hit line fits
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
@@ -259,7 +260,11 @@ class Reach:
     replies: int = 0  # the best message hits whose replies are hits too (REPLY_SHARE)
 
 
-REMARK = Reach()
+SEARCH = Reach()  # a look-up asked for: the recall tool, /recall
+# A remark is looked up unasked before every reply, and its hits are new text paid in full each turn (bench
+# cache_efficiency: 155-210 tokens a turn at MIN_COVERAGE, a twentieth of a turn's cost): only what echoes it
+# strongly is worth that. A question is where recall answers.
+REMARK = Reach(coverage=REMARK_COVERAGE)
 # A question is where recall answers, and has the room for it: twice the hits, and weaker ones (a question's
 # words are seldom its answer's, so its evidence carries less of them). Twice the candidates found no more.
 # Its best message hits bring the replies they had: an answer seldom repeats the question's words.
@@ -267,7 +272,7 @@ QUESTION = Reach(CANDIDATES, 32, 0.2, replies=8)
 REPLY_SHARE = 0.5  # a reply found through the message it answers ranks at this share of that message's score
 
 
-async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach: Reach = REMARK,
+async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach: Reach = SEARCH,
                  context: str = "", frequencies: Frequencies | None = None, unindexed_ok: int = 0,
                  now: float | None = None, sent: asyncio.Event | None = None) -> list[Hit]:
     """The best hits for a query text that the request does not already carry, best first.

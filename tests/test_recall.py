@@ -448,6 +448,26 @@ async def test_a_question_gets_more_recall_room_than_a_remark_but_not_where_tail
     await e.close()
 
 
+async def test_a_remark_recalls_only_what_echoes_it_and_a_question_or_a_look_up_reaches_the_rest(engine):
+    """A remark's recall comes unasked before every reply, each token new and paid in full: only a message that
+    carries most of the remark's information is worth it. Asked (a question, the recall tool), a part does."""
+    await engine.conversations.hear(RANDOM, "the brass orrery in the attic has a cracked saturn ring",
+                                    author_name="ana", external_id=1)
+    await engine.conversations.hear(RANDOM, "my orrery with a saturn from the flea market keeps good time",
+                                    author_name="ben", external_id=2)
+    for n in range(30):  # other words, so the planted ones are rare
+        await engine.conversations.hear(RANDOM, f"plain chatter number {n} about the weather", author_name="cy",
+                                        external_id=10 + n)
+    remark = await engine.conversations.preview(GENERAL, "the orrery saturn ring is cracked again, brass is soft",
+                                                author_name="dee")
+    assert [h.text for h in remark.recalled] == ["the brass orrery in the attic has a cracked saturn ring"]
+    question = await engine.conversations.preview(GENERAL, "is the orrery saturn ring cracked again, brass is soft?",
+                                                  author_name="dee")
+    assert "my orrery with a saturn from the flea market keeps good time" in [h.text for h in question.recalled]
+    looked_up = await engine.archive.recall(GENERAL, "the orrery saturn ring is cracked again, brass is soft")
+    assert "my orrery with a saturn from the flea market keeps good time" in [h.text for h in looked_up]
+
+
 def test_what_asks_and_what_only_remarks():
     for text in ("where does Odalys live?", "When did we go hiking", "do you remember the lantern",
                  "Caroline's birthday — remember it?", "いつ京都に行ったっけ", "猫の名前は何だった"):

@@ -30,7 +30,7 @@ class Archive:
         `replies`, what was said back to the messages found too (as for a question)."""
         root = await self._stelis.root(scope)
         seen = await self._assembler.visibilities.of(self._store, root)
-        reach = replace(recall.REMARK, limit=limit, replies=recall.QUESTION.replies if replies else 0)
+        reach = replace(recall.SEARCH, limit=limit, replies=recall.QUESTION.replies if replies else 0)
         return await recall.search(self._store, seen, query, recall.Shown(), reach,
                                    frequencies=self._assembler.frequencies, now=self._store.clock())
 
