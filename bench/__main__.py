@@ -57,7 +57,7 @@ def streaming(args: argparse.Namespace) -> dict[str, Callable[[], Awaitable[list
     return {
         "cache_efficiency": lambda: cache_efficiency.run(
             turns, cache_efficiency.BUDGETS[:2] if quick else cache_efficiency.BUDGETS, _print_line, args.seed,
-            tuple(args.strategies)),
+            tuple(args.strategies), not args.chat_only),
         "memory_quality": lambda: memory_quality.run(
             memory_quality.QUICK_CONVERSATIONS if quick else memory_quality.CONVERSATIONS,
             memory_quality.BUDGETS, _print_line, data),
@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{cache_efficiency.TURNS:,}; the issue's held-out comparison runs 600)")
     parser.add_argument("--seed", type=int, default=cache_efficiency.SEED,
                         help="cache_efficiency: another conversation of the same kind")
+    parser.add_argument("--chat-only", action="store_true",
+                        help="cache_efficiency: a script of chat alone, no tool calls and their long outputs")
     parser.add_argument("--strategies", type=_strategies, default=list(cache_efficiency.STRATEGIES),
                         help="cache_efficiency: a comma-separated subset of " + ", ".join(cache_efficiency.STRATEGIES))
     args = parser.parse_args(argv)

@@ -71,12 +71,13 @@ class Step:
         return sum(count_tokens(m.content) for m in self.said)
 
 
-def script(turns: int, rare: float, seed: int = SEED, ask_every: int = 0) -> list[Step]:
-    """The turns; with `ask_every`, every such user message is a question (recall is given more room for one)."""
+def script(turns: int, rare: float, seed: int = SEED, ask_every: int = 0, tools: bool = True) -> list[Step]:
+    """The turns; with `ask_every`, every such user message is a question (recall is given more room for one);
+    without `tools`, chat alone (no tool call and its output of up to 200 lines every fifteenth turn)."""
     rng = random.Random(seed)
     steps = []
     for turn in range(turns):
-        said = tool_pair(rng, turn, rare) if turn % 15 == 7 else []
+        said = tool_pair(rng, turn, rare) if tools and turn % 15 == 7 else []
         message = user_message(rng, turn, rare)
         if ask_every and turn % ask_every == 0:
             message = asking(message)
@@ -102,8 +103,8 @@ Reply = Callable[[Step], Awaitable[None]]
 
 
 async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: str = "zipf",
-                   ask_every: int = 0, seed: int = SEED) -> dict:
-    steps = script(turns, VOCABULARIES[vocabulary], seed, ask_every)
+                   ask_every: int = 0, seed: int = SEED, tools: bool = True) -> dict:
+    steps = script(turns, VOCABULARIES[vocabulary], seed, ask_every, tools)
     scripted = Scripted()
     server = await FakeAnthropic(responder=scripted).start()
     llm = AnthropicLLM(AnthropicConfig(api_key="bench", base_url=server.base_url, max_retries=0, stream=False),
@@ -116,7 +117,7 @@ async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: s
                 scripted.reply = step.reply
                 await turn(step)
     await server.stop()
-    return {**_report(strategy, budget, turns, vocabulary, server, steps), "seed": seed}
+    return {**_report(strategy, budget, turns, vocabulary, server, steps), "seed": seed, "tools": tools}
 
 
 def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: FakeAnthropic,
@@ -297,14 +298,14 @@ QUICK_TURNS = 400  # --quick: enough turns for several cuts at 8k, in about a mi
 
 
 async def run(turns: int = TURNS, budgets: tuple[int, ...] = BUDGETS, report: Report | None = None,
-              seed: int = SEED, strategies: tuple[str, ...] = STRATEGIES) -> list[dict]:
+              seed: int = SEED, strategies: tuple[str, ...] = STRATEGIES, tools: bool = True) -> list[dict]:
     """Each of `strategies` at every budget; each line goes to `report` as soon as it is measured."""
     results = []
     for budget in budgets:
         base = 0.0
         # the full engine first (as STRATEGIES lists it): the others' costs are given relative to it
         for strategy in sorted(strategies, key=STRATEGIES.index):
-            row = await simulate(strategy, budget, turns, seed=seed)
+            row = await simulate(strategy, budget, turns, seed=seed, tools=tools)
             if strategy == "stelis":
                 base = row["cost_per_turn"]
             if base:

@@ -25,7 +25,7 @@ def test_cache_efficiency_prints_each_line_as_it_is_measured_and_quick_runs_less
 
     asked = []
 
-    async def simulate(strategy, budget, turns, seed):
+    async def simulate(strategy, budget, turns, seed, tools):
         printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         asked.append((strategy, budget, turns, len(printed)))
         return {"strategy": strategy, "budget": budget, "cost_per_turn": 100.0 if strategy == "stelis" else 150.0}
@@ -56,19 +56,19 @@ def test_cache_efficiency_runs_the_turns_seed_and_strategies_asked_for(monkeypat
 
     asked = []
 
-    async def simulate(strategy, budget, turns, seed):
-        asked.append((strategy, budget, turns, seed))
+    async def simulate(strategy, budget, turns, seed, tools):
+        asked.append((strategy, budget, turns, seed, tools))
         return {"strategy": strategy, "budget": budget, "cost_per_turn": 100.0 if strategy == "stelis" else 90.0}
 
     monkeypatch.setattr(cache_efficiency, "simulate", simulate)
     assert main(["cache_efficiency", "--turns", "600", "--seed", "601", "--strategies", "letta,stelis"]) == 0
-    assert asked == [(s, b, 600, 601) for b in cache_efficiency.BUDGETS for s in ("stelis", "letta")]
+    assert asked == [(s, b, 600, 601, True) for b in cache_efficiency.BUDGETS for s in ("stelis", "letta")]
     letta = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1]
     assert letta["strategy"] == "letta" and letta["cost_vs_stelis"] == 0.9
 
     asked.clear()
-    main(["cache_efficiency", "--strategies", "naive"])  # no full engine to compare with: no ratio, no error
-    assert [a[0] for a in asked] == ["naive"] * 3
+    main(["cache_efficiency", "--strategies", "naive", "--chat-only"])  # no full engine to compare with: no ratio
+    assert [(a[0], a[4]) for a in asked] == [("naive", False)] * 3
     assert all("cost_vs_stelis" not in json.loads(line) for line in capsys.readouterr().out.splitlines())
 
     for wrong, said in ((["--strategies", "letta,memgpt"], "unknown strategy memgpt"),
@@ -85,6 +85,10 @@ def test_cache_efficiency_script_is_another_conversation_for_another_seed():
     first, again, other = (script(30, RARE_SHARE, seed) for seed in (600, 600, 601))
     assert [s.reply for s in first] == [s.reply for s in again]
     assert [s.reply for s in first] != [s.reply for s in other]
+    said = [m.role for step in first for m in step.said]
+    assert "tool" in said and said.count("user") == 30
+    chat = [m.role for step in script(30, RARE_SHARE, tools=False) for m in step.said]
+    assert chat == ["user"] * 30
 
 
 async def test_memory_quality_previews_a_question_without_storing_or_erasing_anything(make_config):
