@@ -63,6 +63,7 @@ COPIED_TABLES: dict[str, tuple[str, ...]] = {
     "memory_channels": ("thread_id",), "memory_pins": ("id",), "settings": ("scope", "scope_id", "key"),
     "optouts": ("persona", "user_id"), "playbook_runs": ("id",), "playbook_steps": ("id",), "tasks": ("id",),
     "autonomy_log": ("id",), "model_usage": ("persona", "guild_id", "day", "model"), "erasures": ("seq",),
+    "recall_counts": ("word",),  # recall's saved word counts: the copy's first start need not count every word
 }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot.migrate import migrate
 from bot.providers.offline import OfflineLLM
-from memory import threads
+from memory import recall, threads
 from memory.backends import open_store
 from memory.copying import copy_store
 from memory.records import ModelUsage, NewMessage, PlaybookStep, Scope
@@ -47,6 +47,11 @@ async def populate(store: Store) -> int:
     await store.set_window(root.id, window_start_seq=5, window_summary="before: hello")
     await store.append(root.id, NewMessage("user", "erase me", author_id=66))
     await store.purge(author_id=66, thread_ids=[root.id])  # its rewrite still pending: the copy carries that
+    await say(store, root.id, "said after the erasure, so recall's counts may be saved again")
+    await store.index_messages()
+    counted = recall.Frequencies()
+    await counted.warm(store)
+    assert await counted.save(store)
     return root.id
 
 
@@ -63,6 +68,8 @@ async def test_a_populated_sqlite_database_round_trips_through_postgresql(postgr
     root_id = await populate(source)
     expected_request = body(await assembler(source).assemble(root_id))  # (an assembly may save window state)
     expected_rows = await everything(source)
+    words = [recall.word_key(w) for w in ("issue", "message", "words", "answer")]
+    counted = await source.saved_counts(words)
     await source.close()
     assert all(expected_rows.values())  # every table has rows to carry
 
@@ -70,6 +77,7 @@ async def test_a_populated_sqlite_database_round_trips_through_postgresql(postgr
     assert await migrate(f"sqlite:///{source_path}", url) == 0
     target = await open_store(url)
     assert await everything(target) == expected_rows  # ids, versions, times, JSON text: all as they were
+    assert counted and await target.saved_counts(words) == counted  # its first start need not count them again
     assert body(await assembler(target).assemble(root_id)) == expected_request  # the same next request
     assert [m.seq for m in await matched_messages(target, ["東京タワー"], "Stelis", ("guild:1:channel:2",), 3)]
     newer, _ = await target.append(root_id, NewMessage("user", "after the move"))
