@@ -122,10 +122,11 @@ async def simulate(strategy: str, budget: int, turns: int = TURNS, vocabulary: s
 
 def _report(strategy: str, budget: int, turns: int, vocabulary: str, server: FakeAnthropic,
             steps: list[Step]) -> dict:
-    replies = [c.usage for c in server.calls if _is_reply(c.body)]
-    recalled = sum(_recall_tokens(c.body) for c in server.calls if c.usage and _is_reply(c.body))
+    answered = [c for c in server.calls if c.usage and _is_reply(c.body)]
+    replies = [c.usage for c in answered]
+    recalled = sum(_recall_tokens(c.body) for c in answered)
     outputs = {m.metadata["tool_use_id"]: count_tokens(m.content) for s in steps for m in s.said if m.role == "tool"}
-    reduced = sum(_reduced_tokens(c.body, outputs) for c in server.calls if c.usage and _is_reply(c.body))
+    reduced = sum(_reduced_tokens(c.body, outputs) for c in answered)
     other = [c for c in server.calls if c.usage and not _is_reply(c.body)]
     prompt = [u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] for u in replies]
     read = sum(u["cache_read_input_tokens"] for u in replies)
