@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
@@ -72,9 +71,8 @@ COLD_SECONDS = 300  # the history's cache lifetime: after it, bringing newer mem
 # A local server evaluates the window again on the CPU at each cut: half of turns_per_cut, so cuts stay rare
 # (shared/findings/real-models.md).
 CUT_ROOM_TURNS = 2
-# What a first cut or a trim's bridge reads of what leaves the window: the newest this many tokens (older ones are
-# the short-term memory's), within this share of a summarisation request. (A bridge whose gap began after the newest
-# memory version reads all of its run: the next version reads the bridge in their place.)
+# What a window's first cut reads of what leaves it (after a bulk import, the whole archive): the newest this many
+# tokens (older ones are the short-term memory's), within this share of a summarisation request.
 LEAVING_READ_TOKENS = 4_800
 ONE_CALL_SHARE = 0.8
 TRIM_VERSIONS = 3  # a trim looks for the messages it drops in this many of the thread's newest memory versions
@@ -841,71 +839,51 @@ class Assembler:
                                max_tokens=room, tier="light")
 
     def _leaving_read(self) -> int:
-        """The most a first cut or a bridge reads of what leaves the window, in tokens."""
+        """The most a first cut reads of what leaves the window, in tokens."""
         return min(LEAVING_READ_TOKENS, int(ONE_CALL_SHARE * self.stelis.chunk_tokens))
 
     async def _trim_state(self, thread: Thread, p: _Planned, head: int, start: int,
                           write: bool = True) -> dict[str, Any]:
         """Summarise the run a trim drops (after the head, before `start`) into the bridge, with the one before.
 
-        A bridge whose gap began after the thread's newest memory version reads all of its run and says so
-        (window_bridge_from): the next short-term version reads it in place of those messages (memory/short_term.py).
-        Any other reads the newest LEAVING_READ_TOKENS of the run (the rest is memory's job, read as said)."""
+        The bridge holds every message of its gap (in parts past one request), so the next short-term version reads
+        it in place of them (memory/short_term.py); window_bridge_from is the first message whose words it holds
+        (a memory version read in place of some of the run holds words from before the gap)."""
         lines = [Line.of(f"[earlier summary]\n{thread.window_bridge}")] if thread.window_bridge else []
         first = p.window[head]  # the gap's first message, unless the window was trimmed before
         if thread.window_gap_to is not None:  # the gap only grows: it starts where it started
-            gap_from, first_at = thread.window_gap_from, thread.window_bridge_first_at
+            gap_from, first_at, reach = thread.window_gap_from, thread.window_bridge_first_at, thread.window_bridge_from
         else:
-            gap_from, first_at = first.seq, first.created_at
-        newest = await self._newest_covered(thread)
-        whole = (not thread.window_bridge or thread.window_bridge_from is not None) \
-            and gap_from is not None and newest is not None and gap_from > newest
-        bound = None if whole else self._leaving_read() - sum(line.tokens for line in lines)
-        lines += await self._dropped(thread, p, p.window[head:start], bound)
-        bridge = await self._summary(lines, p.room, write)
-        # A whole bridge holds no version's words (none covers its gap): its words begin where its gap does.
+            gap_from, first_at, reach = first.seq, first.created_at, first.seq
+        dropped, versions_reach = await self._dropped(thread, p, p.window[head:start])
+        bridge = await self._summary(lines + dropped, p.room, write)
+        if reach is not None and versions_reach is not None:  # None: a bridge from before bridges held all of their
+            reach = min(reach, versions_reach)  # gap, which stands for no messages until the next cut
         return dict(window_gap_from=gap_from, window_gap_to=p.window[start].seq, window_bridge=bridge,
                     window_bridge_first_at=first_at, window_bridge_last_at=p.window[start - 1].created_at,
-                    window_bridge_from=gap_from if whole else None, window_trims=thread.window_trims + 1)
+                    window_bridge_from=reach, window_trims=thread.window_trims + 1)
 
-    async def _newest_covered(self, thread: Thread) -> int | None:
-        """The last message the thread's newest short-term version covers (0: none yet; None: a thread without one)."""
-        scope = thread.memory_scope
-        if scope is None:
-            return None
-        newest = await self.store.latest_record(thread.persona, *scope, "short_term")
-        return (newest.last_seq or 0) if newest is not None else 0
-
-    async def _dropped(self, thread: Thread, p: _Planned, run: list[Message], bound: int | None) -> list[Line]:
-        """What a bridge is written from, the newest first within `bound` tokens if given (the rest is memory's job):
-        of the run a trim drops, nothing a shown memory version covers; a newer version of the thread's own where it
-        is shorter than the messages it covers (the memory work read them already); the rest as said."""
+    async def _dropped(self, thread: Thread, p: _Planned, run: list[Message]) -> tuple[list[Line], int | None]:
+        """What a bridge is written from, and the first message whose words a memory version in it holds: of the run
+        a trim drops, nothing a shown memory version covers; a newer version of the thread's own where it is shorter
+        than the messages it covers (the memory work read them already); the rest as said."""
         covered = p.layers.covered_to or 0
         run = [m for m in run if m.seq > covered]
         scope = thread.memory_scope
         newer = [] if scope is None or not run else [
             v for v in await self.store.recent_records(thread.persona, *scope, "short_term", TRIM_VERSIONS)
             if v.first_seq is not None and v.last_seq is not None and v.last_seq > covered]
-        left = math.inf if bound is None else bound
-        read: list[list[Line]] = []
-        for version, messages in reversed(_by_version(run, newer)):
+        lines: list[Line] = []
+        reaches: list[int] = []
+        for version, messages in _by_version(run, newer):
             if version is not None and \
                     (memory := Line.of(_memory_of(version))).tokens < sum(m.token_count for m in messages):
-                left -= memory.tokens
-                if left < 0:
-                    break
-                read.append([memory])
+                lines.append(memory)
+                if version.reach is not None:
+                    reaches.append(version.reach)
                 continue
-            kept: list[Message] = []
-            for message in reversed(messages):
-                left -= message.token_count
-                if left < 0:
-                    break
-                kept.insert(0, message)
-            read.append([Line(*line) for line in dated_transcript(kept, p.seen.viewer, self.policy)])
-            if left < 0:
-                break
-        return [line for part in reversed(read) for line in part]
+            lines += [Line(*line) for line in dated_transcript(messages, p.seen.viewer, self.policy)]
+        return lines, min(reaches, default=None)
 
     async def _fold(self, thread: Thread, state: dict[str, Any], preview: bool) -> Thread:
         """Move the window's start (unless previewing); `state` holds the summary that stands in for what left."""

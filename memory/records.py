@@ -76,7 +76,7 @@ class Thread:
     window_bridge: str | None = None
     window_bridge_first_at: float | None = None
     window_bridge_last_at: float | None = None
-    window_bridge_from: int | None = None  # the first message whose words the bridge may hold (None: not all of its)
+    window_bridge_from: int | None = None  # the first message whose words the bridge holds (None: an old bridge)
     window_trims: int = 0  # trims since the window last restarted
     window_cached_after: int | None = None  # the newest message of the last request that rewrote the prefix
     owner: str | None = None  # the process that opened it (a sweep aborts it only once that process is gone)

@@ -562,10 +562,10 @@ async def test_an_edit_or_rollback_of_a_version_that_read_a_window_summary_is_re
     assert await traces(engine, config, SECRET) == []
 
 
-async def test_a_bridge_whose_words_reach_before_a_version_is_not_read_for_it(world):
+async def test_a_bridge_whose_words_reach_before_a_version_says_so_in_the_version_it_is_read_for(world):
     """A trim's bridge may hold a memory version's words for part of its gap, and so words said before the gap
-    (window_bridge_from): a version whose messages start after them reads the gap's messages as said, and erasing
-    the older words leaves none behind."""
+    (window_bridge_from): a version that reads it in place of the gap's messages records where its reading began,
+    and erasing the older words rewrites it too, leaving none behind."""
     engine, clock, config = world
     await cut_over_ana(engine, clock)
     root = await engine.stelis.root(GENERAL)
@@ -577,7 +577,7 @@ async def test_a_bridge_whose_words_reach_before_a_version_is_not_read_for_it(wo
     clock.advance(IDLE)
     await engine.memory.run_due()
     _, v2 = await engine.store.recent_records(engine.persona, "channel", GENERAL.channel_id, "short_term", 10)
-    assert SECRET not in v2.content and "read_from" not in v2.metadata and "kiln" in v2.content
+    assert SECRET in v2.content and v2.metadata["read_from"] == said[0].seq and "kiln" in v2.content
     await engine.forgetting.forget_person(ANA, guild_id=GENERAL.guild_id)
     assert await traces(engine, config, SECRET) == []
 

@@ -780,6 +780,32 @@ async def test_a_version_reads_what_a_window_cut_summarised_as_that_summary_not_
     assert len(await versions(engine, GENERAL)) == 2
 
 
+async def test_a_bridge_whose_gap_began_before_the_versions_messages_stands_for_those_in_it(world):
+    """A window trims for longer than a version takes, so a bridge's gap usually began among the previous version's
+    messages: the next version reads the bridge for the gap's messages it covers (the memory work reads each message
+    once), the ones after the gap as said, and records that its reading began where the bridge's words do."""
+    engine, clock, llm = world
+    await say(engine, GENERAL, "early part of the gap", "the gap goes on")
+    await idle(engine, clock)  # v1 covers the gap's first two messages
+    await say(engine, GENERAL, *[f"bridged detail {i}" for i in range(3)], "after the bridge")
+    root = await engine.stelis.root(GENERAL)
+    said = {m.content: m async for m in engine.store.span(root.id, None, None)}
+    gap_from = said["early part of the gap"]
+    await engine.store.set_window(root.id, window_start_seq=gap_from.seq, window_gap_from=gap_from.seq,
+                                  window_gap_to=said["after the bridge"].seq,
+                                  window_bridge="BRIDGE: the gap and three items",
+                                  window_bridge_first_at=gap_from.created_at,
+                                  window_bridge_last_at=said["bridged detail 2"].created_at, window_trims=2,
+                                  window_bridge_from=gap_from.seq - 1)  # it read a version reaching further back
+    await idle(engine, clock)
+    text = _version_requests(llm)[-1].split("<transcript>")[1]
+    assert text.count("BRIDGE") == 1 and "bridged detail" not in text and "after the bridge" in text
+    assert text.index("BRIDGE") < text.index("after the bridge")
+    v1, v2 = await engine.store.recent_records(engine.persona, "channel", GENERAL.channel_id, "short_term", 10)
+    assert v2.first_seq == said["bridged detail 0"].seq and v2.metadata["read_from"] == gap_from.seq - 1
+    assert v2.reach == gap_from.seq - 1 < v1.first_seq <= gap_from.seq  # an erasure there rewrites it too
+
+
 async def test_a_rolling_summary_older_than_the_new_messages_or_a_regeneration_reads_the_messages(world):
     engine, clock, llm = world
     await say(engine, GENERAL, "old chatter one", "old chatter two")
