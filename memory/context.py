@@ -851,14 +851,15 @@ class Assembler:
         (a memory version read in place of some of the run holds words from before the gap)."""
         lines = [Line.of(f"[earlier summary]\n{thread.window_bridge}")] if thread.window_bridge else []
         first = p.window[head]  # the gap's first message, unless the window was trimmed before
-        if thread.window_gap_to is not None:  # the gap only grows: it starts where it started
+        if thread.window_gap_to is not None:  # the gap only grows: it starts where it started (a reach of None: a
+            # bridge from before bridges held all of their gap, which stands for no messages until the next cut)
             gap_from, first_at, reach = thread.window_gap_from, thread.window_bridge_first_at, thread.window_bridge_from
         else:
             gap_from, first_at, reach = first.seq, first.created_at, first.seq
         dropped, versions_reach = await self._dropped(thread, p, p.window[head:start])
         bridge = await self._summary(lines + dropped, p.room, write)
-        if reach is not None and versions_reach is not None:  # None: a bridge from before bridges held all of their
-            reach = min(reach, versions_reach)  # gap, which stands for no messages until the next cut
+        if reach is not None and versions_reach is not None:
+            reach = min(reach, versions_reach)
         return dict(window_gap_from=gap_from, window_gap_to=p.window[start].seq, window_bridge=bridge,
                     window_bridge_first_at=first_at, window_bridge_last_at=p.window[start - 1].created_at,
                     window_bridge_from=reach, window_trims=thread.window_trims + 1)

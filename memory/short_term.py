@@ -156,7 +156,7 @@ def _stand_ins(messages: list[Message], thread: Thread | None) -> list[_StandIn]
     before the window, and a trimmed window's bridge over its gap. A bridge holds every message of its gap (one
     written before bridges did, without window_bridge_from, stands for none); its gap usually began before the
     version's messages (a window trims for longer than a version takes), so it holds older words too: read for the
-    gap's messages, bench cache_efficiency at 16k 3,709 -> 3,613 a turn, memory_quality as before."""
+    gap's messages, bench cache_efficiency at 16k 3,709 -> 3,613 a turn, memory_quality at 16k 0.966 -> 0.961."""
     if thread is None or not messages:
         return []
     found = []
@@ -166,7 +166,7 @@ def _stand_ins(messages: list[Message], thread: Thread | None) -> list[_StandIn]
     if thread.window_bridge and thread.window_bridge_from is not None and thread.window_gap_from is not None \
             and thread.window_gap_to is not None:
         found.append(_StandIn(thread.window_gap_from, thread.window_gap_to - 1, bridge_summary(thread),
-                              min(thread.window_gap_from, thread.window_bridge_from)))
+                              thread.window_bridge_from))
     return [s for s in found if s.last >= messages[0].seq and s.first <= messages[-1].seq]
 
 
