@@ -4,7 +4,8 @@ The reply's reserve comes off the top; what is left after the system prompt is s
 layers get a share, the volatile tail and recall get theirs, and the windows get the rest. Shares,
 not fixed token counts, so the same plan works from a 2k local model to a 200k one. The tail and
 recall are reserved only their floor: what a window leaves unused (all but the turns before a cut)
-is theirs up to their share, so no room sits empty while the window is cut early for it.
+is theirs up to their share, so no room sits empty while the window is cut early for it. Recall's
+floor is a question's: on a remark's turn the window may grow into it (memory/context.py, `_spare`).
 """
 
 from __future__ import annotations

@@ -194,6 +194,7 @@ class _Planned:
     room: int  # for the next rolling summary or bridge
     summary: int  # the current rolling summary's tokens
     bridge: int  # the current bridge's tokens
+    spare: int  # what the window may grow past its budget on this turn (recall's floor, on a remark's)
 
 
 class Rendering:
@@ -373,7 +374,7 @@ class Assembler:
             thread = await self._fold(thread, {**state, "memory_as_of": as_of, **rewritten}, preview)
             window = _shown(window, thread)
         else:
-            fold_soon = not naive and _nearly_full(p.items, p.budget, p.summary + p.bridge, self.policy)
+            fold_soon = not naive and _nearly_full(p.items, p.budget + p.spare, p.summary + p.bridge, self.policy)
             if not preview and as_of != thread.memory_as_of:  # stored with the thread's next message (the reply)
                 thread = self.store.note_window(thread, memory_as_of=as_of,
                                                 window_cached_after=window[-1].seq if window else None)
@@ -478,7 +479,7 @@ class Assembler:
         """(head, start) when the window overflows: as prepared ahead if that still fits, else a trim while
         the window has trims left and room for one, else a cut."""
         start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force,
-                         p.head if thread.window_gap_to is not None else 0)
+                         p.head if thread.window_gap_to is not None else 0, p.spare)
         if start is None:
             return None
         ready = None if force else self._ready(thread, p)
@@ -504,7 +505,9 @@ class Assembler:
         ratios = [t.window_ratio for t in reversed(chain[:-1])]
         own_budget = window_size(capacity, ratios)
         seen = self._rendering(thread, chain, int(own_budget * MESSAGE_SHARE))
-        window, items, whole = await self._read(thread, own_budget, seen, extra, naive, opened)
+        # as far as a remark's turn lets it grow: read any shorter, a window in recall's floor would slide
+        window, items, whole = await self._read(thread, own_budget + (0 if naive else budget.recall_floor), seen,
+                                                extra, naive, opened)
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
         bridge = cached_tokens(thread.window_bridge) if thread.window_bridge and not naive else 0
@@ -513,7 +516,15 @@ class Assembler:
         floor = thread.window_cached_after
         cached = 0 if floor is None else bisect_right(window, floor, key=_seq)
         return _Planned(layers, capacity, ratios, own_budget, seen, window, items, whole, head, marked, cached, room,
-                        summary, bridge)
+                        summary, bridge, self._spare(window, budget))
+
+    def _spare(self, window: list[Message], budget: Plan) -> int:
+        """Recall's floor, where this turn's message is a remark: its recall (a few lines, seldom any) takes what
+        the window leaves, so the window grows into the floor before it is trimmed. A question's recall keeps it,
+        and so does every turn where each reply's tail stays in the window (a question's room is a remark's)."""
+        last = window[-1] if window else None
+        remark = last is not None and last.role == "user" and not recall.asks(last.content)
+        return budget.recall_floor if remark and not self.keep_tails else 0
 
     def _base(self, thread: Thread) -> tuple[Any, ...]:
         """What a prepared cut depends on: the window's start, the summary's end, its gap, where the cache

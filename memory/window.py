@@ -114,12 +114,13 @@ def _roomy(sizes: list[int], budget: int, policy: ContextSettings) -> float:
 
 
 def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,
-             summary_room: int | None = None, force: bool = False, head: int = 0) -> int | None:
+             summary_room: int | None = None, force: bool = False, head: int = 0, spare: int = 0) -> int | None:
     """Index of the new first item after one cut, or None when everything fits (and not `force`d).
 
     `summary_tokens` is the current summaries' size, `summary_room` what the next one may take;
     `force` plans the cut the window will take when it overflows, to summarise it ahead of time;
-    a trimmed window (`head` items before its gap) restarts after its gap. Cuts only before a turn
+    a trimmed window (`head` items before its gap) restarts after its gap; it overflows only past the budget and
+    `spare` (room the request lends it this turn), but is cut within the budget. Cuts only before a turn
     start, so no tool_use is parted from its result and the window never opens with an assistant
     turn or an orphan tool result.
     """
@@ -132,7 +133,7 @@ def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summar
             f"the newest turn alone needs {locked} tokens but the window holds {budget}; "
             "raise llm.context_tokens"
         )
-    if total <= budget and not force:
+    if total <= budget + spare and not force:
         return None
     target = max(0, int(budget * fill_target(items, budget, policy)) - room)
     suffix = locked

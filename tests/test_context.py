@@ -244,6 +244,33 @@ async def test_the_protected_region_is_the_parents_share(store):
     assert "parent message 79 " in text and "parent message 0 " not in text
 
 
+async def test_a_remark_lets_the_window_grow_into_recalls_floor_and_a_question_keeps_it(store):
+    """Recall's floor is reserved for a question: on a remark's turn the window grows into it before it overflows
+    (a remark's recall takes what is left), read whole by an assembler that keeps nothing, so its start holds
+    still; a question asked there overflows it and leaves recall its floor."""
+    r = await root(store)
+    floor = plan(Budget(8_000, 200), 0).recall_floor
+    grown, first = [], None
+    for i in range(60):
+        await say(store, r.id, f"note {i} " + "filler " * 100)
+        a = await assembler(store, context_tokens=8_000).assemble(r.id)  # nothing kept: the window read back
+        held = a.parts["history"] + a.parts["summary"]
+        if a.cut:
+            first = None
+        elif held > a.window_budget:
+            assert first is None or a.window_messages[0].seq == first  # never slid a message at a time
+            first = a.window_messages[0].seq
+            grown.append(held - a.window_budget)
+            asked = await assembler(store, context_tokens=8_000).assemble(
+                r.id, incoming=NewMessage("user", "what did we say about note 3?"), persist=False)
+            assert asked.cut  # a question's turn keeps recall's floor
+            spent = sum(v for k, v in asked.parts.items() if k not in ("output", "free", "recall"))
+            assert asked.parts.get("recall", 0) + spent <= plan(Budget(8_000, 200), 0).input
+            assert plan(Budget(8_000, 200), 0).input - spent >= floor
+        await answer(store, r.id, f"ok {i}")
+    assert grown and max(grown) <= floor
+
+
 async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
     r = await root(store)
     asm = assembler(store, context_tokens=3_000)
@@ -1015,15 +1042,17 @@ async def test_a_cut_summarised_ahead_is_one_the_overflow_uses_and_none_is_paid_
     asm.policy = asm.policy.model_copy(update={"trims": 0, "cut_room_turns": room, "turns_per_cut": 2 * room})
     asm.stelis = asm.stelis.model_copy(update={"chunk_tokens": 24_000})  # one request a summary
     prepared = folds = 0
-    for n in range(80):
+    for n in range(120):
         await say(store, r.id, f"m{n} " + "word " * 120)
         before = (await store.thread(r.id)).window_start_seq
         assembly = await asm.assemble(r.id)
         folds += assembly.thread.window_start_seq != before
+        if folds == 4:  # stop at a cut: nothing summarised ahead is still waiting for its overflow
+            break
         await answer(store, r.id, f"r{n} " + "answer " * 120)
         if assembly.fold_soon:
             prepared += await asm.prepare_fold(r.id)
     summaries = sum(request.purpose == "summary" for request in llm.requests)
-    assert folds >= 3, "the window never cut: the test proves nothing"
+    assert folds == 4, "the window never cut: the test proves nothing"
     assert summaries == folds  # each cut's summary written once, ahead or at the cut
     assert (prepared > 0) == (room > 2)

@@ -47,6 +47,13 @@ def test_nothing_is_cut_while_the_window_fits():
     assert plan_cut(items((10, True), (10, False), (10, True)), budget=30, policy=POLICY) is None
 
 
+def test_a_spare_delays_the_overflow_but_the_cut_is_planned_within_the_budget():
+    history = items(*[(10, i % 2 == 0) for i in range(12)])  # six turns of 20
+    roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=1)
+    assert plan_cut(history, budget=100, policy=roomy, spare=20) is None
+    assert plan_cut(history, budget=100, policy=roomy, spare=19) == plan_cut(history, budget=100, policy=roomy) == 6
+
+
 def test_one_cut_down_to_the_low_water_mark_at_a_turn_start():
     history = items(*[(10, i % 2 == 0) for i in range(20)])  # user/assistant pairs of 10 tokens
     roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=4)
