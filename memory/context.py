@@ -483,13 +483,18 @@ class Assembler:
         if start is None:
             return None
         ready = None if force else self._ready(thread, p)
-        if ready is not None:
+        if ready is not None and not ready.cut[0]:
             return ready.cut
+        trim = None
         if p.whole and thread.window_trims < self.policy.trims:
             trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked)
-            if trim is not None and trim_pays(p.items, p.budget, p.summary, p.room, trim, start):
-                return trim
-        return 0, start
+            if trim is not None and not trim_pays(p.items, p.budget, p.summary, p.room, trim, start):
+                trim = None
+        # A trim prepared ahead planned a new head on the window as it was: where a long tool output was among the
+        # locked turns then, the head stopped before it, and every trim until the next cut keeps that head.
+        if ready is not None and (trim is None or ready.cut[0] >= trim[0]):
+            return ready.cut
+        return trim or (0, start)
 
     async def _system(self, chain: list[Thread], tools: tuple[Tool, ...]) -> tuple[Persona, str, Plan]:
         """The persona, its system prompt, and the request's budget shared out around it."""

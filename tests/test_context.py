@@ -1031,6 +1031,40 @@ async def test_a_trims_bridge_reads_all_of_a_run_longer_than_a_first_cut_reads_a
     assert longest > context.LEAVING_READ_TOKENS  # what a first cut reads, and a bridge read before
 
 
+async def test_a_trim_prepared_ahead_gives_way_to_a_longer_head_planned_at_the_overflow(store):
+    """A trim summarised ahead planned its head on the window as it was then; where a long tool output was among
+    the locked turns, that head was shorter than the overflow's own plan, and every trim until the next cut keeps
+    it. The window keeps the head it would have kept had nothing been prepared."""
+    async def turn(thread_id: int, n: int) -> None:
+        if n % 9 == 4:
+            await say(store, thread_id, f"m{n} run it")
+            uses = [{"id": f"t{thread_id}-{n}", "name": "run", "input": {}}]
+            await store.append(thread_id, NewMessage("assistant", "running", metadata={"tool_use": uses}))
+            output = "\n".join(f"line {j} " + "out " * 40 for j in range(25))  # long, but not reduced
+            await store.append(thread_id, NewMessage("tool", output, metadata={"tool_use_id": f"t{thread_id}-{n}"}))
+        await say(store, thread_id, f"m{n} " + "word " * 60)
+
+    def head(a) -> int:
+        return sum(m.seq < a.thread.window_gap_from for m in a.window_messages)
+
+    ahead, inline = await root(store), await store.root_thread("Stelis", Scope.channel(1, 3), 0.8)
+    asm = assembler(store, context_tokens=8_000, locked_turns=2, llm=Recording())
+    prepared = trims = 0
+    for n in range(30):
+        for thread_id in (ahead.id, inline.id):
+            await turn(thread_id, n)
+        a, b = await asm.assemble(ahead.id), await asm.assemble(inline.id)
+        if a.thread.window_gap_to is not None:
+            trims += 1
+            assert head(a) == head(b)
+            break
+        await answer(store, ahead.id, f"r{n} " + "answer " * 60)
+        await answer(store, inline.id, f"r{n} " + "answer " * 60)
+        if a.fold_soon:
+            prepared += await asm.prepare_fold(ahead.id)
+    assert trims and prepared, "no trim was prepared ahead: the test proves nothing"
+
+
 @pytest.mark.parametrize("room", [2, 12])
 async def test_a_cut_summarised_ahead_is_one_the_overflow_uses_and_none_is_paid_for_nothing(store, room):
     """What a reply reports as soon to fold is summarised in the background (prepare_fold) only where the cut it
