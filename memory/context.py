@@ -476,8 +476,8 @@ class Assembler:
             as_of, fresh = newest, True
 
     def _cut(self, thread: Thread, p: _Planned, force: bool) -> tuple[int, int] | None:
-        """(head, start) when the window overflows: as prepared ahead if that still fits, else a trim while
-        the window has trims left and room for one, else a cut."""
+        """(head, start) when the window overflows: as prepared ahead if that still fits (a trim, unless one planned
+        now keeps a longer head), else a trim while the window has trims left and room for one, else a cut."""
         start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force,
                          p.head if thread.window_gap_to is not None else 0, p.spare)
         if start is None:
