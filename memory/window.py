@@ -147,24 +147,6 @@ def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summar
     return best
 
 
-def head_end(items: Sequence[Item], start: int, budget: int, policy: ContextSettings, summary_tokens: int,
-             summary_room: int) -> int | None:
-    """Where a cut starting at `start` lets its next trim's head end: the last turn start that leaves a cut's fill room
-    for the summaries and locked turns of the usual size (not the cut's own: a long tool output among them, or a
-    small window's cut keeping little more than them, would leave the head a turn or two). None: no turn fits."""
-    sizes = recent_turns(items)
-    room = int(budget * fill_target(items, budget, policy)) - summary_room - summary_tokens \
-        - int(policy.locked_turns * sum(sizes) / len(sizes))
-    end, used = None, 0
-    for i in range(start + 1, len(items)):
-        used += items[i - 1].tokens
-        if used > room:
-            break
-        if items[i].starts_turn:
-            end = i
-    return end
-
-
 def plan_trim(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,
               summary_room: int | None = None, head: int = 0, cached: int = 0,
               marked: int = 0) -> tuple[int, int] | None:

@@ -12,7 +12,6 @@ from memory.window import (
     Item,
     LockedBufferTooLarge,
     fill_target,
-    head_end,
     lock_limit,
     locked_start,
     plan_cut,
@@ -53,20 +52,6 @@ def test_a_spare_delays_the_overflow_but_the_cut_is_planned_within_the_budget():
     roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=1)
     assert plan_cut(history, budget=100, policy=roomy, spare=20) is None
     assert plan_cut(history, budget=100, policy=roomy, spare=19) == plan_cut(history, budget=100, policy=roomy) == 6
-
-
-def test_a_cuts_next_head_may_end_past_a_long_output_among_its_locked_turns():
-    """Where the cut's locked turns hold a long tool output, the next trim's head may end after it: it leaves room
-    for locked turns of the usual size, not for the cut's own."""
-    history = items(*([(10, True), (10, False)] * 30 + [(10, True), (140, False)] + [(10, True), (10, False)]))
-    policy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=40, turns_per_cut=1)
-    start = plan_cut(history, 1_200, policy, 0, 40, force=True)
-    lock = locked_start(history, 2, lock_limit(history, 1_200, policy, 40))
-    assert lock == 60 and head_end(history, start, 1_200, policy, 30, 40) == 62  # the long turn's end
-    start = plan_cut(history, 800, policy, 0, 40, force=True)  # a smaller window: the long turn does not fit a head
-    assert head_end(history, start, 800, policy, 30, 40) == 60
-    assert head_end(history, start, 800, policy, 300, 40) == start + 10  # a long summary leaves the head less
-    assert head_end(history, start, 800, policy, 400, 40) is None
 
 
 def test_one_cut_down_to_the_low_water_mark_at_a_turn_start():
