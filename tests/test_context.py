@@ -249,7 +249,7 @@ async def test_a_remark_lets_the_window_grow_into_recalls_floor_and_a_question_k
     (a remark's recall takes what is left), read whole by an assembler that keeps nothing, so its start holds
     still; a question asked there overflows it and leaves recall its floor."""
     r = await root(store)
-    floor = plan(Budget(8_000, 200), 0).recall_floor
+    shares = plan(Budget(8_000, 200), 0)
     grown, first = [], None
     for i in range(60):
         await say(store, r.id, f"note {i} " + "filler " * 100)
@@ -265,10 +265,10 @@ async def test_a_remark_lets_the_window_grow_into_recalls_floor_and_a_question_k
                 r.id, incoming=NewMessage("user", "what did we say about note 3?"), persist=False)
             assert asked.cut  # a question's turn keeps recall's floor
             spent = sum(v for k, v in asked.parts.items() if k not in ("output", "free", "recall"))
-            assert asked.parts.get("recall", 0) + spent <= plan(Budget(8_000, 200), 0).input
-            assert plan(Budget(8_000, 200), 0).input - spent >= floor
+            assert asked.parts.get("recall", 0) + spent <= shares.input
+            assert shares.input - spent >= shares.recall_floor
         await answer(store, r.id, f"ok {i}")
-    assert grown and max(grown) <= floor
+    assert grown and max(grown) <= shares.recall_floor
 
 
 async def test_a_window_cut_folds_the_dropped_span_into_a_summary(store):
