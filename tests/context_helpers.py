@@ -52,11 +52,12 @@ async def answer(store: Store, thread_id: int, text: str) -> None:
     await store.append(thread_id, NewMessage("assistant", text))
 
 
-async def tool_burst(store: Store, thread_id: int, calls: int, lines: int, tag: str) -> None:
+async def tool_burst(store: Store, thread_id: int, calls: int, lines: int, tag: str, width: int = 0) -> None:
+    """`calls` tool calls and their outputs of `lines` lines each, every line `width` words longer."""
     uses = [{"id": f"{tag}-{i}", "name": "run", "input": {"n": i}} for i in range(calls)]
     await store.append(thread_id, NewMessage("assistant", f"running {calls} tool(s)", metadata={"tool_use": uses}))
     for use in uses:
-        output = "\n".join(f"{use['id']} output line {j}" for j in range(lines))
+        output = "\n".join(f"{use['id']} output line {j}" + " out" * width for j in range(lines))
         await store.append(thread_id, NewMessage("tool", output, metadata={"tool_use_id": use["id"]}))
 
 

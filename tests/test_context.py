@@ -1038,10 +1038,7 @@ async def test_a_trim_prepared_ahead_gives_way_to_a_longer_head_planned_at_the_o
     async def turn(thread_id: int, n: int) -> None:
         if n % 9 == 4:
             await say(store, thread_id, f"m{n} run it")
-            uses = [{"id": f"t{thread_id}-{n}", "name": "run", "input": {}}]
-            await store.append(thread_id, NewMessage("assistant", "running", metadata={"tool_use": uses}))
-            output = "\n".join(f"line {j} " + "out " * 40 for j in range(25))  # long, but not reduced
-            await store.append(thread_id, NewMessage("tool", output, metadata={"tool_use_id": f"t{thread_id}-{n}"}))
+            await tool_burst(store, thread_id, calls=1, lines=25, tag=f"t{n}", width=40)  # long, but not reduced
         await say(store, thread_id, f"m{n} " + "word " * 60)
 
     def head(a) -> int:
