@@ -33,6 +33,8 @@ from memory.records import (
     window_after,
 )
 from memory.settings import Triggers
+from memory.sqlite.batches import Batch
+from memory.sqlite.batches import run as run_batch
 from memory.sql.branches import BranchesSql
 from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
@@ -109,6 +111,11 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         self._write_lock = asyncio.Lock()
         # Texts stored since recall's index was last brought up to date (None: unknown, index first).
         self._pending: list[str] | None = None
+        self._changes = 1  # counts what may leave the index behind (a store, an edit; opening: unknown)
+        self._covered = 0  # the count the last batch indexed up to
+        self._indexing = asyncio.Lock()
+        self._batch: Batch | None = None  # the writes waiting for the database's thread to commit them together
+        self._flushes: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> SqliteStore:
@@ -137,6 +144,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return store
 
     async def close(self) -> None:
+        await asyncio.gather(*self._flushes, return_exceptions=True)  # writes on their way are committed first
         await self._db.close()
 
     def pool_usage(self) -> tuple[int, int]:
@@ -184,17 +192,36 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                 raise
 
     async def _atomic(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """A write transaction run whole in the database's thread, in one hop. The thread runs its hops one at a
-        time, so such writes need no lock among themselves: one waits only for a transaction of several hops
-        (`_transaction`) to end. (Each taking the lock, a write waited for the one before it to come back
-        through a busy loop: with hundreds of channels answering at once, writes queued behind each other.)"""
+        """A short write, committed with the others waiting for the database's thread (group commit: each its own
+        transaction, a burst of replies spent most of its time committing). Runs after any transaction of several
+        hops (`_transaction`) that is open when its batch is sent."""
+        found = self._batch.add(work) if self._batch is not None else None
+        if found is None:
+            self._batch = batch = Batch()
+            found = batch.add(work)
+            assert found is not None
+            flush = asyncio.ensure_future(self._flush(batch))
+            self._flushes.add(flush)
+            flush.add_done_callback(self._flushes.discard)
         try:
-            if not self._write_lock.locked():
-                return await _in_thread(self._db, _whole, work)
-            async with self._write_lock:
-                return await _in_thread(self._db, _whole, work)
+            result: T = await found
         except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
             raise _refused(exc) from exc
+        return result
+
+    async def _flush(self, batch: Batch) -> None:
+        try:
+            if self._write_lock.locked():
+                async with self._write_lock:
+                    results = await _in_thread(self._db, run_batch, batch)
+            else:
+                results = await _in_thread(self._db, run_batch, batch)
+        except BaseException as exc:
+            batch.fail(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        batch.settle(results)
 
     # threads
 
@@ -370,12 +397,22 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return len(rows)
 
     async def index_messages(self) -> int:
-        """Index for recall the messages stored since the last call, in one batch; how many there were."""
-        if self._pending == []:
-            return 0
-        before = self._pending
+        """Index for recall the messages stored before this call, in one batch; how many there were.
+
+        One batch at a time: a caller that waited for one may find its messages indexed (in a burst every reply's
+        recall finds the same backlog, and each sending a batch of its own put hundreds of writes in the queue).
+        """
+        asked = self._changes
+        async with self._indexing:
+            if self._pending == [] or self._covered >= asked:
+                return 0
+            return await self._index_batch()
+
+    async def _index_batch(self) -> int:
+        before, covered = self._pending, self._changes
         count = 0 if before is None else len(before)
         indexed = await self._atomic(_index_pending)
+        self._covered = covered  # stored before the batch was sent: its statement saw them
         if before is not None and self._pending is before:
             del before[:count]  # texts stored meanwhile stay pending: this batch may not have reached them
         elif before is None and self._pending is None:
@@ -411,10 +448,16 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return self._pending
 
     def _stored(self, text: str) -> None:
+        self._changes += 1
         if self._pending is not None:
             self._pending.append(text.lower())
             if len(self._pending) > PENDING_KEPT:
                 self._pending = None
+
+    def _unknown(self) -> None:
+        """The texts waiting to be indexed are not known: the next search indexes first."""
+        self._changes += 1
+        self._pending = None
 
     async def edit_message(self, external_id: int, content: str) -> Message | None:
         async with self._transaction() as db:
@@ -425,7 +468,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             )
             if rows:
                 await _revise(db, [next(iter(rows))["thread_id"]])
-        self._pending = None  # its text may be among those kept for counting: index before the next search
+        self._unknown()  # its text may be among those kept for counting: index before the next search
         return row_to.message(next(iter(rows))) if rows else None
 
     async def purge(self, *, author_id: int | None = None, thread_ids: list[int] | None = None,
@@ -460,7 +503,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                     await db.execute(statement)
         self.memory_changes += 1  # a pin that quoted it is gone
         self.branch_changes += 1  # and a branch's words
-        self._pending = None  # an erased text must not even be counted: index before the next search
+        self._unknown()  # an erased text must not even be counted: index before the next search
         return row_to.seqs_by_thread(rows)
 
     @asynccontextmanager
@@ -738,18 +781,6 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
 def _refused(exc: sqlite3.OperationalError) -> StoreError:
     return StoreError(f"the database refused a write ({exc}); nothing of it was saved")
-
-
-def _whole(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """`work` in a transaction of its own, in the database's thread: committed, or rolled back if anything fails."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        _roll_back(conn)
-        raise
-    return result
 
 
 def _opening(conn: sqlite3.Connection, thread_id: int, after_seq: int | None, limit: int, versions: int
