@@ -193,8 +193,8 @@ async def test_a_write_that_fails_in_a_shared_commit_is_undone_alone(store, tmp_
     behind and only its caller hears of it; the others are committed."""
     def setting(key: str, fail: bool = False):
         def work(conn):
-            conn.execute("INSERT INTO settings (scope, scope_id, key, value, updated_at) VALUES ('guild', 1, ?, '1', 0)",
-                         (key,))
+            conn.execute("INSERT INTO settings (scope, scope_id, key, value, updated_at)"
+                         " VALUES ('guild', 1, ?, '1', 0)", (key,))
             if fail:
                 raise ValueError("halfway")
             return key

@@ -33,8 +33,6 @@ from memory.records import (
     window_after,
 )
 from memory.settings import Triggers
-from memory.sqlite.batches import Batch
-from memory.sqlite.batches import run as run_batch
 from memory.sql.branches import BranchesSql
 from memory.sql.claims import ClaimsSql
 from memory.sql.copying import CopyingSql
@@ -51,6 +49,8 @@ from memory.sql.threads import (
     window_reset_sql,
 )
 from memory.sql.usage import UsageSql
+from memory.sqlite.batches import Batch
+from memory.sqlite.batches import run as run_batch
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, SEQ_MAX, Noted, erased_value, stale_summary
 from memory.tokens import count_tokens
