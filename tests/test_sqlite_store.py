@@ -451,3 +451,51 @@ def test_a_record_built_from_a_row_is_the_one_its_constructor_makes_and_a_strang
     assert row_to.thread(Row({k: v for k, v in vars(thread).items() if k != "revision"})).revision == 0  # its default
     with pytest.raises(TypeError, match="persona"):
         row_to.thread(Row({k: v for k, v in vars(thread).items() if k != "persona"}))
+
+
+async def test_a_shared_commit_that_fails_saves_none_of_its_writes_and_the_next_write_starts_clean(store):
+    """Issue 32: when the commit itself fails (here a foreign key checked only at commit), every write of the batch
+    hears of it and none is saved; the connection is left outside any transaction for the writes after."""
+    def setting(key: str):
+        return lambda conn: conn.execute("INSERT INTO settings (scope, scope_id, key, value, updated_at)"
+                                         " VALUES ('guild', 1, ?, '1', 0)", (key,)).rowcount
+
+    def dangling(conn):  # a message of no thread, found out only when the batch commits
+        conn.execute("PRAGMA defer_foreign_keys = ON")
+        return conn.execute("INSERT INTO messages (thread_id, role, content, metadata, token_count, created_at)"
+                            " VALUES (999999, 'user', 'x', '{}', 1, 0)").rowcount
+
+    done = await asyncio.gather(store._atomic(setting("a")), store._atomic(dangling), store._atomic(setting("b")),
+                                return_exceptions=True)
+    assert all(isinstance(d, sqlite3.IntegrityError) for d in done), done
+    assert await store._rows("SELECT key FROM settings WHERE scope = 'guild'") == []
+    assert await store._atomic(setting("c")) == 1
+    assert [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild'")] == ["c"]
+
+
+async def test_recall_indexes_one_batch_at_a_time_and_those_waiting_find_their_messages_in_it(store):
+    """Issue 32: five hundred replies at once each found the same backlog and each sent a batch to index it; now
+    those asking while a batch runs wait for it and find their messages indexed; a message stored later is indexed
+    by the next call, and a call with nothing new sends nothing."""
+    root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    batches = 0
+    real = store_module._index_pending
+
+    def counted(conn):
+        nonlocal batches
+        batches += 1
+        return real(conn)
+
+    async def indexed(word: str) -> bool:
+        return bool(await store._rows("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"{word}"',)))
+
+    store_module._index_pending = counted
+    try:
+        await store.append(root.id, NewMessage("user", "a zebra at the gate"))
+        await asyncio.gather(*(store.index_messages() for _ in range(50)))
+        assert batches == 1 and await indexed("zebra")
+        await store.append(root.id, NewMessage("user", "a quokka arrives late"))
+        assert await store.index_messages() == 1 and await indexed("quokka")
+        assert await store.index_messages() == 0 and batches == 2
+    finally:
+        store_module._index_pending = real
