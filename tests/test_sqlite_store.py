@@ -200,17 +200,31 @@ async def test_a_write_that_fails_in_a_shared_commit_is_undone_alone(store, tmp_
             return key
         return work
 
-    done = await asyncio.gather(store._atomic(setting("a")), store._atomic(setting("half", fail=True)),
-                                store._atomic(setting("b")), return_exceptions=True)
-    assert done[0] == "a" and done[2] == "b"
-    assert isinstance(done[1], ValueError)
+    batches = 0
+    real = store_module.run_batch
+
+    def counted(conn, batch):
+        nonlocal batches
+        batches += 1
+        return real(conn, batch)
+
+    store_module.run_batch = counted
+    try:  # the first goes alone; the three arriving while it is out share a commit
+        done = await asyncio.gather(store._atomic(setting("lone")), store._atomic(setting("a")),
+                                    store._atomic(setting("half", fail=True)), store._atomic(setting("b")),
+                                    return_exceptions=True)
+    finally:
+        store_module.run_batch = real
+    assert batches == 1
+    assert done[:2] == ["lone", "a"] and done[3] == "b"
+    assert isinstance(done[2], ValueError)
     rows = await store._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")
-    assert [r[0] for r in rows] == ["a", "b"]
+    assert [r[0] for r in rows] == ["a", "b", "lone"]
     await store.close()
     reopened = await open_store(tmp_path / "test.sqlite3")  # committed: on disk, not only in this connection
     try:
         assert [r[0] for r in await reopened._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")] \
-            == ["a", "b"]
+            == ["a", "b", "lone"]
     finally:
         await reopened.close()
 
@@ -465,12 +479,15 @@ async def test_a_shared_commit_that_fails_saves_none_of_its_writes_and_the_next_
         return conn.execute("INSERT INTO messages (thread_id, role, content, metadata, token_count, created_at)"
                             " VALUES (999999, 'user', 'x', '{}', 1, 0)").rowcount
 
-    done = await asyncio.gather(store._atomic(setting("a")), store._atomic(dangling), store._atomic(setting("b")),
-                                return_exceptions=True)
+    # the first goes alone (nothing else on its way); the three arriving while it is out share a commit
+    lone, *done = await asyncio.gather(store._atomic(setting("lone")), store._atomic(setting("a")),
+                                       store._atomic(dangling), store._atomic(setting("b")), return_exceptions=True)
+    assert lone == 1
     assert all(isinstance(d, sqlite3.IntegrityError) for d in done), done
-    assert await store._rows("SELECT key FROM settings WHERE scope = 'guild'") == []
+    assert [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild'")] == ["lone"]
     assert await store._atomic(setting("c")) == 1
-    assert [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild'")] == ["c"]
+    assert [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")] \
+        == ["c", "lone"]
 
 
 async def test_recall_indexes_one_batch_at_a_time_and_those_waiting_find_their_messages_in_it(store):

@@ -115,6 +115,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         self._covered = 0  # the count the last batch indexed up to
         self._indexing = asyncio.Lock()
         self._batch: Batch | None = None  # the writes waiting for the database's thread to commit them together
+        self._alone = 0  # writes sent on their own, not back yet
         self._flushes: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -192,21 +193,30 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                 raise
 
     async def _atomic(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """A short write, committed with the others waiting for the database's thread (group commit: each its own
-        transaction, a burst of replies spent most of its time committing). Runs after any transaction of several
-        hops (`_transaction`) that is open when its batch is sent."""
+        """A short write in a transaction of its own, or, when others are on their way to the database's thread,
+        committed with those that arrive meanwhile (group commit: a burst of replies had spent most of its time
+        committing). Runs after any transaction of several hops (`_transaction`) open when it is sent."""
+        try:
+            if self._batch is None and not self._alone and not self._write_lock.locked():
+                self._alone += 1  # nothing else on its way: straight to the thread, as cheap as a lone write can be
+                try:
+                    return await _in_thread(self._db, _whole, work)
+                finally:
+                    self._alone -= 1
+            return await self._batched(work)
+        except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
+            raise _refused(exc) from exc
+
+    async def _batched(self, work: Callable[[sqlite3.Connection], T]) -> T:
         found = self._batch.add(work) if self._batch is not None else None
-        if found is None:
+        if found is None:  # none open, or the open one is on its way: the next batch
             self._batch = batch = Batch()
             found = batch.add(work)
             assert found is not None
             flush = asyncio.ensure_future(self._flush(batch))
             self._flushes.add(flush)
             flush.add_done_callback(self._flushes.discard)
-        try:
-            result: T = await found
-        except sqlite3.OperationalError as exc:  # disk full, read-only file, locked too long
-            raise _refused(exc) from exc
+        result: T = await found
         return result
 
     async def _flush(self, batch: Batch) -> None:
@@ -221,6 +231,9 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             if not isinstance(exc, Exception):
                 raise
             return
+        finally:
+            if self._batch is batch:
+                self._batch = None
         batch.settle(results)
 
     # threads
@@ -781,6 +794,18 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
 def _refused(exc: sqlite3.OperationalError) -> StoreError:
     return StoreError(f"the database refused a write ({exc}); nothing of it was saved")
+
+
+def _whole(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """`work` in a transaction of its own, in the database's thread: committed, or rolled back if anything fails."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        _roll_back(conn)
+        raise
+    return result
 
 
 def _opening(conn: sqlite3.Connection, thread_id: int, after_seq: int | None, limit: int, versions: int
