@@ -176,6 +176,9 @@ async def replay(conv: Conversation, budget: int, tmp: Path) -> tuple[Engine, Me
                 await engine.conversations.reply(message.thread_id)
             except Exception:  # a reply that cannot be built is counted, not fatal here
                 llm.totals["reply_failures"] += 1
+        # Turns are minutes to days apart: what the bot does in the background meanwhile (recall's index, a cut
+        # summarised ahead) is done before the next, as it would be, not whenever this replay's wall clock lets it.
+        await engine.conversations.settle()
     clock.now = conv.turns[-1].at + 86_400
     await engine.memory.run_due()
     return engine, llm, clock, seqs

@@ -175,7 +175,8 @@ def select(sentences: list[Sentence], budget: int) -> list[Sentence]:
     covered: set[str] = set()
 
     def value(s: Sentence) -> float:
-        gain = sum(weights[w] * (1.0 if w not in covered else 0.3) for w in s.words) + base[s.index]
+        # fsum: a set's order changes with the process's hash seed, and a plain sum's last bits with it (ties)
+        gain = math.fsum(weights[w] * (1.0 if w not in covered else 0.3) for w in s.words) + base[s.index]
         # "haha yes", "Good morning everyone!", "ok 2": too few words that mean something on their own
         small_talk = sum(1 for w in s.words if not w.isdigit()) < 2
         return gain / (s.tokens + 6) * (0.3 if small_talk else 1.0)
