@@ -442,7 +442,8 @@ def rank(hits: Iterable[Hit], weights: dict[str, float], ties: dict[str, float] 
         who = hit.who.lower()
         by_speaker = {t for t in weights if excerpts.contains(t, who)}
         shown = excerpts.best(hit.text, {t: w for t, w in weights.items() if t not in by_speaker}, HIT_CHARS)
-        score = shown.score + sum(w for t, w in weights.items() if t in by_speaker) + days.get(dates.day_of(hit.at), 0.0)
+        said_by = sum(w for t, w in weights.items() if t in by_speaker)  # in the query's order, not the set's
+        score = shown.score + said_by + days.get(dates.day_of(hit.at), 0.0)
         if score < coverage * whole:
             continue
         lowered = shown.text.lower()
