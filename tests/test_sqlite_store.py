@@ -490,6 +490,24 @@ async def test_a_shared_commit_that_fails_saves_none_of_its_writes_and_the_next_
         == ["c", "lone"]
 
 
+async def test_a_disk_filling_up_during_a_burst_refuses_the_writes_that_do_not_fit_and_keeps_the_others(store):
+    """Issue 32: in a shared commit a write the full disk refuses is undone alone: the messages stored before it stay,
+    each refused one is a StoreError that says why, and once there is room again the next write is stored."""
+    root = await store.root_thread("P", Scope.channel(1, 2), 0.8)
+    (pages,), = await store._rows("PRAGMA page_count")
+    await store._db.execute(f"PRAGMA max_page_count = {pages + 3}")  # a disk with room for two or three messages
+    done = await asyncio.gather(*(store.append(root.id, NewMessage("user", f"{n} " + "x" * 3000)) for n in range(12)),
+                                return_exceptions=True)
+    stored = [d for d in done if not isinstance(d, BaseException)]
+    refused = [d for d in done if isinstance(d, BaseException)]
+    assert stored and refused
+    assert all(isinstance(e, StoreError) and "full" in str(e) for e in refused), refused
+    assert await store.count_messages(root.id) == len(stored) and not store._db.in_transaction
+    await store._db.execute("PRAGMA max_page_count = 1000000")
+    await store.append(root.id, NewMessage("user", "after space was freed"))
+    assert await store.count_messages(root.id) == len(stored) + 1
+
+
 async def test_recall_indexes_one_batch_at_a_time_and_those_waiting_find_their_messages_in_it(store):
     """Issue 32: five hundred replies at once each found the same backlog and each sent a batch to index it; now
     those asking while a batch runs wait for it and find their messages indexed; a message stored later is indexed

@@ -66,6 +66,8 @@ def run(conn: sqlite3.Connection, batch: Batch) -> list[tuple[bool, Any]]:
             try:
                 results.append((True, work(conn)))
             except Exception as exc:  # this work's alone: what it wrote is undone, the others' stays
+                if not conn.in_transaction:  # the database ended the whole transaction (an I/O error): all failed
+                    raise
                 conn.execute("ROLLBACK TO work")
                 results.append((False, exc))
             conn.execute("RELEASE work")
