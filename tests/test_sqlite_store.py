@@ -188,18 +188,24 @@ async def test_writes_at_once_share_a_commit_and_wait_for_a_transaction_of_sever
     assert await store.count_messages(root.id) == 21
 
 
+def _setting(key: str, fail: bool = False):
+    """A one-hop write of a guild setting that returns its key, or fails halfway (after its insert)."""
+    def work(conn):
+        conn.execute("INSERT INTO settings (scope, scope_id, key, value, updated_at) VALUES ('guild', 1, ?, '1', 0)",
+                     (key,))
+        if fail:
+            raise ValueError("halfway")
+        return key
+    return work
+
+
+async def _guild_keys(store) -> list[str]:
+    return [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")]
+
+
 async def test_a_write_that_fails_in_a_shared_commit_is_undone_alone(store, tmp_path):
     """Issue 32: in a group commit each write runs in a savepoint of its own: one that fails halfway leaves nothing
     behind and only its caller hears of it; the others are committed."""
-    def setting(key: str, fail: bool = False):
-        def work(conn):
-            conn.execute("INSERT INTO settings (scope, scope_id, key, value, updated_at)"
-                         " VALUES ('guild', 1, ?, '1', 0)", (key,))
-            if fail:
-                raise ValueError("halfway")
-            return key
-        return work
-
     batches = 0
     real = store_module.run_batch
 
@@ -210,21 +216,19 @@ async def test_a_write_that_fails_in_a_shared_commit_is_undone_alone(store, tmp_
 
     store_module.run_batch = counted
     try:  # the first goes alone; the three arriving while it is out share a commit
-        done = await asyncio.gather(store._atomic(setting("lone")), store._atomic(setting("a")),
-                                    store._atomic(setting("half", fail=True)), store._atomic(setting("b")),
+        done = await asyncio.gather(store._atomic(_setting("lone")), store._atomic(_setting("a")),
+                                    store._atomic(_setting("half", fail=True)), store._atomic(_setting("b")),
                                     return_exceptions=True)
     finally:
         store_module.run_batch = real
     assert batches == 1
     assert done[:2] == ["lone", "a"] and done[3] == "b"
     assert isinstance(done[2], ValueError)
-    rows = await store._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")
-    assert [r[0] for r in rows] == ["a", "b", "lone"]
+    assert await _guild_keys(store) == ["a", "b", "lone"]
     await store.close()
     reopened = await open_store(tmp_path / "test.sqlite3")  # committed: on disk, not only in this connection
     try:
-        assert [r[0] for r in await reopened._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")] \
-            == ["a", "b", "lone"]
+        assert await _guild_keys(reopened) == ["a", "b", "lone"]
     finally:
         await reopened.close()
 
@@ -470,24 +474,19 @@ def test_a_record_built_from_a_row_is_the_one_its_constructor_makes_and_a_strang
 async def test_a_shared_commit_that_fails_saves_none_of_its_writes_and_the_next_write_starts_clean(store):
     """Issue 32: when the commit itself fails (here a foreign key checked only at commit), every write of the batch
     hears of it and none is saved; the connection is left outside any transaction for the writes after."""
-    def setting(key: str):
-        return lambda conn: conn.execute("INSERT INTO settings (scope, scope_id, key, value, updated_at)"
-                                         " VALUES ('guild', 1, ?, '1', 0)", (key,)).rowcount
-
     def dangling(conn):  # a message of no thread, found out only when the batch commits
         conn.execute("PRAGMA defer_foreign_keys = ON")
         return conn.execute("INSERT INTO messages (thread_id, role, content, metadata, token_count, created_at)"
                             " VALUES (999999, 'user', 'x', '{}', 1, 0)").rowcount
 
     # the first goes alone (nothing else on its way); the three arriving while it is out share a commit
-    lone, *done = await asyncio.gather(store._atomic(setting("lone")), store._atomic(setting("a")),
-                                       store._atomic(dangling), store._atomic(setting("b")), return_exceptions=True)
-    assert lone == 1
+    lone, *done = await asyncio.gather(store._atomic(_setting("lone")), store._atomic(_setting("a")),
+                                       store._atomic(dangling), store._atomic(_setting("b")), return_exceptions=True)
+    assert lone == "lone"
     assert all(isinstance(d, sqlite3.IntegrityError) for d in done), done
-    assert [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild'")] == ["lone"]
-    assert await store._atomic(setting("c")) == 1
-    assert [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")] \
-        == ["c", "lone"]
+    assert await _guild_keys(store) == ["lone"]
+    assert await store._atomic(_setting("c")) == "c"
+    assert await _guild_keys(store) == ["c", "lone"]
 
 
 async def test_a_disk_filling_up_during_a_burst_refuses_the_writes_that_do_not_fit_and_keeps_the_others(store):
