@@ -10,6 +10,7 @@ doing nothing but start Python and import what every run imports (`python -c "im
 from __future__ import annotations
 
 import asyncio
+import compileall
 import contextlib
 import os
 import statistics
@@ -45,6 +46,13 @@ async def _timed(argv: list[str], env: dict[str, str], stdin: bytes, until: byte
     return took
 
 
+def _write_bytecode() -> None:
+    """Our modules' bytecode, as `make run` writes it: where PYTHONDONTWRITEBYTECODE is set (this machine, container
+    images) a stale one is compiled again at every start, 0.1-0.2 s that a user of `make run` never waits for."""
+    for package in ("bot", "memory", "cogs"):
+        compileall.compile_dir(REPO / package, quiet=1)
+
+
 def _environment(data: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STELIS_", "ANTHROPIC_", "OPENAI_", "DISCORD_"))}
     return {**env, "STELIS_DATA_DIR": str(data), "STELIS_CONSOLE_USER_NAME": "mahe", **extra}
@@ -60,6 +68,7 @@ async def _provider(name: str, extra: dict[str, str]) -> float:
 
 
 async def run() -> list[dict]:
+    _write_bytecode()
     bare = statistics.median([await _timed([sys.executable, "-c", "import bot.config; print('ready')"],
                                            _environment(Path(tempfile.gettempdir())), b"", b"ready")
                               for _ in range(SAMPLES)])
