@@ -10,7 +10,7 @@ from memory.database_url import safe_url
 from memory.postgres.store import PostgresStore, migration_files
 from memory.records import NewMessage, Scope
 from memory.settings import Triggers
-from memory.store import StoreError
+from memory.store import OptedOut, StoreError
 from tests.recall_helpers import matched_messages
 
 
@@ -523,3 +523,130 @@ async def test_a_look_up_is_one_statement_whatever_its_number_of_terms(store, mo
     plan = "\n".join(r[0] for r in await searched(f"EXPLAIN {look_up}", "Stelis", f'{{"{thread.scope_key}": 1}}',
                                                   ["%kestrel%"], ["kestrel"], 10, ["%kestrel%"], '{"channel:2": 1}'))
     assert all(index in plan for index in ("idx_messages_folded_trgm", "idx_records_trgm", "idx_chronicles_trgm"))
+
+
+def _together(store, monkeypatch) -> list[int]:
+    """Spy: how many appends each shared statement carried."""
+    from memory.postgres import store as store_module
+
+    carried: list[int] = []
+    sent = store._all
+
+    async def noted(sql, *params):
+        if sql == store_module._STORE_TOGETHER:
+            carried.append(len(params[0]))
+        return await sent(sql, *params)
+
+    monkeypatch.setattr(store, "_all", noted)
+    return carried
+
+
+async def test_messages_heard_at_once_go_in_one_statement_each_stored_and_counted_as_alone(store, monkeypatch):
+    """Issue 32: each message heard was a statement of its own; at 500 channels at once the last was stored half a
+    second into the burst. Those arriving while one is on its way now go together, each counted with its own
+    thread's triggers as alone: a conversation one message short of its threshold is due at once, a new one at its
+    idle deadline."""
+    store.clock = lambda: 5_000.0
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 100 + i), 0.8) for i in range(30)]
+    triggers = Triggers(idle_seconds=600, threshold=2)
+    for root in roots[::2]:  # every other conversation has said something before
+        await store.append_counted(root, NewMessage("user", "earlier", 7, "ana"), triggers)
+    carried = _together(store, monkeypatch)
+    results = await asyncio.gather(*(store.append_counted(r, NewMessage("user", f"hello {i}", 8, "ben"), triggers)
+                                     for i, r in enumerate(roots)))
+    assert sum(carried) == len(roots) - 1 and len(carried) == 1  # the first went alone; the rest waited, together
+    assert [(m.thread_id, m.content, created) for m, created, _ in results] == \
+        [(r.id, f"hello {i}", True) for i, r in enumerate(roots)]
+    assert len({m.seq for m, _, _ in results}) == len(roots)
+    for i, (root, (_, _, due)) in enumerate(zip(roots, results, strict=True)):
+        channel = await store.memory_channel(root.id)
+        assert channel is not None
+        assert (channel.pending_count, channel.due_at, due) == ((2, 5_000.0, 5_000.0) if i % 2 == 0
+                                                               else (1, 5_600.0, 5_600.0))
+        assert [m.content for m in await store.tail(root.id, 50)] == (["earlier"] if i % 2 == 0 else []) + \
+            [f"hello {i}"]
+
+
+async def test_in_a_shared_statement_an_opted_out_author_is_refused_and_a_known_message_returned_alone(
+        store, monkeypatch):
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 200 + i), 0.8) for i in range(6)]
+    known, _ = await store.append(roots[0].id, NewMessage("user", "said once", 8, "ben", external_id=42))
+    await store.set_optout("Stelis", 9, True)
+    carried = _together(store, monkeypatch)
+    said = [NewMessage("user", "first", 8, "ben"), NewMessage("user", "said once", 8, "ben", external_id=42),
+            NewMessage("user", "leave me out", 9, "cat"), NewMessage("user", "fine", 8, "ben"),
+            NewMessage("user", "also fine", 8, "ben", external_id=43), NewMessage("assistant", "an answer")]
+    results = await asyncio.gather(*(store.append(r.id, m) for r, m in zip(roots, said, strict=True)),
+                                   return_exceptions=True)
+    assert carried == [5]
+    assert isinstance(results[2], OptedOut)
+    assert results[1] == (known, False)
+    assert [(m.content, created) for m, created in (results[0], results[3], results[4], results[5])] == \
+        [("first", True), ("fine", True), ("also fine", True), ("an answer", True)]
+    assert await store.tail(roots[2].id, 50) == []
+
+
+async def test_messages_of_one_thread_at_once_are_stored_in_the_order_sent_each_counted(store, monkeypatch):
+    root = await store.root_thread("Stelis", Scope.channel(1, 300), 0.8)
+    others = [await store.root_thread("Stelis", Scope.channel(1, 301 + i), 0.8) for i in range(3)]
+    triggers = Triggers(idle_seconds=600, threshold=50)
+    carried = _together(store, monkeypatch)
+    threads = [others[0], root, others[1], root, root, others[2]]
+    await asyncio.gather(*(store.append_counted(t, NewMessage("user", f"m{i}", 8, "ben"), triggers)
+                           for i, t in enumerate(threads)))
+    assert [m.content for m in await store.tail(root.id, 50)] == ["m1", "m3", "m4"]
+    assert all(n <= 3 for n in carried)  # a thread's second message waits for the statement holding its first
+    channel = await store.memory_channel(root.id)
+    assert channel is not None and channel.pending_count == 3
+
+
+async def test_an_append_the_database_refuses_in_a_shared_statement_fails_alone(store, monkeypatch):
+    """A thread gone (here: never made) breaks the shared statement; each append then goes alone, so only the
+    append at fault fails, with the error it would have had alone."""
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 400 + i), 0.8) for i in range(4)]
+    carried = _together(store, monkeypatch)
+    targets = [r.id for r in roots] + [987_654]
+    results = await asyncio.gather(*(store.append(t, NewMessage("user", f"m{i}", 8, "ben"))
+                                     for i, t in enumerate(targets)), return_exceptions=True)
+    assert carried == [4]  # tried together first
+    assert isinstance(results[-1], asyncpg.ForeignKeyViolationError)
+    assert [m.content for m, _ in results[:-1]] == ["m0", "m1", "m2", "m3"]
+    for i, r in enumerate(roots):
+        assert [m.content for m in await store.tail(r.id, 50)] == [f"m{i}"]
+
+
+async def test_a_shared_statement_that_loses_its_connection_fails_every_append_in_it_and_saves_none(
+        store, monkeypatch):
+    from memory.postgres import store as store_module
+
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 500 + i), 0.8) for i in range(4)]
+    sent = store._all
+
+    async def lost(sql, *params):
+        if sql == store_module._STORE_TOGETHER:
+            raise StoreError("the database refused the work") from ConnectionResetError("reset by peer")
+        return await sent(sql, *params)
+
+    monkeypatch.setattr(store, "_all", lost)
+    results = await asyncio.gather(*(store.append(r.id, NewMessage("user", f"m{i}", 8, "ben"))
+                                     for i, r in enumerate(roots)), return_exceptions=True)
+    assert [m.content for m, _ in results[:1]] == ["m0"]  # alone, before the others
+    assert all(isinstance(r, StoreError) for r in results[1:])
+    for r in roots[1:]:
+        assert await store.tail(r.id, 50) == []  # not tried again alone: the connection, not one append, failed
+
+
+async def test_closing_stores_the_appends_on_their_way_first(postgres_cluster):
+    name = await postgres_cluster.fresh_database()
+    url = postgres_cluster.url_for(name)
+    store = await open_store(url)
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 600 + i), 0.8) for i in range(5)]
+    tasks = [asyncio.create_task(store.append(r.id, NewMessage("user", f"m{i}", 8, "ben")))
+             for i, r in enumerate(roots)]
+    await asyncio.sleep(0)  # each has asked; the first is on its way, the others wait for it together
+    await store.close()
+    assert [m.content for m, _ in await asyncio.gather(*tasks)] == [f"m{i}" for i in range(5)]
+    again = await open_store(url)
+    assert [[m.content for m in await again.tail(r.id, 50)] for r in roots] == [[f"m{i}"] for i in range(5)]
+    await again.close()
+    await postgres_cluster.drop_database(name)

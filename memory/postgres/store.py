@@ -13,7 +13,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict
@@ -24,6 +24,7 @@ import asyncpg
 
 from memory import rows as row_to
 from memory.database_url import safe_url
+from memory.postgres.appends import Appends, Pending
 from memory.quotes import ERASED, Erased
 from memory.records import (
     MemoryChannel,
@@ -86,8 +87,12 @@ IDENTITIES = {"threads": "id", "messages": "seq", "memory_records": "id", "memor
 
 # When a conversation's memory is due, over its bookkeeping (the SQLite backend writes the same rule):
 # a pending long-term update first, then the threshold, then the idle deadline; nothing pending: not due.
-_DUE = ("CASE WHEN {ltp} <> 0 THEN $now::float8 WHEN {pending} >= $threshold::int THEN $now::float8"
-        " WHEN {pending} > 0 THEN {last_at} + $idle::float8 ELSE NULL END")
+def _due(ltp: str, pending: str, last_at: str, now: str = "$now::float8", threshold: str = "$threshold::int",
+         idle: str = "$idle::float8") -> str:
+    return (f"CASE WHEN {ltp} <> 0 THEN {now} WHEN {pending} >= {threshold} THEN {now}"
+            f" WHEN {pending} > 0 THEN {last_at} + {idle} ELSE NULL END")
+
+
 # A message stored, as a statement other statements may build on (RETURNING the row).
 _STORE_MESSAGE = (
     "INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count, external_id,"
@@ -103,14 +108,39 @@ _NOTE_MESSAGE = (
     "INSERT INTO memory_channels AS c (thread_id, persona, guild_id, channel_id, discord_thread_id,"
     " last_message_at, pending_count, due_at)"
     " SELECT $id, $persona, $guild, $channel, $dthread, $now, 1, "
-    + _DUE.format(ltp="0", pending="1", last_at="$now::float8")
+    + _due(ltp="0", pending="1", last_at="$now::float8")
     + " FROM stored ON CONFLICT (thread_id) DO UPDATE SET last_message_at = excluded.last_message_at,"
     " pending_count = c.pending_count + 1, due_at = CASE WHEN c.failures > 0 THEN c.due_at ELSE "
-    + _DUE.format(ltp="c.long_term_pending", pending="c.pending_count + 1", last_at="$now::float8")
+    + _due(ltp="c.long_term_pending", pending="c.pending_count + 1", last_at="$now::float8")
     + " END RETURNING due_at"
 )
+# Several appends in one statement (memory/postgres/appends.py), one per thread: each row stored as _STORE_AUTHORED
+# would store it alone (at its own time), and counted as _NOTE_MESSAGE would count it, with its own thread's
+# triggers (looked up in `v` where the count already exists: an update sees only the existing row and `excluded`).
+_EACH = "(SELECT v.{} FROM v WHERE v.thread_id = c.thread_id)"
+_STORE_TOGETHER = (
+    "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],"
+    " $7::int[], $8::bigint[], $9::float8[], $10::bool[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[],"
+    " $15::int[], $16::float8[]) AS v (thread_id, role, author_id, author_name, content, metadata, token_count,"
+    " external_id, created_at, counts, persona, guild_id, channel_id, discord_thread_id, threshold, idle)),"
+    " stored AS (INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count,"
+    " external_id, created_at) SELECT thread_id, role, author_id, author_name, content, metadata, token_count,"
+    f" external_id, created_at FROM v WHERE {remembered('v.thread_id', 'v.author_id')}"
+    " ON CONFLICT (external_id) DO NOTHING RETURNING *),"
+    " counted AS (INSERT INTO memory_channels AS c (thread_id, persona, guild_id, channel_id, discord_thread_id,"
+    " last_message_at, pending_count, due_at) SELECT v.thread_id, v.persona, v.guild_id, v.channel_id,"
+    " v.discord_thread_id, v.created_at, 1, "
+    + _due(ltp="0", pending="1", last_at="v.created_at", now="v.created_at", threshold="v.threshold", idle="v.idle")
+    + " FROM v JOIN stored USING (thread_id) WHERE v.counts ON CONFLICT (thread_id) DO UPDATE SET"
+    " last_message_at = excluded.last_message_at, pending_count = c.pending_count + 1, due_at = CASE WHEN"
+    " c.failures > 0 THEN c.due_at ELSE "
+    + _due(ltp="c.long_term_pending", pending="c.pending_count + 1", last_at="excluded.last_message_at",
+           now="excluded.last_message_at", threshold=_EACH.format("threshold"), idle=_EACH.format("idle"))
+    + " END RETURNING thread_id, due_at)"
+    " SELECT stored.*, counted.due_at AS next_due FROM stored LEFT JOIN counted USING (thread_id)"
+)
 _RECOMPUTE_DUE = ("UPDATE memory_channels SET due_at = "
-                  + _DUE.format(ltp="long_term_pending", pending="pending_count", last_at="last_message_at")
+                  + _due(ltp="long_term_pending", pending="pending_count", last_at="last_message_at")
                   + " WHERE thread_id = $id")
 _ADD_RECORD = (
     "INSERT INTO memory_records (persona, scope, scope_id, type, version, content, first_seq, last_seq,"
@@ -367,6 +397,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         self._pool = pool
         self._search = search  # recall's look-ups: its connections never plan a scan of a whole table
         self._shared_seen: int | None = None  # shared_changes as this process last read it
+        self._appends = Appends(self._alone, self._together)  # messages heard at once go in one statement
 
     @classmethod
     async def open(cls, url: str, clock: Clock = time.time, pool_size: int | None = None) -> PostgresStore:
@@ -396,6 +427,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         return cls(pools[0], pools[1], clock)
 
     async def close(self) -> None:
+        await self._appends.drain()
         await asyncio.gather(self._pool.close(), self._search.close())
 
     def pool_usage(self) -> tuple[int, int]:
@@ -535,9 +567,14 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def _append(self, thread_id: int, new: NewMessage, counting: tuple[Thread, Triggers] | None,
                       noted: Noted | None) -> tuple[Message, bool, float | None]:
+        if noted is not None or self._own() is not None:  # a thread's bookkeeping, or a transaction's own statement
+            return await self._append_alone(thread_id, new, counting, noted, self.clock())
+        return await self._appends.add(Pending(thread_id, new, self.clock(), counting))  # type: ignore[no-any-return]
+
+    async def _append_alone(self, thread_id: int, new: NewMessage, counting: tuple[Thread, Triggers] | None,
+                            noted: Noted | None, now: float) -> tuple[Message, bool, float | None]:
         """One statement, so one round trip: the message, its count and its thread's bookkeeping are stored
         together or not at all."""
-        now = self.clock()
         params = {"thread": thread_id, "role": new.role, "author_id": new.author_id, "author_name": new.author_name,
                   "content": new.content, "metadata": json.dumps(new.metadata, ensure_ascii=False),
                   "tokens": count_tokens(new.content), "external_id": new.external_id, "now": now}
@@ -557,16 +594,41 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                 " SELECT stored.*, (SELECT due_at FROM counted) AS next_due FROM stored", **params,
                 id=thread.id, persona=thread.persona, guild=thread.guild_id, channel=thread.channel_id,
                 dthread=thread.discord_thread_id, threshold=triggers.threshold, idle=float(triggers.idle_seconds)))
+        return await self._stored(thread_id, new, counting is not None, row)
+
+    async def _stored(self, thread_id: int, new: NewMessage, counted: bool,
+                      row: asyncpg.Record | None) -> tuple[Message, bool, float | None]:
+        """What an append returns for the row its statement stored, or for none."""
         if row is None:  # a known external id: the message stored before; else its author opted out
             row = await self._one("SELECT * FROM messages WHERE external_id = $1", new.external_id) \
                 if new.external_id is not None else None
             if row is None:
                 raise OptedOut(new.author_id)
             return row_to.message(row), False, None
-        if counting is None:
-            return row_to.message(row), True, None
+        if not counted:
+            return row_to.message(row, leave_out=("next_due",)), True, None
         self.saw_conversation(thread_id)
         return row_to.message(row, leave_out=("next_due",)), True, row["next_due"]
+
+    async def _alone(self, item: Pending) -> tuple[Message, bool, float | None]:
+        return await self._append_alone(item.thread_id, item.new, item.counting, None, item.now)
+
+    async def _together(self, items: list[Pending]) -> None:
+        """Appends waiting for one another, in one statement; where the database refuses it (a thread gone, a value
+        the schema refuses), each goes alone, so only the append at fault fails."""
+        try:
+            rows = await self._all(_STORE_TOGETHER, *_columns_of(items))
+        except (StoreError, asyncpg.IntegrityConstraintViolationError) as exc:
+            refused = isinstance(exc, asyncpg.PostgresError) or isinstance(exc.__cause__, asyncpg.PostgresError)
+            if not refused:  # the connection: none was stored, and none would be alone
+                raise
+            for item in items:
+                await _answer(item, self._alone(item))
+            return
+        found = {row["thread_id"]: row for row in rows}
+        for item in items:
+            await _answer(item, self._stored(item.thread_id, item.new, item.counting is not None,
+                                             found.get(item.thread_id)))
 
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
                           created: list[float] | None = None, tokens: list[int] | None = None) -> int:
@@ -1013,6 +1075,34 @@ async def _erase_quotes(con: Connection, erased: Erased, after_seq: int, after: 
             await con.executemany(f"UPDATE {table} SET {column} = $1 WHERE {key} = $2",
                                   [(erased_value(kind), k) for (k,) in keys])
     return quoting
+
+
+def _columns_of(items: list[Pending]) -> list[list[Any]]:
+    """_STORE_TOGETHER's arrays: one element per append, in the order of its columns."""
+    rows = []
+    for p in items:
+        new = p.new
+        counted: tuple[Any, ...] = (None,) * 6
+        if p.counting is not None:
+            thread, triggers = p.counting
+            counted = (thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id,
+                       triggers.threshold, float(triggers.idle_seconds))
+        rows.append((p.thread_id, new.role, new.author_id, new.author_name, new.content,
+                     json.dumps(new.metadata, ensure_ascii=False), count_tokens(new.content), new.external_id, p.now,
+                     p.counting is not None, *counted))
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+async def _answer(item: Pending, work: Awaitable[Any]) -> None:
+    """An append's caller gets what its work returns or raises (one that stopped waiting, nothing)."""
+    try:
+        result = await work
+    except Exception as exc:
+        if not item.answer.done():
+            item.answer.set_exception(exc)
+        return
+    if not item.answer.done():
+        item.answer.set_result(result)
 
 
 @contextmanager
