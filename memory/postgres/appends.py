@@ -76,11 +76,13 @@ class Appends:
             self._open = None  # later appends make the next batch
             try:
                 await self._together(batch.items)
-            except BaseException as exc:  # nothing of the batch answered: each caller hears of it
+            except Exception as exc:  # each caller not answered yet hears of it
                 for item in batch.items:
                     if not item.answer.done():
                         item.answer.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
+            except BaseException:
+                for item in batch.items:
+                    item.answer.cancel()
+                raise
             finally:
                 batch.sent.set()
