@@ -33,10 +33,12 @@ class Pending:
 @dataclass
 class _Batch:
     items: list[Pending] = field(default_factory=list)
+    threads: set[int] = field(default_factory=set)
     sent: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def holds(self, thread_id: int) -> bool:
-        return any(p.thread_id == thread_id for p in self.items)
+    def add(self, item: Pending) -> None:
+        self.items.append(item)
+        self.threads.add(item.thread_id)
 
 
 class Appends:
@@ -56,7 +58,7 @@ class Appends:
             if self._open is None and not self._lane.locked():
                 async with self._lane:
                     return await self._alone(item)
-            if self._open is not None and self._open.holds(item.thread_id):
+            if self._open is not None and item.thread_id in self._open.threads:
                 await self._open.sent.wait()  # the thread's earlier append goes first, in its own statement
                 continue
             if self._open is None:
@@ -64,7 +66,7 @@ class Appends:
                 flush = asyncio.ensure_future(self._flush(self._open))
                 self._flushes.add(flush)
                 flush.add_done_callback(self._flushes.discard)
-            self._open.items.append(item)
+            self._open.add(item)
             return await item.answer
 
     async def drain(self) -> None:
