@@ -348,6 +348,45 @@ async def test_timers_that_fire_together_make_one_due_scan_and_one_more_after_it
     assert len(scans) == 3  # alone, a scan runs once
 
 
+async def test_channels_due_at_once_get_a_scan_without_a_timer_each(world, monkeypatch):
+    """Issue 32: a burst of five hundred channels reaching their threshold together made five hundred timer jobs,
+    each waking the scheduler, before the replies' model calls. A channel due already asks for a scan; those asking
+    while one is on its way share it (or its one more look)."""
+    engine, _, _ = world
+    await engine.start_memory()
+    await engine.scheduler.scan()  # the start's own scan, done
+    scans = []
+    run_due = engine.memory.run_due
+
+    async def counted():
+        scans.append(1)
+        return await run_due()
+
+    monkeypatch.setattr(engine.memory, "run_due", counted)
+    timers = []
+    add_job = engine.scheduler.scheduler.add_job
+
+    def timed(*args, **kwargs):
+        timers.append(kwargs["id"])
+        return add_job(*args, **kwargs)
+
+    monkeypatch.setattr(engine.scheduler.scheduler, "add_job", timed)
+    scopes = (GENERAL, RANDOM, SECRET, OTHER_GUILD)
+    await asyncio.gather(*(say(engine, scope, *[f"{scope.channel_id}: message {i}" for i in range(THRESHOLD)])
+                           for scope in scopes))
+    assert timers == []  # they were due already: no timer each
+
+    async def written() -> list[int]:
+        return [len(await versions(engine, s)) for s in scopes]
+
+    for _ in range(100):
+        if await written() == [1] * 4:
+            break
+        await asyncio.sleep(0.02)
+    assert await written() == [1] * 4
+    assert 1 <= len(scans) <= 2
+
+
 async def test_prompt_order_labels_and_isolation(world):
     engine, clock, _ = world
     for scope, text in ((GENERAL, "general fact calculator_v2"), (RANDOM, "random fact Tokyo"),
