@@ -620,7 +620,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             rows = await self._all(_STORE_TOGETHER, *_columns_of(items))
         except (StoreError, asyncpg.IntegrityConstraintViolationError) as exc:
             refused = isinstance(exc, asyncpg.PostgresError) or isinstance(exc.__cause__, asyncpg.PostgresError)
-            if not refused:  # the connection: none was stored, and none would be alone
+            if not refused:  # the connection, not one append: each caller hears of it, none is sent again
                 raise
             for item in items:
                 await _answer(item, self._alone(item))
