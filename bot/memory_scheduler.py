@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.base import STATE_RUNNING
 
 from bot import logs, metrics
 from bot.foreground import Foreground
@@ -253,7 +254,7 @@ class MemoryScheduler:
         """(Re)set a channel's timer: each message moves it to the new deadline (before start, nothing: the
         deadline is stored, and start arms what is due). A deadline beyond the horizon gets none yet: a busy
         bot would keep a timer per active channel, each message rescheduling one."""
-        if not self.running:
+        if self.scheduler.state != STATE_RUNNING:  # not started, or stopping: it paused, and running work drains
             return
         job_id = f"memory-{thread_id}"
         delay = None if due_at is None else max(0.0, due_at - self.worker.clock())

@@ -387,6 +387,26 @@ async def test_channels_due_at_once_get_a_scan_without_a_timer_each(world, monke
     assert 1 <= len(scans) <= 2
 
 
+async def test_a_channel_falling_due_while_the_scheduler_stops_starts_no_scan(world, monkeypatch):
+    """Stopping pauses the scheduler and lets running updates drain: a message arriving meanwhile must not start
+    an update the drain does not know of (the store closes under it)."""
+    engine, _, _ = world
+    await engine.start_memory()
+    await asyncio.sleep(0.05)  # the start's own scan
+    engine.scheduler.scheduler.pause()  # what stop() does first
+    scans = []
+
+    async def counted():
+        scans.append(1)
+        return []
+
+    monkeypatch.setattr(engine.memory, "run_due", counted)
+    await say(engine, GENERAL, *[f"late {i}" for i in range(THRESHOLD)])
+    await asyncio.sleep(0.05)
+    assert scans == []
+    engine.scheduler.scheduler.resume()
+
+
 async def test_prompt_order_labels_and_isolation(world):
     engine, clock, _ = world
     for scope, text in ((GENERAL, "general fact calculator_v2"), (RANDOM, "random fact Tokyo"),
