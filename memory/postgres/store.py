@@ -633,11 +633,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     async def append_many(self, thread_id: int, messages: list[NewMessage], seqs: list[int] | None = None,
                           created: list[float] | None = None, tokens: list[int] | None = None) -> int:
         now = self.clock()
-        records = [
-            (thread_id, m.role, m.author_id, m.author_name, m.content, json.dumps(m.metadata, ensure_ascii=False),
-             tokens[i] if tokens else count_tokens(m.content), m.external_id, created[i] if created else now)
-            for i, m in enumerate(messages)
-        ]
+        records = [_message_row(thread_id, m, created[i] if created else now, tokens[i] if tokens else None)
+                   for i, m in enumerate(messages)]
         columns = ["thread_id", "role", "author_id", "author_name", "content", "metadata", "token_count",
                    "external_id", "created_at"]
         async with self._transaction() as con:
@@ -1077,19 +1074,23 @@ async def _erase_quotes(con: Connection, erased: Erased, after_seq: int, after: 
     return quoting
 
 
+def _message_row(thread_id: int, new: NewMessage, created: float, tokens: int | None = None) -> tuple[Any, ...]:
+    """A message's columns, in the order of `messages` (its metadata as JSON text, its tokens counted here)."""
+    return (thread_id, new.role, new.author_id, new.author_name, new.content,
+            json.dumps(new.metadata, ensure_ascii=False), count_tokens(new.content) if tokens is None else tokens,
+            new.external_id, created)
+
+
 def _columns_of(items: list[Pending]) -> list[list[Any]]:
     """_STORE_TOGETHER's arrays: one element per append, in the order of its columns."""
     rows = []
     for p in items:
-        new = p.new
         counted: tuple[Any, ...] = (None,) * 6
         if p.counting is not None:
             thread, triggers = p.counting
             counted = (thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id,
                        triggers.threshold, float(triggers.idle_seconds))
-        rows.append((p.thread_id, new.role, new.author_id, new.author_name, new.content,
-                     json.dumps(new.metadata, ensure_ascii=False), count_tokens(new.content), new.external_id, p.now,
-                     p.counting is not None, *counted))
+        rows.append((*_message_row(p.thread_id, p.new, p.now), p.counting is not None, *counted))
     return [list(column) for column in zip(*rows, strict=True)]
 
 
