@@ -650,3 +650,32 @@ async def test_closing_stores_the_appends_on_their_way_first(postgres_cluster):
     assert [[m.content for m in await again.tail(r.id, 50)] for r in roots] == [[f"m{i}"] for i in range(5)]
     await again.close()
     await postgres_cluster.drop_database(name)
+
+
+async def test_appends_waiting_for_a_statement_that_is_cancelled_hear_of_it_and_the_next_append_goes_on():
+    """A shared statement cancelled while it waits its turn (the loop closing): its appends are told at once rather
+    than waiting forever, and a later append does not join it."""
+    from memory.postgres.appends import Appends, Pending
+
+    release = asyncio.Event()
+
+    async def alone(item):
+        await release.wait()
+        return "alone", item.thread_id
+
+    async def together(items):
+        for item in items:
+            item.answer.set_result(("together", item.thread_id))
+
+    appends = Appends(alone, together)
+    first = asyncio.create_task(appends.add(Pending(1, NewMessage("user", "a"), 0.0, None)))
+    await asyncio.sleep(0)  # on its way alone
+    waiting = asyncio.create_task(appends.add(Pending(2, NewMessage("user", "b"), 0.0, None)))
+    await asyncio.sleep(0)  # waits for it, in the next statement
+    (flush,) = appends._flushes
+    flush.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiting, 1)
+    release.set()
+    assert await first == ("alone", 1)
+    assert await asyncio.wait_for(appends.add(Pending(3, NewMessage("user", "c"), 0.0, None)), 1) == ("alone", 3)

@@ -11,6 +11,7 @@ may change a row once.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,7 @@ class Appends:
                 self._open = _Batch()
                 flush = asyncio.ensure_future(self._flush(self._open))
                 self._flushes.add(flush)
-                flush.add_done_callback(self._flushes.discard)
+                flush.add_done_callback(functools.partial(self._flushed, self._open))
             self._open.add(item)
             return await item.answer
 
@@ -82,9 +83,14 @@ class Appends:
                 for item in batch.items:
                     if not item.answer.done():
                         item.answer.set_exception(exc)
-            except BaseException:
-                for item in batch.items:
-                    item.answer.cancel()
-                raise
-            finally:
-                batch.sent.set()
+
+    def _flushed(self, batch: _Batch, flush: asyncio.Task[None]) -> None:
+        """The batch's statement is over, or was cancelled (the loop closing), even before its turn: no append
+        waits for it any longer, and none joins it."""
+        self._flushes.discard(flush)
+        if self._open is batch:
+            self._open = None
+        for item in batch.items:
+            if not item.answer.done():
+                item.answer.cancel()
+        batch.sent.set()
