@@ -679,3 +679,23 @@ async def test_appends_waiting_for_a_statement_that_is_cancelled_hear_of_it_and_
     release.set()
     assert await first == ("alone", 1)
     assert await asyncio.wait_for(appends.add(Pending(3, NewMessage("user", "c"), 0.0, None)), 1) == ("alone", 3)
+
+
+async def test_replies_at_once_store_each_threads_noted_window_together_at_its_revision(store, monkeypatch):
+    """The replies of a burst carry their threads' window bookkeeping (which memory the window shows, where the cache
+    holds it); stored together, each thread gets its own, and one whose messages changed since gets none."""
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 700 + i), 0.8) for i in range(5)]
+    asked = [(await store.append(r.id, NewMessage("user", f"question {i}", 8, "ben", external_id=800 + i)))[0]
+             for i, r in enumerate(roots)]
+    for i, (root, question) in enumerate(zip(roots, asked, strict=True)):
+        state = {"memory_as_of": 10 + i} if i == 3 else {"memory_as_of": 10 + i, "window_cached_after": question.seq}
+        store.note_window(await store.thread(root.id), **state)
+    await store.edit_message(802, "question 2, edited")  # its thread's messages changed: what was noted is void
+    carried = _together(store, monkeypatch)
+    replies = await asyncio.gather(*(store.append(r.id, NewMessage("assistant", f"answer {i}"))
+                                     for i, r in enumerate(roots)))
+    assert carried == [4]
+    assert [m.content for m, _ in replies] == [f"answer {i}" for i in range(5)]
+    stored = [await store.thread(r.id) for r in roots]
+    assert [(t.memory_as_of, t.window_cached_after) for t in stored] == [
+        (10, asked[0].seq), (11, asked[1].seq), (None, None), (13, None), (14, asked[4].seq)]

@@ -28,6 +28,7 @@ class Pending:
     new: NewMessage
     now: float
     counting: tuple[Thread, Triggers] | None
+    noted: tuple[int, dict[str, Any]] | None = None  # the thread's window bookkeeping, at the revision noted
     answer: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 

@@ -115,14 +115,22 @@ _NOTE_MESSAGE = (
     + " END RETURNING due_at"
 )
 # Several appends in one statement (memory/postgres/appends.py), one per thread: each row stored as _STORE_AUTHORED
-# would store it alone (at its own time), and counted as _NOTE_MESSAGE would count it, with its own thread's
-# triggers (looked up in `v` where the count already exists: an update sees only the existing row and `excluded`).
+# would store it alone (at its own time), counted as _NOTE_MESSAGE would count it, with its own thread's triggers
+# (looked up in `v` where the count already exists: an update sees only the existing row and `excluded`), and its
+# thread's noted window written as `_append_alone`'s `noted` writes it (at the revision it was noted at).
 _EACH = "(SELECT v.{} FROM v WHERE v.thread_id = c.thread_id)"
+_NOTED_TOGETHER = frozenset({"memory_as_of", "window_cached_after"})  # what _STORE_TOGETHER writes of a noted window
 _STORE_TOGETHER = (
     "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],"
     " $7::int[], $8::bigint[], $9::float8[], $10::bool[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[],"
-    " $15::int[], $16::float8[]) AS v (thread_id, role, author_id, author_name, content, metadata, token_count,"
-    " external_id, created_at, counts, persona, guild_id, channel_id, discord_thread_id, threshold, idle)),"
+    " $15::int[], $16::float8[], $17::bigint[], $18::bool[], $19::bigint[], $20::bool[], $21::bigint[])"
+    " AS v (thread_id, role, author_id, author_name, content, metadata, token_count, external_id, created_at, counts,"
+    " persona, guild_id, channel_id, discord_thread_id, threshold, idle, revision, notes_memory, memory_as_of,"
+    " notes_cache, cached_after)),"
+    " noted AS (UPDATE threads t SET"
+    " memory_as_of = CASE WHEN v.notes_memory THEN v.memory_as_of ELSE t.memory_as_of END,"
+    " window_cached_after = CASE WHEN v.notes_cache THEN v.cached_after ELSE t.window_cached_after END"
+    " FROM v WHERE t.id = v.thread_id AND t.revision = v.revision),"
     " stored AS (INSERT INTO messages (thread_id, role, author_id, author_name, content, metadata, token_count,"
     " external_id, created_at) SELECT thread_id, role, author_id, author_name, content, metadata, token_count,"
     f" external_id, created_at FROM v WHERE {remembered('v.thread_id', 'v.author_id')}"
@@ -567,9 +575,10 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     async def _append(self, thread_id: int, new: NewMessage, counting: tuple[Thread, Triggers] | None,
                       noted: Noted | None) -> tuple[Message, bool, float | None]:
-        if noted is not None or self._own() is not None:  # a thread's bookkeeping, or a transaction's own statement
+        # a transaction's own statement, or window bookkeeping the shared statement does not write, goes alone
+        if self._own() is not None or (noted is not None and not noted[1].keys() <= _NOTED_TOGETHER):
             return await self._append_alone(thread_id, new, counting, noted, self.clock())
-        return await self._appends.add(Pending(thread_id, new, self.clock(), counting))  # type: ignore[no-any-return]
+        return await self._appends.add(Pending(thread_id, new, self.clock(), counting, noted))  # type: ignore[no-any-return]
 
     async def _append_alone(self, thread_id: int, new: NewMessage, counting: tuple[Thread, Triggers] | None,
                             noted: Noted | None, now: float) -> tuple[Message, bool, float | None]:
@@ -611,7 +620,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         return row_to.message(row, leave_out=("next_due",)), True, row["next_due"]
 
     async def _alone(self, item: Pending) -> tuple[Message, bool, float | None]:
-        return await self._append_alone(item.thread_id, item.new, item.counting, None, item.now)
+        return await self._append_alone(item.thread_id, item.new, item.counting, item.noted, item.now)
 
     async def _together(self, items: list[Pending]) -> None:
         """Appends waiting for one another, in one statement; where the database refuses it (a thread gone, a value
@@ -1090,7 +1099,10 @@ def _columns_of(items: list[Pending]) -> list[list[Any]]:
             thread, triggers = p.counting
             counted = (thread.persona, thread.guild_id, thread.channel_id, thread.discord_thread_id,
                        triggers.threshold, float(triggers.idle_seconds))
-        rows.append((*_message_row(p.thread_id, p.new, p.now), p.counting is not None, *counted))
+        revision, state = p.noted if p.noted is not None else (None, {})
+        rows.append((*_message_row(p.thread_id, p.new, p.now), p.counting is not None, *counted, revision,
+                     "memory_as_of" in state, state.get("memory_as_of"), "window_cached_after" in state,
+                     state.get("window_cached_after")))
     return [list(column) for column in zip(*rows, strict=True)]
 
 
