@@ -203,6 +203,22 @@ async def _guild_keys(store) -> list[str]:
     return [r[0] for r in await store._rows("SELECT key FROM settings WHERE scope = 'guild' ORDER BY key")]
 
 
+async def test_writes_waiting_for_a_commit_that_is_cancelled_before_its_turn_hear_of_it_and_the_next_goes_on(store):
+    """A shared commit cancelled before it began (the loop closing): its writes are told at once rather than waiting
+    forever, and a later write does not join it."""
+    first = asyncio.create_task(store._atomic(_setting("first")))
+    await asyncio.sleep(0)  # on its way alone
+    waiting = asyncio.create_task(store._atomic(_setting("waiting")))
+    await asyncio.sleep(0)  # in the next batch, whose commit has not begun
+    (flush,) = store._flushes
+    flush.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiting, 1)
+    assert await first == "first"
+    assert await asyncio.wait_for(store._atomic(_setting("later")), 1) == "later"
+    assert await _guild_keys(store) == ["first", "later"]
+
+
 async def test_a_write_that_fails_in_a_shared_commit_is_undone_alone(store, tmp_path):
     """Issue 32: in a group commit each write runs in a savepoint of its own: one that fails halfway leaves nothing
     behind and only its caller hears of it; the others are committed."""

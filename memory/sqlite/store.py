@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sqlite3
@@ -215,7 +216,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
             assert found is not None
             flush = asyncio.ensure_future(self._flush(batch))
             self._flushes.add(flush)
-            flush.add_done_callback(self._flushes.discard)
+            flush.add_done_callback(functools.partial(self._flushed, batch))
         result: T = await found
         return result
 
@@ -226,15 +227,19 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
                     results = await _in_thread(self._db, run_batch, batch)
             else:
                 results = await _in_thread(self._db, run_batch, batch)
-        except BaseException as exc:
+        except Exception as exc:
             batch.fail(exc)
-            if not isinstance(exc, Exception):
-                raise
             return
-        finally:
-            if self._batch is batch:
-                self._batch = None
         batch.settle(results)
+
+    def _flushed(self, batch: Batch, flush: asyncio.Task[None]) -> None:
+        """A batch's commit is over, or was cancelled (the loop closing), even before it began: no write waits for it
+        any longer, and none joins it."""
+        self._flushes.discard(flush)
+        if self._batch is batch:
+            self._batch = None
+        if flush.cancelled():
+            batch.fail(asyncio.CancelledError())
 
     # threads
 
