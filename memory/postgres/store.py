@@ -99,6 +99,7 @@ _STORE_MESSAGE = (
     " created_at) SELECT $thread, $role, $author_id, $author_name, $content, $metadata, $tokens, $external_id,"
     " $now WHERE {} ON CONFLICT (external_id) DO NOTHING RETURNING *"
 )
+_MESSAGE_PARAMS = ("thread", "role", "author_id", "author_name", "content", "metadata", "tokens", "external_id", "now")
 _STORE_AUTHORED = _STORE_MESSAGE.format(remembered("$thread", "$author_id"))
 # A message without an author (the persona's reply) has no one who could have opted out. With the check, each reply
 # was planned anew: the plan for a NULL author folds it away, so PostgreSQL never settled on the shared one.
@@ -584,9 +585,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
                             noted: Noted | None, now: float) -> tuple[Message, bool, float | None]:
         """One statement, so one round trip: the message, its count and its thread's bookkeeping are stored
         together or not at all."""
-        params = {"thread": thread_id, "role": new.role, "author_id": new.author_id, "author_name": new.author_name,
-                  "content": new.content, "metadata": json.dumps(new.metadata, ensure_ascii=False),
-                  "tokens": count_tokens(new.content), "external_id": new.external_id, "now": now}
+        params = dict(zip(_MESSAGE_PARAMS, _message_row(thread_id, new, now), strict=True))
         store = _STORE_AUTHORED if new.author_id is not None else _STORE_UNAUTHORED
         noting = ""
         if noted is not None:
@@ -1084,7 +1083,8 @@ async def _erase_quotes(con: Connection, erased: Erased, after_seq: int, after: 
 
 
 def _message_row(thread_id: int, new: NewMessage, created: float, tokens: int | None = None) -> tuple[Any, ...]:
-    """A message's columns, in the order of `messages` (its metadata as JSON text, its tokens counted here)."""
+    """A message's columns, in the order of `messages` and of _STORE_MESSAGE's `_MESSAGE_PARAMS` (its metadata as JSON
+    text, its tokens counted here)."""
     return (thread_id, new.role, new.author_id, new.author_name, new.content,
             json.dumps(new.metadata, ensure_ascii=False), count_tokens(new.content) if tokens is None else tokens,
             new.external_id, created)
