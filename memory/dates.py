@@ -37,8 +37,12 @@ def _day_line(day: int) -> str:
 
 
 def now_text(ts: float) -> str:
-    moment = datetime.fromtimestamp(ts, UTC)
-    return f"{day_line(ts)}, {moment.strftime('%H:%M')} UTC"
+    return _now_text(int(ts // 60))
+
+
+@lru_cache(maxsize=64)  # every reply's tail says it: the same minute renders once
+def _now_text(minute: int) -> str:
+    return f"{day_line(minute * 60)}, {datetime.fromtimestamp(minute * 60, UTC).strftime('%H:%M')} UTC"
 
 
 def same_day(a: float, b: float) -> bool:
@@ -147,7 +151,6 @@ def _ja_month(d: date, delta: int) -> str:
     return f"{d.year + month // 12}年{month % 12 + 1}月"
 
 
-@lru_cache(maxsize=1_024)  # the same messages come back turn after turn in recall and transcripts
 def resolve_relative(text: str, said_at: float) -> str:
     """Text with the date each relative time meant noted after its sentence: "I went yesterday. (yesterday:
     7 May 2023)".
@@ -156,6 +159,13 @@ def resolve_relative(text: str, said_at: float) -> str:
     passed through again does not change (a phrase already noted is left alone). One pass: at each place the
     first rule that matches wins, so "the day before yesterday" is never read as "yesterday".
     """
+    return _resolved(text, int(said_at // 86_400))
+
+
+# Only the day said matters: the same messages come back turn after turn in recall and transcripts, and a question
+# asked today is read against today however many times it is asked.
+@lru_cache(maxsize=1_024)
+def _resolved(text: str, day: int) -> str:
     d = None
     notes: dict[int, list[str]] = {}
     for found in _matches(text):
@@ -168,7 +178,7 @@ def resolve_relative(text: str, said_at: float) -> str:
         ascii_phrase = phrase.isascii()
         if f"{phrase}: " in text or f"{phrase}：" in text:  # noted already
             continue
-        d = d or day_of(said_at)
+        d = d or day_of(day * 86_400)
         end = _SENTENCE_END.search(text, found.end())
         at = end.end() if end else len(text)
         notes.setdefault(at, []).append(f"{phrase}: {resolve(match, d)}" if ascii_phrase
@@ -214,8 +224,13 @@ def days_named(text: str, now: float) -> list[date]:
     """The days a question names, absolutely ("3 May 2023", "May 3rd", 2023-05-03, 5月3日) or relatively
     ("yesterday", "last Tuesday", "three days ago", as of `now`); a day without a year is its latest before now,
     and one after today ("tomorrow", next year's date) is left out: nothing has been said on it yet."""
-    today = day_of(now)
-    text = resolve_relative(text, now)
+    return list(_days_named(text, int(now // 86_400)))
+
+
+@lru_cache(maxsize=256)  # each request for a reply reads its question again (a retry, a preview, a playbook's nodes)
+def _days_named(text: str, day: int) -> tuple[date, ...]:
+    today = day_of(day * 86_400)
+    text = _resolved(text, day)
     found: list[date] = []
     for m in _DAY_MONTH.finditer(text):
         found += _dated(m.group(3), _MONTHS[m.group(2).lower()], m.group(1), today)
@@ -225,7 +240,7 @@ def days_named(text: str, now: float) -> list[date]:
         found += _dated(m.group(1), int(m.group(2)), m.group(3), today)
     for m in _JA_DATE.finditer(text):
         found += _dated(m.group(1), int(m.group(2)), m.group(3), today)
-    return [d for d in dict.fromkeys(found) if d <= today][:MOST_DAYS]
+    return tuple(d for d in dict.fromkeys(found) if d <= today)[:MOST_DAYS]
 
 
 def _dated(year: str | None, month: int, day: str, today: date) -> list[date]:

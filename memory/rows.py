@@ -80,6 +80,11 @@ def _built(cls: type[R], data: dict[str, Any]) -> R:
     return record
 
 
+def copied(record: R, **changes: Any) -> R:
+    """dataclasses.replace for a thread or message on the reply's path, without the generated __init__."""
+    return _built(type(record), {**record.__dict__, **changes})
+
+
 def record_params(persona: str, scope: str, scope_id: int, type_: str, content: str, first_seq: int | None,
                   last_seq: int | None, metadata: dict[str, Any] | None, now: float,
                   version: int | None) -> dict[str, Any]:

@@ -6,9 +6,9 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any
 
+from memory import rows as row_to
 from memory.quotes import ERASED
 from memory.records import MemoryRecord, Message, NewMessage, Thread
 from memory.settings import Triggers
@@ -140,7 +140,7 @@ class CommonStore(ABC):
         self._noted[thread.id] = (thread.revision, {**(before if revision == thread.revision else {}), **state})
         if len(self._noted) > NOTED_MOST:
             del self._noted[next(iter(self._noted))]
-        return replace(thread, **state)
+        return row_to.copied(thread, **state)
 
     def _as_noted(self, thread: Thread) -> Thread:
         """The thread with the bookkeeping noted for it, if its messages did not change since."""
@@ -150,7 +150,7 @@ class CommonStore(ABC):
         if found[0] != thread.revision:
             del self._noted[thread.id]
             return thread
-        return replace(thread, **found[1])
+        return row_to.copied(thread, **found[1])
 
     async def set_window(self, thread_id: int, *, revision: int | None = None,
                          **state: int | float | str | None) -> Thread:

@@ -31,6 +31,20 @@ def test_resolving_twice_changes_nothing():
     assert resolve_relative(once, MONDAY + 86_400 * 30) == once
 
 
+def test_what_is_read_per_day_or_minute_changes_exactly_at_its_boundary():
+    """Resolved by the day said and the time line by the minute (each cached so): the first and last second of a UTC
+    day read alike, the next day's first second does not."""
+    midnight = MONDAY - 10 * 3_600
+    assert resolve_relative("yesterday", midnight) == resolve_relative("yesterday", midnight + 86_399) == \
+        "yesterday (yesterday: 7 May 2023)"
+    assert resolve_relative("yesterday", midnight + 86_400) == "yesterday (yesterday: 8 May 2023)"
+    assert dates.days_named("what did we say yesterday?", midnight + 86_399) == [dates.date(2023, 5, 7)]
+    assert dates.days_named("what did we say yesterday?", midnight + 86_400) == [dates.date(2023, 5, 8)]
+    assert dates.now_text(midnight + 59.9) == "Monday, 8 May 2023, 00:00 UTC"
+    assert dates.now_text(midnight - 0.1) == "Sunday, 7 May 2023, 23:59 UTC"
+    assert dates.now_text(MONDAY + 61) == "Monday, 8 May 2023, 10:01 UTC"
+
+
 def test_day_lines_and_spans():
     assert day_line(MONDAY) == "Monday, 8 May 2023"
     assert span(MONDAY, MONDAY + 3_600) == "8 May 2023"

@@ -177,6 +177,19 @@ async def test_a_channel_override_changes_what_the_bot_does_there_and_only_there
     assert await probe(engine, THERE) == before
 
 
+@pytest.mark.parametrize("key", ["persona.card", "persona.name", "persona.models.standard",
+                                 "short_term_history.max_history_count"])
+async def test_what_a_prompt_reads_of_the_settings_follows_each_change_made_after_it_was_read(engine, key):
+    """What a conversation's settings change in its prompt is kept between replies: a change after it was read
+    shows in the next request, and the reset goes back."""
+    value, probe = PROBES[key]
+    before = await probe(engine, HERE)
+    await engine.settings.set("channel", HERE.channel_id, key, value, GUILD)
+    assert await probe(engine, HERE) != before
+    await engine.settings.reset("channel", HERE.channel_id, key)
+    assert await probe(engine, HERE) == before
+
+
 @pytest.mark.parametrize("key", [k for k in OVERRIDABLE if "channel" not in SCOPES[k]])
 async def test_a_server_wide_setting_is_refused_on_a_channel_and_one_stored_there_is_not_used(engine, key):
     value, probe = PROBES[key]

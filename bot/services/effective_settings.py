@@ -29,6 +29,8 @@ class EffectiveSettings:
         self._store = store
         self.max_age = max_age  # None: this process makes every change, so what it read stays true
         self._cache: dict[tuple[int | None, int | None], tuple[float, Config]] = {}
+        # what the config in effect changes in a place's prompts, asked several times for every reply
+        self._prompts: dict[tuple[int | None, int | None], tuple[Config, PromptSettings]] = {}
         self.strangers: Strangers | None = None  # set by the front end that knows the servers (Discord)
 
     async def effective(self, guild_id: int | None, channel_id: int | None) -> Config:
@@ -112,9 +114,13 @@ class EffectiveSettings:
     async def conversation(self, root: Thread) -> PromptSettings:
         """What a conversation's settings change in its prompt (the assembler asks before each build)."""
         config = await self.effective(root.guild_id, root.channel_id)
-        chosen = config.persona.models.standard
-        return PromptSettings.of(Persona(config.persona.name, config.persona.card), config.short_term_history,
-                               config.memory, chosen if chosen != self.config.persona.models.standard else None)
+        found = self._prompts.get((root.guild_id, root.channel_id))
+        if found is None or found[0] is not config:
+            chosen = config.persona.models.standard
+            found = self._prompts[root.guild_id, root.channel_id] = (config, PromptSettings.of(
+                Persona(config.persona.name, config.persona.card), config.short_term_history, config.memory,
+                chosen if chosen != self.config.persona.models.standard else None))
+        return found[1]
 
     async def memory(self, ch: MemoryChannel | None) -> MemorySettings:
         """How one conversation's memory is written (None: the base settings, for server-wide work)."""
