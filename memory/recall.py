@@ -73,8 +73,10 @@ class Frequencies:
         self._counting: dict[str, asyncio.Future[int]] = {}  # words being counted now: others wait for that count
         self._unsaved: dict[str, tuple[int, int]] = {}  # counted since the last save
 
-    async def counts(self, store: Store, terms: list[str], unindexed: Collection[str] = ()) -> dict[str, int]:
-        """Each term's match count, up to COMMON_CAP; `unindexed` (lowercased texts) are counted too.
+    async def counts(self, store: Store, terms: list[str], unindexed: Collection[str] = (),
+                     exact: set[str] | None = None) -> dict[str, int]:
+        """Each term's match count, up to COMMON_CAP; `unindexed` (lowercased texts) are counted too. Those counted
+        by this call, or by the count it waited for, are added to `exact` (the others may be a little stale).
 
         The archive's size is that of the last count, or the newest message this process stored since, if later: a
         word said in a burst of messages is counted again as the burst grows the archive."""
@@ -87,14 +89,18 @@ class Frequencies:
                 self._known.move_to_end(term)
         waiting = {t: self._counting[t] for t in terms if t not in known and t in self._counting}
         missing = [t for t in terms if t not in known and t not in waiting]
+        counted: dict[str, int] = {}
         if missing or not (self.total or waiting):
-            known.update(await self._count(store, missing))
+            counted.update(await self._count(store, missing))
         for term, counting in waiting.items():
             await asyncio.wait([counting])
             if not counting.cancelled():
-                known[term] = counting.result()
-        if failed := [t for t in waiting if t not in known]:  # the count they waited for failed: their own
-            known.update(await self._count(store, failed))
+                counted[term] = counting.result()
+        if failed := [t for t in waiting if t not in counted]:  # the count they waited for failed: their own
+            counted.update(await self._count(store, failed))
+        known.update(counted)
+        if exact is not None:
+            exact.update(counted)
         while len(self._known) > self.entries:
             self._known.popitem(last=False)
         return {t: min(COMMON_CAP, known[t] + sum(t in text for text in unindexed)) for t in terms}
@@ -177,6 +183,12 @@ class Shown:
     lines: dict[int, frozenset[str]] = field(default_factory=dict)  # a record shown in part: the lines shown
     memory_lines: set[int] = field(default_factory=set)  # memory lines an earlier turn recalled (their Hit keys)
     whole_from: tuple[int, int] | None = None  # (thread, seq): its messages from there on are all in the request
+    folded: tuple[str, ...] = ()  # the stored ones' texts, lower-cased: where a word counted just now all is
+
+    def holds_all(self, term: str, count: int) -> bool:
+        """Whether every one of a word's `count` matches (an exact count) is a message the request shows. For
+        ASCII words alone: the database folds other letters by its locale, which may not be Python's."""
+        return term.isascii() and sum(term in text for text in self.folded) >= count
 
 
 Shared = list[tuple[int, int | None, str | None]]  # a server's shareable conversations: channel, thread, name
@@ -294,15 +306,19 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
         await store.index_messages()
         pending = []
     frequencies = frequencies or Frequencies()
-    df = await frequencies.counts(store, [t for t in own if len(t) >= 3], pending)
+    exact: set[str] = set()
+    df = await frequencies.counts(store, [t for t in own if len(t) >= 3], pending, exact)
     total = max(1, frequencies.total)
     common = min(COMMON_CAP, max(50, int(total * COMMON_SHARE)))
     rare = {t: n for t, n in df.items() if n < common}
+    # A word said for the first time (a name, a number) is in the new message alone: no message to look it up in
+    # (a busy server's burst of new words looked each up, through every row the burst had added to the index)
+    elsewhere = {t: n for t, n in rare.items() if not (t in exact and shown.holds_all(t, n))}
     short = [t for t in own if len(t) < 3]
     if not rare and not short and not days:
         return []
     # Every look-up at once: the indexes' and the days' in one round trip, a short word's scan beside them
-    lookups = [*([_matched(store, seen, shown, rare, _candidate_terms(rare), reach.candidates, days)]
+    lookups = [*([_matched(store, seen, shown, rare, _candidate_terms(elsewhere), reach.candidates, days)]
                  if rare or days else []),
                *(_scanned(store, seen, shown, term) for term in short)]
     hits = [hit for found in await _handed_over(lookups, sent) for hit in found]

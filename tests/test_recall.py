@@ -167,6 +167,34 @@ async def test_a_reply_may_leave_its_newest_messages_unindexed_but_still_counts_
     assert store.unindexed == 0  # more than the window holds: indexed first
 
 
+async def test_a_word_only_the_request_shows_is_not_looked_up_among_messages_unless_its_count_may_be_stale(store):
+    """Counted just now, a word whose every match is a message the request shows (said for the first time: a name,
+    a number) has no other message to be found in, and is not looked up among them; a count kept from before may
+    miss a message said since, so that word is looked up and the message found."""
+    root = await store.root_thread("Stelis", GENERAL, 0.8)
+    for i in range(10):  # other words, so the new ones are rare
+        await store.append(root.id, NewMessage("user", f"plain chatter number {i} about the weather"))
+    said, _ = await store.append(root.id, NewMessage("user", "I adopted a quokka named Biscuit"))
+    await store.index_messages()
+    looked_up: list[list[str]] = []
+    matches = store.recall_matches
+
+    async def recall_matches(terms, message_terms, *args, **kwargs):
+        looked_up.append(list(message_terms))
+        return await matches(terms, message_terms, *args, **kwargs)
+
+    store.recall_matches = recall_matches
+    seen, frequencies = await recall.visibility(store, root), recall.Frequencies()
+    shown = recall.Shown({said.seq}, folded=(said.content.lower(),))
+    assert await recall.search(store, seen, said.content, shown, recall.QUESTION, frequencies=frequencies) == []
+    assert looked_up == [[]]  # quokka, biscuit, adopted: each in the shown message alone
+
+    later, _ = await store.append(root.id, NewMessage("user", "the quokka ate all the biscuits"))
+    hits = await recall.search(store, seen, "what does the quokka eat?", shown, recall.QUESTION,
+                               frequencies=frequencies)  # quokka's count (one) kept: the archive grew too little
+    assert "quokka" in looked_up[-1] and [h.key for h in hits if h.kind == "message"] == [later.seq]
+
+
 async def test_a_new_discord_thread_joins_what_recall_may_see_at_its_first_message(engine):
     root = await engine.stelis.root(GENERAL)
     visibilities = engine.assembler.visibilities
