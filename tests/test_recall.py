@@ -618,3 +618,46 @@ async def test_a_word_is_counted_once_for_everyone_asking_and_again_once_the_arc
     assert await frequencies.counts(archive, ["today"]) == {"today": 3}  # not grown enough: as counted
     archive.newest_seq = int(1_000 * FREQUENCY_GROWTH) + 1
     assert await frequencies.counts(archive, ["today"]) == {"today": 400} and len(archive.asked) == 2
+
+
+async def test_new_words_asked_while_a_count_is_on_its_way_are_counted_together_in_the_next():
+    """A burst of replies, each with a word said nowhere before, counts them in a few statements, each reply getting
+    its own word's count; a caller given up on leaves the others' count alone, and a failed statement is each of
+    its callers' error while the next round counts again."""
+    import asyncio
+
+    from memory.recall import Frequencies
+
+    class Archive:
+        newest_seq = 0
+
+        def __init__(self) -> None:
+            self.asked: list[list[str]] = []
+            self.fail = False
+
+        async def match_counts(self, terms, cap):
+            self.asked.append(list(terms))
+            await asyncio.sleep(0.01)
+            if self.fail:
+                raise RuntimeError("the database went away")
+            return 1_000, {t: int(t[4:]) for t in terms}
+
+    archive, frequencies = Archive(), Frequencies()
+    first = asyncio.ensure_future(frequencies.counts(archive, ["word1"]))
+    await asyncio.sleep(0.005)  # its statement on its way
+    found = await asyncio.gather(first, *(frequencies.counts(archive, [f"word{n}"]) for n in range(2, 51)))
+    assert found == [{f"word{n}": n} for n in range(1, 51)]
+    assert archive.asked == [["word1"], [f"word{n}" for n in range(2, 51)]]
+
+    given_up = asyncio.ensure_future(frequencies.counts(archive, ["word60"]))
+    kept = asyncio.ensure_future(frequencies.counts(archive, ["word61"]))
+    await asyncio.sleep(0)
+    given_up.cancel()
+    assert await kept == {"word61": 61}
+
+    archive.fail = True
+    failed = await asyncio.gather(*(frequencies.counts(archive, [f"word{n}"]) for n in (70, 71, 72)),
+                                  return_exceptions=True)
+    assert all(isinstance(e, RuntimeError) for e in failed)
+    archive.fail = False
+    assert await frequencies.counts(archive, ["word70"]) == {"word70": 70}
