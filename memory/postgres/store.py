@@ -428,8 +428,10 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         pools: list[asyncpg.Pool] = []
         try:
             for most, settings in ((max(1, size - searchers), {}), (searchers, SEARCH_SETTINGS)):
+                # every connection is kept (and warm): no inactivity timer armed again at each statement's release
                 pools.append(await asyncpg.create_pool(url, command_timeout=60, min_size=most, max_size=most,
-                                                       init=_warm, reset=_keep_session, server_settings=settings))
+                                                       max_inactive_connection_lifetime=0, init=_warm,
+                                                       reset=_keep_session, server_settings=settings))
         except (OSError, asyncpg.PostgresError, ValueError) as exc:
             await asyncio.gather(*(pool.close() for pool in pools))
             raise StoreError(f"cannot reach the database {safe_url(url)}: {exc}") from None
