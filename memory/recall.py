@@ -73,7 +73,6 @@ class Frequencies:
         self._counting: dict[str, asyncio.Future[int]] = {}  # words being counted now: others wait for that count
         # the count on its way, and the round of words asked meanwhile (counted together next)
         self._counter: asyncio.Task[None] | None = None
-        self._counted: asyncio.Future[tuple[int, dict[str, int]]] | None = None
         self._round: asyncio.Future[tuple[int, dict[str, int]]] | None = None
         self._round_terms: dict[str, None] = {}
         self._unsaved: dict[str, tuple[int, int]] = {}  # counted since the last save
@@ -147,23 +146,27 @@ class Frequencies:
 
     async def _count_rounds(self, store: Store) -> None:
         """One statement per round, while words wait to be counted."""
-        while self._round is not None:
-            joined, terms = self._round, list(self._round_terms)
-            self._round, self._round_terms = None, {}
-            self._counted = joined
-            try:
-                self.total, counted = await store.match_counts(terms, COMMON_CAP)
-            except Exception as exc:  # told to every caller of the round, each raising it
-                joined.set_exception(exc)
-            else:
-                joined.set_result((self.total, counted))
-
-    def _counter_ended(self, counter: asyncio.Task[None]) -> None:
-        """Cancelled (the loop closing), even before it began: the rounds it held are told at once."""
-        for joined in (self._counted, self._round):
+        joined = None
+        try:
+            while self._round is not None:
+                joined, terms = self._round, list(self._round_terms)
+                self._round, self._round_terms = None, {}
+                try:
+                    self.total, counted = await store.match_counts(terms, COMMON_CAP)
+                except Exception as exc:  # told to every caller of the round, each raising it
+                    joined.set_exception(exc)
+                else:
+                    joined.set_result((self.total, counted))
+        except asyncio.CancelledError:
             if joined is not None and not joined.done():
                 joined.cancel()
-        if counter.cancelled():
+            raise
+
+    def _counter_ended(self, counter: asyncio.Task[None]) -> None:
+        """Cancelled (the loop closing), even before it began: the round waiting for it is told at once, unless a
+        counter started since has taken it on."""
+        if counter.cancelled() and self._counter is counter and self._round is not None:
+            self._round.cancel()
             self._round, self._round_terms = None, {}
 
     async def warm(self, store: Store, messages: int = WARM_MESSAGES) -> int:

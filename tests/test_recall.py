@@ -655,9 +655,53 @@ async def test_new_words_asked_while_a_count_is_on_its_way_are_counted_together_
     given_up.cancel()
     assert await kept == {"word61": 61}
 
+    # the count's own task cancelled (the loop closing), its statement on its way and a round waiting behind it
+    on_its_way = asyncio.ensure_future(frequencies.counts(archive, ["word80"]))
+    await asyncio.sleep(0.005)
+    behind = asyncio.ensure_future(frequencies.counts(archive, ["word81"]))
+    await asyncio.sleep(0)
+    callers = {on_its_way, behind, asyncio.current_task()}
+    for task in asyncio.all_tasks() - callers:
+        task.cancel()
+    told = await asyncio.wait_for(asyncio.gather(on_its_way, behind, return_exceptions=True), 1)
+    assert all(isinstance(e, asyncio.CancelledError) for e in told)
+    assert await frequencies.counts(archive, ["word82"]) == {"word82": 82}
+
     archive.fail = True
     failed = await asyncio.gather(*(frequencies.counts(archive, [f"word{n}"]) for n in (70, 71, 72)),
                                   return_exceptions=True)
     assert all(isinstance(e, RuntimeError) for e in failed)
     archive.fail = False
     assert await frequencies.counts(archive, ["word70"]) == {"word70": 70}
+
+
+async def test_counts_asked_as_each_count_ends_are_each_answered():
+    """Callers arriving at every moment of the counts' rounds, one round ending as the next begins: each gets its
+    count (a round begun while the last one's counter was ending was cancelled by its end, once)."""
+    import asyncio
+    import random
+
+    from memory.recall import Frequencies
+
+    rng = random.Random(1)
+
+    class Archive:
+        newest_seq = 0
+
+        async def match_counts(self, terms, cap):
+            for _ in range(rng.randint(0, 2)):
+                await asyncio.sleep(0)
+            return 1_000, {t: len(t) for t in terms}
+
+    frequencies, archive = Frequencies(), Archive()
+
+    async def caller(i: int) -> list[dict[str, int]]:
+        found = []
+        for j in range(30):
+            for _ in range(rng.randint(0, 3)):
+                await asyncio.sleep(0)
+            found.append(await frequencies.counts(archive, [f"w{i}x{j}"]))
+        return found
+
+    answers = await asyncio.gather(*(caller(i) for i in range(40)))
+    assert answers == [[{f"w{i}x{j}": len(f"w{i}x{j}")} for j in range(30)] for i in range(40)]
