@@ -1189,6 +1189,7 @@ def _among(column: str, param: int) -> str:
 
 
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1_024)
 def _key_set(keys: tuple[str, ...]) -> str:
     """Keys as one parameter that finds a key by binary search: a JSON object's keys. `= ANY(array)` compares each
     row with every key in turn (a generic plan does not hash a parameter's array): among a server's 1,001 visible
