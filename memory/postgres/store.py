@@ -1188,8 +1188,7 @@ def _among(column: str, param: int) -> str:
     return f"${param}::jsonb ? {column}"
 
 
-@functools.lru_cache(maxsize=256)
-@functools.lru_cache(maxsize=1_024)
+@functools.lru_cache(maxsize=1_024)  # a conversation each: a busy server's burst of 500 went round 256
 def _key_set(keys: tuple[str, ...]) -> str:
     """Keys as one parameter that finds a key by binary search: a JSON object's keys. `= ANY(array)` compares each
     row with every key in turn (a generic plan does not hash a parameter's array): among a server's 1,001 visible
@@ -1198,7 +1197,7 @@ def _key_set(keys: tuple[str, ...]) -> str:
     return json.dumps(dict.fromkeys(keys, 1), ensure_ascii=False)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1_024)
 def _record_keys(scopes: tuple[tuple[str, int], ...]) -> str:
     """The places of visible memory versions as one key set (`_RECORD_SCOPE`)."""
     return _key_set(tuple(f"{scope}:{scope_id}" for scope, scope_id in scopes))
