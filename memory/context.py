@@ -705,7 +705,7 @@ class Assembler:
         already = recall.Shown({m.seq for m in shown}, set(layers.records),
                                {int(m.metadata["stelis_thread_id"]) for m in shown if anchors.is_anchor(m)},
                                dict(layers.partly), whole_from=whole_from,
-                               folded=tuple(m.content.lower() for m in shown if m.seq != PREVIEW_SEQ))
+                               texts=tuple(m.content for m in shown if m.seq != PREVIEW_SEQ))
         for hit in (hit for tail in tails for hit in tail.recalled):
             if hit.kind == "message":
                 already.messages.add(hit.key)

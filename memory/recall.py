@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date
+from functools import cached_property
 from typing import Any
 
 from memory import dates, excerpts
@@ -224,12 +225,16 @@ class Shown:
     lines: dict[int, frozenset[str]] = field(default_factory=dict)  # a record shown in part: the lines shown
     memory_lines: set[int] = field(default_factory=set)  # memory lines an earlier turn recalled (their Hit keys)
     whole_from: tuple[int, int] | None = None  # (thread, seq): its messages from there on are all in the request
-    folded: tuple[str, ...] = ()  # the stored ones' texts, lower-cased: where a word counted just now all is
+    texts: tuple[str, ...] = ()  # the stored ones' texts: where a word counted just now may all be
 
     def holds_all(self, term: str, count: int) -> bool:
         """Whether every one of a word's `count` matches (an exact count) is a message the request shows. For
         ASCII words alone: the database folds other letters by its locale, which may not be Python's."""
-        return term.isascii() and sum(term in text for text in self.folded) >= count
+        return term.isascii() and sum(term in text for text in self._folded) >= count
+
+    @cached_property
+    def _folded(self) -> tuple[str, ...]:  # lower-cased once a word asks, not on every reply
+        return tuple(text.lower() for text in self.texts)
 
 
 Shared = list[tuple[int, int | None, str | None]]  # a server's shareable conversations: channel, thread, name

@@ -185,7 +185,7 @@ async def test_a_word_only_the_request_shows_is_not_looked_up_among_messages_unl
 
     store.recall_matches = recall_matches
     seen, frequencies = await recall.visibility(store, root), recall.Frequencies()
-    shown = recall.Shown({said.seq}, folded=(said.content.lower(),))
+    shown = recall.Shown({said.seq}, texts=(said.content,))
     assert await recall.search(store, seen, said.content, shown, recall.QUESTION, frequencies=frequencies) == []
     assert looked_up == [[]]  # quokka, biscuit, adopted: each in the shown message alone
 
@@ -193,6 +193,31 @@ async def test_a_word_only_the_request_shows_is_not_looked_up_among_messages_unl
     hits = await recall.search(store, seen, "what does the quokka eat?", shown, recall.QUESTION,
                                frequencies=frequencies)  # quokka's count (one) kept: the archive grew too little
     assert "quokka" in looked_up[-1] and [h.key for h in hits if h.kind == "message"] == [later.seq]
+
+
+async def test_a_word_said_also_where_the_conversation_cannot_see_is_looked_up_and_what_is_there_stays_there(store):
+    """The counts are the whole archive's: a word the request shows that was also said in a channel this conversation
+    cannot see is looked up (its count is more than the request holds), and the look-up finds nothing of that channel."""
+    here = await store.root_thread("Stelis", GENERAL, 0.8)
+    secret = await store.root_thread("Stelis", SECRET, 0.8)
+    for i in range(10):
+        await store.append(here.id, NewMessage("user", f"plain chatter number {i} about the weather"))
+    await store.append(secret.id, NewMessage("user", "the quokka plan is in the locked drawer"))
+    said, _ = await store.append(here.id, NewMessage("user", "has anyone seen a quokka?"))
+    await store.index_messages()
+    looked_up: list[list[str]] = []
+    matches = store.recall_matches
+
+    async def recall_matches(terms, message_terms, *args, **kwargs):
+        looked_up.append(list(message_terms))
+        return await matches(terms, message_terms, *args, **kwargs)
+
+    store.recall_matches = recall_matches
+    seen = await recall.visibility(store, here)
+    hits = await recall.search(store, seen, said.content, recall.Shown({said.seq}, texts=(said.content,)),
+                               recall.QUESTION, frequencies=recall.Frequencies())
+    assert looked_up == [["quokka"]]
+    assert not [h for h in hits if "drawer" in h.text]
 
 
 async def test_a_new_discord_thread_joins_what_recall_may_see_at_its_first_message(engine):
