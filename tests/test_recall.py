@@ -196,8 +196,8 @@ async def test_a_word_only_the_request_shows_is_not_looked_up_among_messages_unl
 
 
 async def test_a_word_said_also_where_the_conversation_cannot_see_is_looked_up_and_what_is_there_stays_there(store):
-    """The counts are the whole archive's: a word the request shows that was also said in a channel this conversation
-    cannot see is looked up (its count is more than the request holds), and the look-up finds nothing of that channel."""
+    """The counts are the whole archive's: a word the request shows that was also said in a channel this
+    conversation cannot see is looked up (its count is more than the request holds), and finds nothing there."""
     here = await store.root_thread("Stelis", GENERAL, 0.8)
     secret = await store.root_thread("Stelis", SECRET, 0.8)
     for i in range(10):
