@@ -167,6 +167,19 @@ async def test_a_reply_may_leave_its_newest_messages_unindexed_but_still_counts_
     assert store.unindexed == 0  # more than the window holds: indexed first
 
 
+def _message_terms_looked_up(store) -> list[list[str]]:
+    """Each look-up's words among messages, as the store is asked from now on."""
+    looked_up: list[list[str]] = []
+    matches = store.recall_matches
+
+    async def recall_matches(terms, message_terms, *args, **kwargs):
+        looked_up.append(list(message_terms))
+        return await matches(terms, message_terms, *args, **kwargs)
+
+    store.recall_matches = recall_matches
+    return looked_up
+
+
 async def test_a_word_only_the_request_shows_is_not_looked_up_among_messages_unless_its_count_may_be_stale(store):
     """Counted just now, a word whose every match is a message the request shows (said for the first time: a name,
     a number) has no other message to be found in, and is not looked up among them; a count kept from before may
@@ -176,14 +189,7 @@ async def test_a_word_only_the_request_shows_is_not_looked_up_among_messages_unl
         await store.append(root.id, NewMessage("user", f"plain chatter number {i} about the weather"))
     said, _ = await store.append(root.id, NewMessage("user", "I adopted a quokka named Biscuit"))
     await store.index_messages()
-    looked_up: list[list[str]] = []
-    matches = store.recall_matches
-
-    async def recall_matches(terms, message_terms, *args, **kwargs):
-        looked_up.append(list(message_terms))
-        return await matches(terms, message_terms, *args, **kwargs)
-
-    store.recall_matches = recall_matches
+    looked_up = _message_terms_looked_up(store)
     seen, frequencies = await recall.visibility(store, root), recall.Frequencies()
     shown = recall.Shown({said.seq}, texts=(said.content,))
     assert await recall.search(store, seen, said.content, shown, recall.QUESTION, frequencies=frequencies) == []
@@ -205,14 +211,7 @@ async def test_a_word_said_also_where_the_conversation_cannot_see_is_looked_up_a
     await store.append(secret.id, NewMessage("user", "the quokka plan is in the locked drawer"))
     said, _ = await store.append(here.id, NewMessage("user", "has anyone seen a quokka?"))
     await store.index_messages()
-    looked_up: list[list[str]] = []
-    matches = store.recall_matches
-
-    async def recall_matches(terms, message_terms, *args, **kwargs):
-        looked_up.append(list(message_terms))
-        return await matches(terms, message_terms, *args, **kwargs)
-
-    store.recall_matches = recall_matches
+    looked_up = _message_terms_looked_up(store)
     seen = await recall.visibility(store, here)
     hits = await recall.search(store, seen, said.content, recall.Shown({said.seq}, texts=(said.content,)),
                                recall.QUESTION, frequencies=recall.Frequencies())
