@@ -1087,3 +1087,21 @@ async def test_a_cut_summarised_ahead_is_one_the_overflow_uses_and_none_is_paid_
     assert folds == 4, "the window never cut: the test proves nothing"
     assert summaries == folds  # each cut's summary written once, ahead or at the cut
     assert (prepared > 0) == (room > 2)
+
+
+def test_a_tool_definition_weighs_what_its_json_counts_and_a_changed_one_is_counted_anew():
+    """Counted once per definition (each request asks twice): the same weight as its JSON's tokens, and a definition
+    built again with another description weighs what it now says."""
+    import json
+
+    from memory.context import tool_tokens
+    from memory.llm import Tool
+    from memory.tokens import count_tokens
+
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    short = Tool("recall", "Look something up.", schema)
+    written = count_tokens(json.dumps({"name": "recall", "description": "Look something up.", "input_schema": schema},
+                                      sort_keys=True))
+    assert tool_tokens((short,)) == tool_tokens((short,)) == written
+    longer = Tool("recall", "Look something up in everything this conversation may see, by words or by day.", schema)
+    assert tool_tokens((longer,)) > written and tool_tokens((short, longer)) == written + tool_tokens((longer,))
