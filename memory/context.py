@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from bisect import bisect_left, bisect_right
@@ -1025,24 +1024,7 @@ class Assembler:
 
 def tool_tokens(tools: tuple[Tool, ...]) -> int:
     """What tool definitions weigh in a request (they come before the system prompt)."""
-    return sum(_tool_tokens(t) for t in tools)
-
-
-_TOOL_TOKENS: dict[int, tuple[Tool, int]] = {}  # by the definition itself: one is built per tool and kept
-TOOLS_KEPT = 256
-
-
-def _tool_tokens(tool: Tool) -> int:
-    """One definition's weight, counted once: every request asks twice (its plan, then its fit), and writing the
-    JSON out each time cost a reply 75 µs for two tools."""
-    found = _TOOL_TOKENS.get(id(tool))
-    if found is None or found[0] is not tool:
-        if len(_TOOL_TOKENS) >= TOOLS_KEPT:
-            _TOOL_TOKENS.clear()
-        found = _TOOL_TOKENS[id(tool)] = (tool, cached_tokens(json.dumps(
-            {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema},
-            sort_keys=True)))
-    return found[1]
+    return sum(cached_tokens(t.written) for t in tools)
 
 
 def _keep(cache: OrderedDict[Any, Any], key: Hashable, entry: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from memory.errors import Failure
@@ -45,6 +46,12 @@ class Tool:
     description: str
     input_schema: dict[str, Any]
     cache: CacheTTL | None = None  # a breakpoint after the tool list (tools are the first bytes of a prompt)
+
+    @cached_property
+    def written(self) -> str:
+        """The definition as JSON, as its weight is counted: written once, where every request asked it twice."""
+        return json.dumps({"name": self.name, "description": self.description, "input_schema": self.input_schema},
+                          sort_keys=True)
 
 
 # "auto": the model decides; "any": it must call one; "none": it may not; any other value names the tool to call.
