@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +18,9 @@ from bot.config import Config, validate
 from memory.backends import open_store
 from memory.store import Store
 from tests.fake_anthropic import FakeAnthropic
+
+# The tokenizer's table is cached in the user's cache folder (memory/tokens.py): the suite keeps its own.
+CACHE_HOME = os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="stelis-tests-cache-")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -140,6 +145,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A thread left running (a store never closed) would hold the exit until CI's time limit: fail at once."""
+    shutil.rmtree(CACHE_HOME, ignore_errors=True)
     left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     for thread in left:
         thread.join(timeout=5)
