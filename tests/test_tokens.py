@@ -71,3 +71,13 @@ def test_the_table_is_named_for_the_data_file_it_was_read_from(cache_home: Path,
     copy.write_bytes(tokens.SOURCE.read_bytes() + b"\n")
     monkeypatch.setattr(tokens, "SOURCE", copy)
     assert tokens.table_path() != before
+
+
+def test_without_a_home_folder_it_counts_from_the_source(cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME")
+
+    def nowhere() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(nowhere))
+    assert _counts_of_a_new_start() == _stock_counts()
