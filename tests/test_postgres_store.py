@@ -164,8 +164,8 @@ async def test_every_connection_is_opened_and_warmed_at_start_so_replies_ask_the
     name = await postgres_cluster.fresh_database()
     monkeypatch.setattr(Connection, "_introspect_types", introspect)
     opened = await PostgresStore.open(postgres_cluster.url_for(name), pool_size=4)
-    for pool in (opened._pool, opened._search):
-        assert pool.get_size() == pool.get_min_size() == pool.get_max_size()
+    for lender in (opened._pool, opened._search):
+        assert lender.pool.get_size() == lender.pool.get_min_size() == lender.pool.get_max_size()
     assert len(asked) == 4  # one question per connection, at start
     thread = await opened.root_thread("Stelis", Scope.channel(1, 2), 0.8)
     await opened.append(thread.id, NewMessage("user", "the kestrel nests on the tower"))
@@ -260,7 +260,7 @@ async def test_a_long_texts_folded_form_stays_whole_in_its_row_and_the_rest_is_c
 async def test_database_pool_size_bounds_both_pools(postgres_cluster, size, main, search):
     name = await postgres_cluster.fresh_database()
     opened = await PostgresStore.open(postgres_cluster.url_for(name), pool_size=size)
-    assert (opened._pool.get_max_size(), opened._search.get_max_size()) == (main, search)
+    assert (opened._pool.size(), opened._search.size()) == (main, search)
     await opened.close()
     await postgres_cluster.drop_database(name)
 
@@ -486,7 +486,7 @@ async def test_the_replies_to_recalled_messages_are_found_on_recalls_connections
         assert {parent: reply.content for parent, reply in replies.items()} == {
             m.seq: f"line {n + 1}" for n, m in enumerate(said) if m.seq in questions[start:start + 8]}
     plans = []
-    searchers = [await store._search.acquire() for _ in range(store._search.get_max_size())]  # every one of them
+    searchers = [await store._search.acquire() for _ in range(store._search.size())]  # every one of them
     for con in searchers:
         plans += await con.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                                  " WHERE statement LIKE '%next AS MATERIALIZED%'"

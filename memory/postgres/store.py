@@ -25,6 +25,7 @@ import asyncpg
 from memory import rows as row_to
 from memory.database_url import safe_url
 from memory.postgres.appends import Appends, Pending
+from memory.postgres.lender import Lender
 from memory.quotes import ERASED, Erased
 from memory.records import (
     MemoryChannel,
@@ -62,12 +63,10 @@ from memory.tokens import count_tokens
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from asyncpg.pool import PoolConnectionProxy
-
-    Connection = PoolConnectionProxy[asyncpg.Record]
+    from memory.postgres.lender import Connection
 
 # The connection a task holds for a run of its statements (PostgresStore.held): the task, the pool it came from.
-_HELD: ContextVar[tuple[asyncio.Task[Any] | None, asyncpg.Pool, Connection] | None] = ContextVar("held", default=None)
+_HELD: ContextVar[tuple[asyncio.Task[Any] | None, Lender, Connection] | None] = ContextVar("held", default=None)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 MIGRATION_LOCK = 0x5374656C6973  # "Stelis": one process migrates, the others wait for it
 MIGRATION_SECONDS = 6 * 3600.0
@@ -403,8 +402,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     def __init__(self, pool: asyncpg.Pool, search: asyncpg.Pool, clock: Clock = time.time):
         super().__init__(clock)
-        self._pool = pool
-        self._search = search  # recall's look-ups: its connections never plan a scan of a whole table
+        self._pool = Lender(pool)
+        self._search = Lender(search)  # recall's look-ups: its connections never plan a scan of a whole table
         self._shared_seen: int | None = None  # shared_changes as this process last read it
         self._appends = Appends(self._alone, self._together)  # messages heard at once go in one statement
 
@@ -443,8 +442,8 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     def pool_usage(self) -> tuple[int, int]:
         """Connections in use and the most this process may open, for the metrics."""
-        pools = (self._pool, self._search)
-        return (sum(p.get_size() - p.get_idle_size() for p in pools), sum(p.get_max_size() for p in pools))
+        lenders = (self._pool, self._search)
+        return sum(lender.lent() for lender in lenders), sum(lender.size() for lender in lenders)
 
     async def schema_version(self) -> int:
         exists = await self._value("SELECT to_regclass('schema_version') IS NOT NULL")
@@ -459,19 +458,20 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
-        """This task's statements share one connection until the block ends (asyncpg's pool costs a task and
-        several loop turns for each statement it lends one to)."""
+        """This task's statements share one connection until the block ends (lending one costs a few loop turns)."""
         if self._own() is not None:
             yield
             return
         with _refusals():
-            con = await self._pool.acquire()
+            con = await self._pool.take()
         token = _HELD.set((asyncio.current_task(), self._pool, con))
+        failed = True
         try:
             yield
+            failed = False
         finally:
             _HELD.reset(token)
-            await self._pool.release(con)
+            await self._pool.release(con, failed=failed)
 
     def _own(self) -> Connection | None:
         """The connection this task holds (a task it started does not share it: one statement at a time)."""
