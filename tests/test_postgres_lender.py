@@ -64,6 +64,19 @@ async def test_a_statement_cancelled_halfway_leaves_no_connection_busy_nor_a_tra
     assert lender.lent() == 0
 
 
+async def test_a_transaction_left_open_without_a_fault_is_rolled_back_before_the_connection_serves_again(lender):
+    """Nothing of one task's unfinished transaction reaches the next task's statements (nor is committed by them)."""
+    async with lender.acquire() as con:
+        await con.execute("CREATE TABLE notes (said text)")
+    async with lender.acquire() as con:
+        await con.execute("BEGIN")
+        await con.execute("INSERT INTO notes VALUES ('whispered in a private channel')")
+    for _ in range(4):
+        async with lender.acquire() as con:
+            assert not con.is_in_transaction() and await con.fetchval("SELECT count(*) FROM notes") == 0
+    assert lender.lent() == 0
+
+
 async def test_a_task_cancelled_as_a_connection_is_handed_to_it_loses_no_connection(lender):
     holders = [await lender.take() for _ in range(2)]  # every connection lent: the next ones wait
     waiting = [asyncio.create_task(lender.take()) for _ in range(2)]

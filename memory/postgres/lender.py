@@ -91,8 +91,9 @@ class Lender:
                 return handed
 
     async def release(self, con: Connection, *, failed: bool = False) -> None:
-        """Back from a task: lent again at once, or, after a fault, returned to asyncpg's pool to be set right."""
-        if failed or self._closing or not _usable(con):
+        """Back from a task: lent again at once, or, after a fault, returned to asyncpg's pool to be set right (a
+        transaction left open with it is rolled back there: no task's writes ride on another's)."""
+        if failed or self._closing or not _usable(con) or con.is_in_transaction():
             await self._return(con)
         else:
             self._pass_on(con)
