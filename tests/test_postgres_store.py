@@ -422,6 +422,29 @@ async def test_assemblies_hold_one_connection_each_and_never_wait_on_each_other_
         await postgres_cluster.drop_database(name)
 
 
+async def test_a_held_block_cancelled_mid_statement_gives_its_connection_back_set_right(store):
+    """A reply given up on while its reads run (a shutdown, a timeout): the statement is cancelled, its connection
+    goes back through asyncpg's pool (which waits the cancellation out) and the next statements run at once."""
+    started = asyncio.Event()
+
+    async def reads() -> None:
+        async with store.held():
+            started.set()
+            await store._value("SELECT pg_sleep(10)")
+
+    reading = asyncio.create_task(reads())
+    await started.wait()
+    await asyncio.sleep(0.1)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert store.pool_usage()[0] == 0
+    assert await asyncio.wait_for(asyncio.gather(*(store._value("SELECT $1::int", n) for n in range(8))), 10) \
+        == list(range(8))
+    async with store.held():
+        assert not store._own().is_in_transaction() and await store._value("SELECT 9") == 9
+
+
 async def test_a_pin_branch_or_sharing_another_process_changes_reaches_the_next_prompt_here(postgres_cluster):
     """Each process keeps the layers (pins among them), the working memory and what each channel shares as it
     read them last: a pin, a branch or a channel's sharing changed through another process sharing the database
