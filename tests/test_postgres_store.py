@@ -509,7 +509,7 @@ async def test_the_replies_to_recalled_messages_are_found_on_recalls_connections
         assert {parent: reply.content for parent, reply in replies.items()} == {
             m.seq: f"line {n + 1}" for n, m in enumerate(said) if m.seq in questions[start:start + 8]}
     plans = []
-    searchers = [await store._search.acquire() for _ in range(store._search.size())]  # every one of them
+    searchers = [await store._search.take() for _ in range(store._search.size())]  # every one of them
     for con in searchers:
         plans += await con.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                                  " WHERE statement LIKE '%next AS MATERIALIZED%'"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +41,7 @@ class Lender:
         return int(self.pool.get_max_size())
 
     def acquire(self) -> _Lending:
-        """`async with lender.acquire() as con`, or `con = await lender.acquire()` given back with `release`."""
+        """`async with lender.acquire() as con` (else `take`, given back with `release`)."""
         return _Lending(self)
 
     # asyncpg's pool's own shortcuts: one statement on a connection lent for it
@@ -134,9 +133,6 @@ class _Lending:
     def __init__(self, lender: Lender) -> None:
         self._lender = lender
         self._con: Connection | None = None
-
-    def __await__(self) -> Generator[Any, None, Connection]:
-        return self._lender.take().__await__()
 
     async def __aenter__(self) -> Connection:
         self._con = await self._lender.take()

@@ -427,7 +427,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         pools: list[asyncpg.Pool] = []
         try:
             for most, settings in ((max(1, size - searchers), {}), (searchers, SEARCH_SETTINGS)):
-                # every connection is kept (and warm): no inactivity timer armed again at each statement's release
+                # every connection is kept (and warm): none closed for idling, no timer armed at each return
                 pools.append(await asyncpg.create_pool(url, command_timeout=60, min_size=most, max_size=most,
                                                        max_inactive_connection_lifetime=0, init=_warm,
                                                        reset=_keep_session, server_settings=settings))
@@ -458,7 +458,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
-        """This task's statements share one connection until the block ends (lending one costs a few loop turns)."""
+        """This task's statements share one connection until the block ends: one lending for its reads."""
         if self._own() is not None:
             yield
             return
