@@ -341,10 +341,12 @@ class Assembler:
     async def _assemble(self, thread_id: int, shape: Shape, incoming: NewMessage | None, persist: bool,
                         calls: bool) -> Assembly:
         preview, naive = not persist, shape.naive
+        # Another process's erasure does not live on in a cache here; the opening's newest record: what a cold
+        # cache shows memory as of. Read before the held block: openings asked at once share a statement, which a
+        # task holding a connection would wait for with it (bench concurrency, PostgreSQL at 500 channels: the
+        # front 0.47 -> 0.35 s)
+        opened = await self._open(thread_id, naive)
         async with self.store.held():  # the reads before anything is waited on
-            # Another process's erasure does not live on in a cache here; the opening's newest record: what a cold
-            # cache shows memory as of
-            opened = await self._open(thread_id, naive)
             thread = opened.thread
             chain = await lineage(self.store, thread)
             tools = self.conversation_tools if shape.tools is None else shape.tools

@@ -24,7 +24,7 @@ import asyncpg
 
 from memory import rows as row_to
 from memory.database_url import safe_url
-from memory.postgres.appends import Appends, Pending
+from memory.postgres.grouped import Asked, Grouped, Pending
 from memory.postgres.lender import Lender
 from memory.quotes import ERASED, Erased
 from memory.records import (
@@ -405,7 +405,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         self._pool = Lender(pool)
         self._search = Lender(search)  # recall's look-ups: its connections never plan a scan of a whole table
         self._shared_seen: int | None = None  # shared_changes as this process last read it
-        self._appends = Appends(self._alone, self._together)  # messages heard at once go in one statement
+        # messages heard at once go in one statement, and so do replies' opening reads
+        self._appends = Grouped(self._alone, self._together, apart=lambda item: item.thread_id)
+        self._openings = Grouped(self._opening_alone, self._openings_together)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = time.time, pool_size: int | None = None) -> PostgresStore:
@@ -426,10 +428,11 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             await con.close()
         pools: list[asyncpg.Pool] = []
         try:
-            for most, settings in ((max(1, size - searchers), {}), (searchers, SEARCH_SETTINGS)):
+            for most, settings, warm in ((max(1, size - searchers), {}, _warm),
+                                         (searchers, SEARCH_SETTINGS, _warm_rows)):
                 # every connection is kept (and warm): none closed for idling, no timer armed at each return
                 pools.append(await asyncpg.create_pool(url, command_timeout=60, min_size=most, max_size=most,
-                                                       max_inactive_connection_lifetime=0, init=_warm,
+                                                       max_inactive_connection_lifetime=0, init=warm,
                                                        reset=_keep_session, server_settings=settings))
         except (OSError, asyncpg.PostgresError, ValueError) as exc:
             await asyncio.gather(*(pool.close() for pool in pools))
@@ -437,7 +440,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         return cls(pools[0], pools[1], clock)
 
     async def close(self) -> None:
-        await self._appends.drain()
+        await asyncio.gather(self._appends.drain(), self._openings.drain())
         await asyncio.gather(self._pool.close(), self._search.close())
 
     def pool_usage(self) -> tuple[int, int]:
@@ -760,11 +763,9 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
     async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
         """Where another process changed memory versions, pins, branches or what a channel shares, which this one
         may hold in a cache, they are read again: the shared change count comes with the thread. The page and the
-        thread's own memory come as arrays of rows in the same statement."""
-        memory = f", ARRAY({_OWN_MEMORY}) AS memory" if versions else ""
-        row = await self._one("SELECT (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen,"
-                              f" {NEWEST_RECORD}, t.*, ARRAY({_PAGE_FROM_START}) AS page{memory} FROM threads t"
-                              " WHERE t.id = $1", thread_id, after_seq, limit, *((versions,) if versions else ()))
+        thread's own memory come as arrays of rows in the same statement; openings asked at once share one."""
+        asked = Asked(thread_id, after_seq, limit, versions)
+        row = await (self._opening_alone(asked) if self._own() is not None else self._openings.add(asked))
         if row is None:
             raise KeyError(f"no thread {thread_id}")
         seen = row["shared_seen"]
@@ -773,11 +774,22 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
             self.memory_changes += 1
             self.branch_changes += 1
             self.sharing_version += 1
-        thread = row_to.thread(row, leave_out=("shared_seen", "newest_record", "page", "memory"))
-        asked = own_memory(thread, thread, versions) if versions else ()
+        thread = row_to.thread(row, leave_out=("i", "shared_seen", "newest_record", "page", "memory"))
+        own = own_memory(thread, thread, versions) if versions else ()
         return Opening(self._as_noted(thread), int(row["newest_record"]), after_seq,
-                       [row_to.message(m) for m in row["page"]], limit, asked,
-                       by_place(asked, (row_to.record(r) for r in row["memory"])) if versions else [])
+                       [row_to.message(m) for m in row["page"]], limit, own,
+                       by_place(own, (row_to.record(r) for r in row["memory"])) if versions else [])
+
+    async def _opening_alone(self, asked: Asked) -> asyncpg.Record | None:
+        return await self._one(_OPENING, [asked.thread_id], [asked.after_seq], [asked.limit], [asked.versions])
+
+    async def _openings_together(self, items: list[Asked]) -> None:
+        rows = await self._all(_OPENING, [a.thread_id for a in items], [a.after_seq for a in items],
+                               [a.limit for a in items], [a.versions for a in items])
+        found = {row["i"]: row for row in rows}
+        for i, item in enumerate(items, 1):
+            if not item.answer.done():  # its caller may have stopped waiting
+                item.answer.set_result(found.get(i))
 
     # branches (seed 001)
 
@@ -1043,18 +1055,25 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
 
 
 
-# Store.opening's page: thread t's live messages after $2 (NULL: from its window's start), newest first, at most $3.
-_PAGE_FROM_START = ("SELECT m FROM messages m WHERE m.thread_id = t.id AND m.seq > COALESCE($2::bigint,"
-                    " t.window_start_seq - 1, -1) AND m.deleted_at IS NULL ORDER BY m.seq DESC LIMIT $3")
-# Its memory: records.own_memory of thread t (its channel's long-term memory and $4 newest versions, its Discord
-# thread's version, its server's long-term memory), the places taken from its row; a NULL place matches nothing.
+# What an assembly reads first (Store.opening), for each thread asked (q): a page of its live messages newest first,
+# after q.after_seq or from its window's start; and, with q.versions, its memory: records.own_memory of thread t (its
+# channel's long-term memory and q.versions newest versions, its Discord thread's version, its server's long-term
+# memory), the places taken from its row (a NULL place matches nothing).
 _OWN_MEMORY = "SELECT m FROM (" + " UNION ALL ".join(
     f"(SELECT r AS m FROM memory_records r WHERE r.persona = t.persona AND r.scope = '{scope}' AND r.scope_id = {place}"
     f" AND r.type = '{type_}' AND r.hidden_by IS NULL ORDER BY r.version DESC LIMIT {most})"
     for scope, place, type_, most in (("channel", "COALESCE(t.channel_id, 0)", "long_term", "1"),
-                                      ("channel", "COALESCE(t.channel_id, 0)", "short_term", "$4"),
+                                      ("channel", "COALESCE(t.channel_id, 0)", "short_term", "q.versions"),
                                       ("thread", "t.discord_thread_id", "short_term", "1"),
                                       ("workspace", "t.guild_id", "long_term", "1"))) + ") AS own"
+_OPENING = (
+    "SELECT q.i, (SELECT last_value * is_called::int FROM shared_changes) AS shared_seen,"
+    f" {NEWEST_RECORD}, t.*, ARRAY(SELECT m FROM messages m WHERE m.thread_id = t.id AND m.seq > COALESCE(q.after_seq,"
+    " t.window_start_seq - 1, -1) AND m.deleted_at IS NULL ORDER BY m.seq DESC LIMIT q.lim) AS page,"
+    f" CASE WHEN q.versions > 0 THEN ARRAY({_OWN_MEMORY}) END AS memory"
+    " FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::int[]) WITH ORDINALITY"
+    " AS q (id, after_seq, lim, versions, i) JOIN threads t ON t.id = q.id"
+)
 
 
 async def _revise(con: Connection, thread_ids: list[int]) -> None:
@@ -1162,8 +1181,14 @@ async def _migrate(con: asyncpg.Connection | Connection) -> int:
 
 
 async def _warm(con: asyncpg.Connection) -> None:
-    """A new connection learns the row types a reply's opening statement reads (asyncpg asks the server, once per
-    connection), and its server process reads those two tables' catalog entries: here, not in a reply."""
+    """A new connection learns the types a reply's opening statement takes and reads (asyncpg asks the server, once
+    per connection), and its server process reads those tables' catalog entries: here, not in a reply."""
+    await con.fetch(_OPENING, [], [], [], [])
+
+
+async def _warm_rows(con: asyncpg.Connection) -> None:
+    """A search connection learns the row types alone: planned with its settings, the opening statement would cost
+    enough for the server to compile it (JIT), a tenth of a second a connection."""
     await con.fetch("SELECT ARRAY(SELECT m FROM messages m WHERE FALSE), ARRAY(SELECT r FROM memory_records r"
                     " WHERE FALSE)")
 
