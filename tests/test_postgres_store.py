@@ -747,6 +747,32 @@ async def test_openings_inside_a_held_block_use_its_connection_so_tasks_holding_
         await opened.close()
 
 
+async def test_a_shared_statement_carries_at_most_its_share_and_the_next_ones_follow_in_the_order_asked():
+    """Openings: asyncpg reads a statement's rows in one turn of the event loop (500 openings at once: a 60 ms stall
+    of every conversation); at most `most` go together, the others in the statements after, in order."""
+    from memory.postgres.grouped import Asked, Grouped
+
+    sent: list[list[int]] = []
+    first_sent = asyncio.Event()
+
+    async def alone(item):
+        sent.append([item.thread_id])
+        await first_sent.wait()
+        return item.thread_id
+
+    async def together(items):
+        sent.append([item.thread_id for item in items])
+        for item in items:
+            item.answer.set_result(item.thread_id)
+
+    grouped = Grouped(alone, together, most=2)
+    asked = [asyncio.create_task(grouped.add(Asked(n, None, 10, 0))) for n in range(6)]
+    await asyncio.sleep(0)
+    first_sent.set()
+    assert await asyncio.gather(*asked) == list(range(6))
+    assert sent == [[0], [1, 2], [3, 4], [5]]
+
+
 async def test_appends_waiting_for_a_statement_that_is_cancelled_hear_of_it_and_the_next_append_goes_on():
     """A shared statement cancelled while it waits its turn (the loop closing): its appends are told at once rather
     than waiting forever, and a later append does not join it."""

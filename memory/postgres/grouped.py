@@ -66,13 +66,15 @@ class Grouped(Generic[Item]):
     `alone` runs one item's statement and returns its caller's result; `together` runs several items' statement
     and answers each item's future. With `apart`, two items of one key never share a statement: the later waits
     for the earlier's to be sent, then goes in the one after (a statement may change a row once, and a thread's
-    messages are stored in the order they came)."""
+    messages are stored in the order they came). With `most`, a statement carries at most that many: the next
+    ones make another, sent after it (asyncpg reads a statement's rows in one turn of the event loop)."""
 
     def __init__(self, alone: Callable[[Item], Awaitable[Any]], together: Callable[[list[Item]], Awaitable[None]],
-                 apart: Callable[[Item], Hashable] | None = None) -> None:
+                 apart: Callable[[Item], Hashable] | None = None, most: int | None = None) -> None:
         self._alone = alone
         self._together = together
         self._apart = apart
+        self._most = most
         self._lane = asyncio.Lock()
         self._open: _Batch[Item] | None = None  # the batch still taking items
         self._flushes: set[asyncio.Task[None]] = set()
@@ -87,8 +89,8 @@ class Grouped(Generic[Item]):
             if self._open is not None and key is not None and key in self._open.keys:
                 await self._open.sent.wait()  # the key's earlier item goes first, in its own statement
                 continue
-            if self._open is None:
-                self._open = _Batch()
+            if self._open is None or (self._most is not None and len(self._open.items) >= self._most):
+                self._open = _Batch()  # a full batch's statement waits its turn on the lane as it is
                 flush = asyncio.ensure_future(self._flush(self._open))
                 self._flushes.add(flush)
                 flush.add_done_callback(functools.partial(self._flushed, self._open))
@@ -102,8 +104,9 @@ class Grouped(Generic[Item]):
         await asyncio.gather(*self._flushes, return_exceptions=True)
 
     async def _flush(self, batch: _Batch[Item]) -> None:
-        async with self._lane:
-            self._open = None  # later items make the next batch
+        async with self._lane:  # batches take it in the order they were made
+            if self._open is batch:
+                self._open = None  # later items make the next batch
             try:
                 await self._together(batch.items)
             except Exception as exc:  # each caller not answered yet hears of it

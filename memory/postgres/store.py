@@ -79,6 +79,8 @@ SEARCH_SHARE = 4  # one connection in four serves recall's look-ups
 # or more is priced for parallel workers, whose start costs more than the whole look-up (6.2 -> 1.3 ms at 10k).
 SEARCH_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan",
                    "max_parallel_workers_per_gather": "0"}
+# Openings in one statement at most: 500 at once were read back in one turn of the event loop (60 ms)
+OPENINGS_TOGETHER = 50
 TRIGRAM_INDEXES = ("idx_messages_folded_trgm", "idx_records_trgm", "idx_chronicles_trgm")
 # Tables whose key the database numbers: after rows arrive with their own, numbering goes on above them.
 IDENTITIES = {"threads": "id", "messages": "seq", "memory_records": "id", "memory_pins": "id", "playbook_runs": "id",
@@ -407,7 +409,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         self._shared_seen: int | None = None  # shared_changes as this process last read it
         # messages heard at once go in one statement, and so do replies' opening reads
         self._appends = Grouped(self._alone, self._together, apart=lambda item: item.thread_id)
-        self._openings = Grouped(self._opening_alone, self._openings_together)
+        self._openings = Grouped(self._opening_alone, self._openings_together, most=OPENINGS_TOGETHER)
 
     @classmethod
     async def open(cls, url: str, clock: Clock = time.time, pool_size: int | None = None) -> PostgresStore:
