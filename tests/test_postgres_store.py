@@ -750,7 +750,8 @@ async def test_openings_inside_a_held_block_use_its_connection_so_tasks_holding_
 async def test_a_shared_statement_carries_at_most_its_share_and_the_next_ones_follow_in_the_order_asked():
     """Openings: asyncpg reads a statement's rows in one turn of the event loop (500 openings at once: a 60 ms stall
     of every conversation); at most `most` go together, the others in the statements after, in order."""
-    from memory.postgres.grouped import Asked, Grouped
+    from memory.grouped import Grouped
+    from memory.postgres.asked import Asked
 
     sent: list[list[int]] = []
     first_sent = asyncio.Event()
@@ -776,7 +777,8 @@ async def test_a_shared_statement_carries_at_most_its_share_and_the_next_ones_fo
 async def test_appends_waiting_for_a_statement_that_is_cancelled_hear_of_it_and_the_next_append_goes_on():
     """A shared statement cancelled while it waits its turn (the loop closing): its appends are told at once rather
     than waiting forever, and a later append does not join it."""
-    from memory.postgres.grouped import Grouped, Pending
+    from memory.grouped import Grouped
+    from memory.postgres.asked import Pending
 
     release = asyncio.Event()
 

@@ -549,3 +549,36 @@ async def test_recall_indexes_one_batch_at_a_time_and_those_waiting_find_their_m
         assert await store.index_messages() == 0 and batches == 2
     finally:
         store_module._index_pending = real
+
+
+async def test_reads_asked_at_once_share_a_hop_to_the_database_thread_each_answered_as_alone(store, monkeypatch):
+    """Issue 32: each reply's reads were a hop of their own to the database's thread and back (a burst of 500
+    replies: 1,256 hops; its front 0.39 s, 0.32 with the reads sharing hops). Those asked while one hop is on its way
+    go together, at most READS_TOGETHER a hop, each answered with what it would have read alone; one that fails, fails
+    its own caller alone."""
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 400 + i), 0.8) for i in range(5)]
+    for i, root in enumerate(roots):
+        for n in range(i + 2):
+            await store.append(root.id, NewMessage("user", f"the kestrel of channel {i} line {n}", 8, "ben"))
+    await store.index_messages()
+    asks = [(root.id, None, 3, i % 3) for i, root in enumerate(roots)]
+    alone = [await store.opening(*ask) for ask in asks]
+    looked_up = await store.recall_matches(["kestrel"], ["kestrel"], "Stelis", tuple(r.scope_key for r in roots), (),
+                                           10, 10)
+    hops: list[int] = []
+    real = store_module._in_thread
+
+    async def counted(db, work, *args):
+        hops.append(len(args[0]) if args else 1)
+        return await real(db, work, *args)
+
+    monkeypatch.setattr(store_module, "_in_thread", counted)
+    store._reads._most = 4  # the store was opened with the default
+    together = await asyncio.gather(
+        *(store.opening(*ask) for ask in asks),
+        store.recall_matches(["kestrel"], ["kestrel"], "Stelis", tuple(r.scope_key for r in roots), (), 10, 10),
+        store._read(lambda conn: conn.execute("SELECT * FROM no_such_table").fetchall()),
+        store.opening(10**9, None, 3), return_exceptions=True)
+    assert hops == [1, 4, 3]  # the first alone; the rest four to a hop, in the order asked
+    assert together[:5] == alone and together[5] == looked_up and len(looked_up.messages) == 10  # of 20 kestrels
+    assert isinstance(together[6], sqlite3.OperationalError) and isinstance(together[7], KeyError)

@@ -24,7 +24,8 @@ import asyncpg
 
 from memory import rows as row_to
 from memory.database_url import safe_url
-from memory.postgres.grouped import Asked, Grouped, Pending
+from memory.grouped import Grouped
+from memory.postgres.asked import Asked, Pending
 from memory.postgres.lender import Lender
 from memory.quotes import ERASED, Erased
 from memory.records import (

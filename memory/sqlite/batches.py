@@ -1,4 +1,5 @@
-"""Group commit: the short writes waiting for the database's thread, run in one transaction when it gets to them.
+"""Group commit: the short writes waiting for the database's thread, run in one transaction when it gets to them;
+and the reads asked at once, run in one hop (memory/grouped.py).
 
 Each write (a message stored, a window noted) was a transaction of its own, and a commit costs several times the
 insert: with hundreds of channels answering at once, the database's thread spent most of a burst committing.
@@ -76,4 +77,15 @@ def run(conn: sqlite3.Connection, batch: Batch) -> list[tuple[bool, Any]]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    return results
+
+
+def each_read(conn: sqlite3.Connection, works: list[Work]) -> list[tuple[bool, Any]]:
+    """In the database's thread: reads asked at once, each (ok, its result or its error): one that fails, alone."""
+    results: list[tuple[bool, Any]] = []
+    for work in works:
+        try:
+            results.append((True, work(conn)))
+        except Exception as exc:
+            results.append((False, exc))
     return results

@@ -10,13 +10,14 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 
 from memory import rows as row_to
+from memory.grouped import Grouped, answer_each, answer_future
 from memory.quotes import ERASED, Erased
 from memory.records import (
     MemoryChannel,
@@ -50,7 +51,7 @@ from memory.sql.threads import (
     window_reset_sql,
 )
 from memory.sql.usage import UsageSql
-from memory.sqlite.batches import Batch
+from memory.sqlite.batches import Batch, each_read
 from memory.sqlite.batches import run as run_batch
 from memory.store import Clock, OptedOut, OtherServer, StaleUpdate, StoreError, backoff, copy_keys, numbered_migrations
 from memory.store_common import QUOTING, SEQ_MAX, Noted, erased_value, stale_summary
@@ -103,6 +104,10 @@ _ADD_RECORD = (
 )
 
 
+# Reads in one hop at most: their answers come back in one turn of the event loop
+READS_TOGETHER = 50
+
+
 class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, UsageSql, CopyingSql):
     """SQLite's own SQL (transactions of several statements, FTS5 recall, counting); the rest is memory/sql's."""
 
@@ -118,6 +123,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         self._batch: Batch | None = None  # the writes waiting for the database's thread to commit them together
         self._alone = 0  # writes sent on their own, not back yet
         self._flushes: set[asyncio.Task[None]] = set()
+        self._reads: Grouped[_Read] = Grouped(self._read_alone, self._read_together, most=READS_TOGETHER)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock = time.time) -> SqliteStore:
@@ -147,6 +153,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
 
     async def close(self) -> None:
         await asyncio.gather(*self._flushes, return_exceptions=True)  # writes on their way are committed first
+        await self._reads.drain()
         await self._db.close()
 
     def pool_usage(self) -> tuple[int, int]:
@@ -244,7 +251,9 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
     # threads
 
     async def opening(self, thread_id: int, after_seq: int | None, limit: int, versions: int = 0) -> Opening:
-        row, page, asked, memory = await _in_thread(self._db, _opening, thread_id, after_seq, limit, versions)
+        row, page, asked, memory = await self._read(functools.partial(_opening, thread_id=thread_id,
+                                                                      after_seq=after_seq, limit=limit,
+                                                                      versions=versions))
         if row is None:
             raise KeyError(f"no thread {thread_id}")
         thread = self._as_noted(row_to.thread(row, leave_out=("newest_record",)))
@@ -766,7 +775,7 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         def all_of_them(conn: sqlite3.Connection) -> list[list[sqlite3.Row]]:  # one hop to the database's thread
             return [conn.execute(*query).fetchall() if query else [] for query in queries]
 
-        found = await _in_thread(self._db, all_of_them)
+        found = await self._read(all_of_them)
         return Recalled([MessageMatch(*row) for row in found[0]], [NoteMatch(*row) for row in found[1]],
                         [[MessageMatch(*row) for row in rows] for rows in found[2:]])
 
@@ -786,6 +795,17 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return cur.rowcount
 
     # the primitives memory/sql's aggregates run on
+
+    async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """A reply's read in the database's thread: in a hop of its own when nothing else is on its way, else in
+        the next hop with the others asked meanwhile (READS_TOGETHER at most)."""
+        return await self._reads.add(_Read(work))  # type: ignore[no-any-return]
+
+    async def _read_alone(self, item: _Read) -> Any:
+        return await _in_thread(self._db, item.work)
+
+    async def _read_together(self, items: list[_Read]) -> None:
+        answer_each(items, await _in_thread(self._db, each_read, [item.work for item in items]))
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return list(await self._db.execute_fetchall(sql, tuple(params)))  # one hop to the database thread
@@ -832,6 +852,14 @@ def _opening(conn: sqlite3.Connection, thread_id: int, after_seq: int | None, li
 def _roll_back(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         conn.execute("ROLLBACK")
+
+
+@dataclass
+class _Read:
+    """A read waiting for its hop to the database's thread, and its caller's answer."""
+
+    work: Callable[[sqlite3.Connection], Any]
+    answer: asyncio.Future[Any] = field(default_factory=answer_future)
 
 
 async def _in_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: Any) -> T:

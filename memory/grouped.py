@@ -1,53 +1,36 @@
-"""Statements asked at once, sent together: while one is on its way, those asked meanwhile make the next.
+"""Work asked at once, sent together: while one statement is on its way, those asked meanwhile make the next.
 
-With hundreds of channels answering at once, the pool sent each message heard, and each reply's opening read, as a
-statement of its own (bench concurrency, PostgreSQL, 500 channels): the last message was stored half a second into
-the burst, and every reply's first read held one of the pool's connections while it waited its turn. A statement
-with nothing else on its way still goes alone, as cheap as before; those asked meanwhile wait for it and then go
-together, one row each of one statement, each answered as it would have been alone.
+With hundreds of channels answering at once, each message heard and each reply's opening read went to the database
+on its own (bench concurrency, 500 channels): on PostgreSQL the last message was stored half a second into the
+burst, and every reply's first read held one of the pool's connections while it waited its turn; on SQLite every
+read was a hop to the database's thread and back, a thousand hops a burst. Work with nothing else on its way still
+goes alone, as cheap as before; what is asked meanwhile waits for it and then goes together (one statement, or one
+hop), each answered as it would have been alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from memory.records import NewMessage, Thread
-from memory.settings import Triggers
 
-
-def _future() -> asyncio.Future[Any]:
+def answer_future() -> asyncio.Future[Any]:
+    """Where an item's caller waits for its answer."""
     return asyncio.get_running_loop().create_future()
-
-
-@dataclass
-class Pending:
-    """One append waiting for its statement: what to store, when it was asked, and its caller's answer."""
-
-    thread_id: int
-    new: NewMessage
-    now: float
-    counting: tuple[Thread, Triggers] | None
-    noted: tuple[int, dict[str, Any]] | None = None  # the thread's window bookkeeping, at the revision noted
-    answer: asyncio.Future[Any] = field(default_factory=_future)
-
-
-@dataclass
-class Asked:
-    """One opening read waiting for its statement (Store.opening's arguments) and its caller's answer."""
-
-    thread_id: int
-    after_seq: int | None
-    limit: int
-    versions: int
-    answer: asyncio.Future[Any] = field(default_factory=_future)
 
 
 class Answered(Protocol):
     answer: asyncio.Future[Any]
+
+
+def answer_each(items: Sequence[Answered], results: Sequence[tuple[bool, Any]]) -> None:
+    """Each item's caller gets its work's result or error (one that stopped waiting, nothing)."""
+    for item, (ok, value) in zip(items, results, strict=True):
+        if not item.answer.done():
+            item.answer.set_result(value) if ok else item.answer.set_exception(value)
 
 
 Item = TypeVar("Item", bound=Answered)
@@ -67,7 +50,7 @@ class Grouped(Generic[Item]):
     and answers each item's future. With `apart`, two items of one key never share a statement: the later waits
     for the earlier's to be sent, then goes in the one after (a statement may change a row once, and a thread's
     messages are stored in the order they came). With `most`, a statement carries at most that many: the next
-    ones make another, sent after it (asyncpg reads a statement's rows in one turn of the event loop)."""
+    ones make another, sent after it (a statement's answers all come back in one turn of the event loop)."""
 
     def __init__(self, alone: Callable[[Item], Awaitable[Any]], together: Callable[[list[Item]], Awaitable[None]],
                  apart: Callable[[Item], Hashable] | None = None, most: int | None = None) -> None:
