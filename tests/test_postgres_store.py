@@ -548,15 +548,16 @@ async def test_a_look_up_is_one_statement_whatever_its_number_of_terms(store, mo
     assert all(index in plan for index in ("idx_messages_folded_trgm", "idx_records_trgm", "idx_chronicles_trgm"))
 
 
-def _together(store, monkeypatch) -> list[int]:
-    """Spy: how many appends each shared statement carried."""
+def _together(store, monkeypatch, statement: str = "_STORE_TOGETHER") -> list[int]:
+    """Spy: how many items (appends, unless another of the store's shared statements is named) each shared
+    statement carried."""
     from memory.postgres import store as store_module
 
     carried: list[int] = []
     sent = store._all
 
     async def noted(sql, *params):
-        if sql == store_module._STORE_TOGETHER:
+        if sql == getattr(store_module, statement):
             carried.append(len(params[0]))
         return await sent(sql, *params)
 
@@ -675,22 +676,6 @@ async def test_closing_stores_the_appends_on_their_way_first(postgres_cluster):
     await postgres_cluster.drop_database(name)
 
 
-def _openings_carried(store, monkeypatch) -> list[int]:
-    """Spy: how many openings each shared statement carried."""
-    from memory.postgres import store as store_module
-
-    carried: list[int] = []
-    sent = store._all
-
-    async def noted(sql, *params):
-        if sql == store_module._OPENING:
-            carried.append(len(params[0]))
-        return await sent(sql, *params)
-
-    monkeypatch.setattr(store, "_all", noted)
-    return carried
-
-
 async def test_openings_asked_at_once_share_a_statement_and_each_reads_what_it_would_have_read_alone(
         store, monkeypatch):
     """Issue 32: each reply's opening read was a statement of its own, holding one of the pool's connections while
@@ -709,7 +694,7 @@ async def test_openings_asked_at_once_share_a_statement_and_each_reads_what_it_w
     asks = [(roots[0].id, None, 10, 0), (roots[1].id, None, 2, 3), (roots[2].id, said[2][1], 10, 2),
             (roots[3].id, None, 10, 5), (roots[3].id, said[3][1], 1, 0), (roots[4].id, None, 3, 1)]
     alone = [await store.opening(*ask) for ask in asks]
-    carried = _openings_carried(store, monkeypatch)
+    carried = _together(store, monkeypatch, "_OPENING")
     together = await asyncio.gather(*(store.opening(*ask) for ask in [*asks, (10**9, None, 10, 0)]),
                                     return_exceptions=True)
     assert carried == [len(asks)]  # the first went alone, the others (the missing thread too) waited, together
