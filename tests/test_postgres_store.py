@@ -708,6 +708,33 @@ async def test_openings_asked_at_once_share_a_statement_and_each_reads_what_it_w
     assert alone[0].memory == [] and alone[4].memory == []
 
 
+async def test_a_shared_opening_statement_that_loses_its_connection_fails_its_callers_and_the_next_ones_read(
+        store, monkeypatch):
+    """Every reply whose opening it carried hears of the failure (a StoreError, which a reply shows as a notice);
+    nothing is left waiting, and the openings asked after it are read as before."""
+    from memory.postgres import store as store_module
+
+    roots = [await store.root_thread("Stelis", Scope.channel(1, 600 + i), 0.8) for i in range(4)]
+    for i, root in enumerate(roots):
+        await store.append(root.id, NewMessage("user", f"said in {i}", 8, "ben"))
+    sent = store._all
+    lose = True
+
+    async def lost(sql, *params):
+        if sql == store_module._OPENING and lose:
+            raise StoreError("the database refused the work") from ConnectionResetError("reset by peer")
+        return await sent(sql, *params)
+
+    monkeypatch.setattr(store, "_all", lost)
+    first = await asyncio.wait_for(asyncio.gather(*(store.opening(r.id, None, 10) for r in roots),
+                                                  return_exceptions=True), 5)
+    assert first[0].messages[0].content == "said in 0"  # alone, before the others
+    assert all(isinstance(r, StoreError) for r in first[1:])
+    lose = False
+    again = await asyncio.wait_for(asyncio.gather(*(store.opening(r.id, None, 10) for r in roots)), 5)
+    assert [o.messages[0].content for o in again] == [f"said in {i}" for i in range(4)]
+
+
 async def test_openings_inside_a_held_block_use_its_connection_so_tasks_holding_every_connection_never_wait(
         postgres_cluster):
     """A task holding a connection must not wait on a statement that needs another: with every connection held by
