@@ -24,7 +24,7 @@ import asyncpg
 
 from memory import rows as row_to
 from memory.database_url import safe_url
-from memory.grouped import Grouped
+from memory.grouped import Grouped, answer_each
 from memory.postgres.asked import Asked, Pending
 from memory.postgres.lender import Lender
 from memory.quotes import ERASED, Erased
@@ -790,9 +790,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         rows = await self._all(_OPENING, [a.thread_id for a in items], [a.after_seq for a in items],
                                [a.limit for a in items], [a.versions for a in items])
         found = {row["i"]: row for row in rows}
-        for i, item in enumerate(items, 1):
-            if not item.answer.done():  # its caller may have stopped waiting
-                item.answer.set_result(found.get(i))
+        answer_each(items, [(True, found.get(i)) for i in range(1, len(items) + 1)])
 
     # branches (seed 001)
 
