@@ -578,7 +578,13 @@ async def test_reads_asked_at_once_share_a_hop_to_the_database_thread_each_answe
         *(store.opening(*ask) for ask in asks),
         store.recall_matches(["kestrel"], ["kestrel"], "Stelis", tuple(r.scope_key for r in roots), (), 10, 10),
         store._read(lambda conn: conn.execute("SELECT * FROM no_such_table").fetchall()),
-        store.opening(10**9, None, 3), return_exceptions=True)
-    assert hops == [1, 4, 3]  # the first alone; the rest four to a hop, in the order asked
+        store.opening(10**9, None, 3),
+        # a conversation that sees its own channel alone, asked in the same hop as one that sees them all
+        store.recall_matches(["kestrel"], ["kestrel"], "Stelis", (roots[1].scope_key,), (), 10, 10),
+        return_exceptions=True)
+    assert hops == [1, 4, 4]  # the first alone; the rest four to a hop, in the order asked
     assert together[:5] == alone and together[5] == looked_up and len(looked_up.messages) == 10  # of 20 kestrels
     assert isinstance(together[6], sqlite3.OperationalError) and isinstance(together[7], KeyError)
+    assert sorted(m.content for m in together[8].messages) == ["the kestrel of channel 1 line 0",
+                                                               "the kestrel of channel 1 line 1",
+                                                               "the kestrel of channel 1 line 2"]
