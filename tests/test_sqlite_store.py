@@ -588,3 +588,15 @@ async def test_reads_asked_at_once_share_a_hop_to_the_database_thread_each_answe
     assert sorted(m.content for m in together[8].messages) == ["the kestrel of channel 1 line 0",
                                                                "the kestrel of channel 1 line 1",
                                                                "the kestrel of channel 1 line 2"]
+
+
+async def test_closing_answers_the_reads_on_their_way_first(tmp_path):
+    """Reads waiting for their shared hop when the store closes are read, not lost to a closed connection."""
+    opened = await open_store(tmp_path / "closing.sqlite3")
+    roots = [await opened.root_thread("Stelis", Scope.channel(1, 700 + i), 0.8) for i in range(6)]
+    for i, root in enumerate(roots):
+        await opened.append(root.id, NewMessage("user", f"said in {i}", 8, "ben"))
+    reads = [asyncio.create_task(opened.opening(root.id, None, 5)) for root in roots]
+    await asyncio.sleep(0)  # each has asked: the first is on its way, the others wait to go together
+    await opened.close()
+    assert [o.messages[0].content for o in await asyncio.gather(*reads)] == [f"said in {i}" for i in range(6)]
