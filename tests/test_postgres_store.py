@@ -660,7 +660,7 @@ async def test_a_shared_statement_that_loses_its_connection_fails_every_append_i
         assert await store.tail(r.id, 50) == []  # not tried again alone: the connection, not one append, failed
 
 
-async def test_closing_stores_the_appends_on_their_way_first(postgres_cluster):
+async def test_closing_stores_the_appends_and_reads_the_openings_on_their_way_first(postgres_cluster):
     name = await postgres_cluster.fresh_database()
     url = postgres_cluster.url_for(name)
     store = await open_store(url)
@@ -672,7 +672,10 @@ async def test_closing_stores_the_appends_on_their_way_first(postgres_cluster):
     assert [m.content for m, _ in await asyncio.gather(*tasks)] == [f"m{i}" for i in range(5)]
     again = await open_store(url)
     assert [[m.content for m in await again.tail(r.id, 50)] for r in roots] == [[f"m{i}"] for i in range(5)]
+    reads = [asyncio.create_task(again.opening(r.id, None, 5)) for r in roots]
+    await asyncio.sleep(0)  # and so are the openings: read before the connections close
     await again.close()
+    assert [o.messages[0].content for o in await asyncio.gather(*reads)] == [f"m{i}" for i in range(5)]
     await postgres_cluster.drop_database(name)
 
 
