@@ -117,7 +117,7 @@ _NOTE_MESSAGE = (
     + _due(ltp="c.long_term_pending", pending="c.pending_count + 1", last_at="$now::float8")
     + " END RETURNING due_at"
 )
-# Several appends in one statement (memory/postgres/appends.py), one per thread: each row stored as _STORE_AUTHORED
+# Several appends in one statement (memory/grouped.py), one per thread: each row stored as _STORE_AUTHORED
 # would store it alone (at its own time), counted as _NOTE_MESSAGE would count it, with its own thread's triggers
 # (looked up in `v` where the count already exists: an update sees only the existing row and `excluded`), and its
 # thread's noted window written as `_append_alone`'s `noted` writes it (at the revision it was noted at).
