@@ -26,11 +26,11 @@ class Answered(Protocol):
     answer: asyncio.Future[Any]
 
 
-def answer_each(items: Sequence[Answered], results: Sequence[tuple[bool, Any]]) -> None:
-    """Each item's caller gets its work's result or error (one that stopped waiting, nothing)."""
-    for item, (ok, value) in zip(items, results, strict=True):
-        if not item.answer.done():
-            item.answer.set_result(value) if ok else item.answer.set_exception(value)
+def answer_each(answers: Sequence[asyncio.Future[Any]], results: Sequence[tuple[bool, Any]]) -> None:
+    """Each caller gets its work's result or error (one that stopped waiting, nothing)."""
+    for answer, (ok, value) in zip(answers, results, strict=True):
+        if not answer.done():
+            answer.set_result(value) if ok else answer.set_exception(value)
 
 
 Item = TypeVar("Item", bound=Answered)
@@ -93,9 +93,7 @@ class Grouped(Generic[Item]):
             try:
                 await self._together(batch.items)
             except Exception as exc:  # each caller not answered yet hears of it
-                for item in batch.items:
-                    if not item.answer.done():
-                        item.answer.set_exception(exc)
+                answer_each([item.answer for item in batch.items], [(False, exc)] * len(batch.items))
 
     def _flushed(self, batch: _Batch[Item], flush: asyncio.Task[None]) -> None:
         """The batch's statement is over, or was cancelled (the loop closing), even before its turn: no item waits

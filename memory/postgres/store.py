@@ -790,7 +790,7 @@ class PostgresStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql,
         rows = await self._all(_OPENING, [a.thread_id for a in items], [a.after_seq for a in items],
                                [a.limit for a in items], [a.versions for a in items])
         found = {row["i"]: row for row in rows}
-        answer_each(items, [(True, found.get(i)) for i in range(1, len(items) + 1)])
+        answer_each([item.answer for item in items], [(True, found.get(i)) for i in range(1, len(items) + 1)])
 
     # branches (seed 001)
 

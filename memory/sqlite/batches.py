@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from memory.grouped import answer_each
+
 Work = Callable[[sqlite3.Connection], Any]
 
 
@@ -43,9 +45,7 @@ class Batch:
 
     def settle(self, results: list[tuple[bool, Any]]) -> None:
         """In the event loop: each caller gets its work's result or error (one that stopped waiting, nothing)."""
-        for (_, future), (ok, value) in zip(self._works, results, strict=True):
-            if not future.done():
-                future.set_result(value) if ok else future.set_exception(value)
+        answer_each([future for _, future in self._works], results)
 
     def fail(self, exc: BaseException) -> None:
         """In the event loop: the batch as a whole failed (its commit, or the connection): none of it was saved."""

@@ -805,7 +805,8 @@ class SqliteStore(ThreadsSql, RecordsSql, BranchesSql, ClaimsSql, SettingsSql, U
         return await _in_thread(self._db, item.work)
 
     async def _read_together(self, items: list[_Read]) -> None:
-        answer_each(items, await _in_thread(self._db, each_read, [item.work for item in items]))
+        answer_each([item.answer for item in items],
+                    await _in_thread(self._db, each_read, [item.work for item in items]))
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return list(await self._db.execute_fetchall(sql, tuple(params)))  # one hop to the database thread
