@@ -480,7 +480,7 @@ class Assembler:
         """(head, start) when the window overflows: as prepared ahead if that still fits (a trim, unless one planned
         now keeps a longer head), else a trim while the window has trims left and room for one, else a cut."""
         start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force,
-                         p.head if thread.window_gap_to is not None else 0, p.spare)
+                         p.head if thread.window_gap_to is not None else 0, p.spare, _memory_shown(thread, p))
         if start is None:
             return None
         ready = None if force else self._ready(thread, p)
@@ -488,7 +488,8 @@ class Assembler:
             return ready.cut
         trim = None
         if p.whole and thread.window_trims < self.policy.trims:
-            trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked)
+            trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked,
+                             _memory_shown(thread, p))
             if trim is not None and not trim_pays(p.items, p.budget, p.summary, p.room, trim, start):
                 trim = None
         # A trim prepared ahead planned a new head on the window as it was: where a long tool output was among the
@@ -1052,6 +1053,12 @@ def _outgrown(p: _Planned, cut: tuple[int, int], policy: ContextSettings) -> boo
     head, start = cut
     summaries = p.room + (p.summary if head else 0)  # the new summary or bridge, and a trim keeps the summary
     return _nearly_full(p.items[:head] + p.items[start:], p.budget, summaries, policy, 2 * FOLD_AHEAD_TURNS)
+
+
+def _memory_shown(thread: Thread, p: _Planned) -> int:
+    """The memory layers a cut keeps before the window, as its fill counts them: a root's (a Stelis thread's own
+    window is a share of its parent's, planned without them)."""
+    return p.layers.tokens if thread.is_root else 0
 
 
 def _items(messages: list[Message], seen: Rendering, gap_to: int | None, before: Message | None) -> list[Item]:

@@ -4,9 +4,11 @@ The window keeps a persisted start; it moves only on overflow, in one step, so t
 holds stays byte-identical in between (seed 003 plus metabolism). Everything after the first
 changed byte is sent again uncached, so a *cut* (a new start) costs all it keeps, and the turns
 until the next overflow are what it freed: kept / (1 - kept) per turn, whatever the window's size.
-A cut leaves the window between `low_water` and `high_water` full (0.62-0.72 by default, fuller when
-the usual turns are small next to the window, emptier when it holds so few that low_water would not leave
-room for `cut_room_turns` more); the rolling summary, the memory layers and recall carry what left it.
+A cut leaves the window and the memory layers shown before it between `low_water` and `high_water` full
+(0.70-0.76 by default, fuller when the usual turns are small next to the window, emptier when it holds so
+few that low_water would not leave room for `cut_room_turns` more); the rolling summary, the memory layers
+and recall carry what left it. The memory counts as kept: a channel whose memory is still empty keeps more
+of its window, one with long memory less, so a request is about as full after a cut either way.
 
 Most overflows are *trims*: the window keeps its head (its oldest turns, whose prefix the cache
 holds) and its locked turns, and drops the run between them into a bridge summary. Only the bridge
@@ -91,13 +93,20 @@ def lock_limit(items: Sequence[Item], budget: int, policy: ContextSettings, summ
     return int(budget * min(policy.high_water, roomy)) - summary_room
 
 
-def fill_target(items: Sequence[Item], budget: int, policy: ContextSettings) -> float:
+def fill_target(items: Sequence[Item], budget: int, policy: ContextSettings, shown: int = 0) -> float:
     """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest;
-    at least low_water full while that leaves room for half as many."""
+    at least low_water full while that leaves room for half as many. The waters are of the window and the
+    memory `shown` before it (a cut keeps both), so a window shown without memory yet keeps more of itself."""
     sizes = recent_turns(items)
     usual = sum(sizes) / len(sizes)
-    fill = max(min(policy.low_water, _roomy(sizes, budget, policy)), 1 - policy.turns_per_cut * usual / budget)
-    return max(0.15, min(policy.high_water, fill, 1 - 2 * max(sizes[-policy.locked_turns:]) / budget))
+    low, high = (_of_window(water, budget, shown) for water in (policy.low_water, policy.high_water))
+    fill = max(min(low, _roomy(sizes, budget, policy)), 1 - policy.turns_per_cut * usual / budget)
+    return max(0.15, min(high, fill, 1 - 2 * max(sizes[-policy.locked_turns:]) / budget))
+
+
+def _of_window(water: float, budget: int, shown: int) -> float:
+    """A water of the window and the memory shown before it, as a share of the window alone."""
+    return (water * (budget + shown) - shown) / budget
 
 
 def recent_turns(items: Sequence[Item]) -> list[int]:
@@ -114,10 +123,12 @@ def _roomy(sizes: list[int], budget: int, policy: ContextSettings) -> float:
 
 
 def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,
-             summary_room: int | None = None, force: bool = False, head: int = 0, spare: int = 0) -> int | None:
+             summary_room: int | None = None, force: bool = False, head: int = 0, spare: int = 0,
+             shown: int = 0) -> int | None:
     """Index of the new first item after one cut, or None when everything fits (and not `force`d).
 
-    `summary_tokens` is the current summaries' size, `summary_room` what the next one may take;
+    `summary_tokens` is the current summaries' size, `summary_room` what the next one may take, `shown` the
+    memory shown before the window (`fill_target`);
     `force` plans the cut the window will take when it overflows, to summarise it ahead of time;
     a trimmed window (`head` items before its gap) restarts after its gap; it overflows only past the budget and
     `spare` (room the request lends it this turn), but is cut within the budget. Cuts only before a turn
@@ -135,7 +146,7 @@ def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summar
         )
     if total <= budget + spare and not force:
         return None
-    target = max(0, int(budget * fill_target(items, budget, policy)) - room)
+    target = max(0, int(budget * fill_target(items, budget, policy, shown)) - room)
     suffix = locked
     best = lock if lock > 0 else None
     for i in range(lock - 1, max(0, head - 1), -1):
@@ -149,21 +160,22 @@ def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summar
 
 def plan_trim(items: Sequence[Item], budget: int, policy: ContextSettings, summary_tokens: int = 0,
               summary_room: int | None = None, head: int = 0, cached: int = 0,
-              marked: int = 0) -> tuple[int, int] | None:
+              marked: int = 0, shown: int = 0) -> tuple[int, int] | None:
     """(head, start) of a trim: the window keeps items[:head] and its locked turns items[start:].
 
     What a trim keeps after the head is sent again, so it keeps no more than the locked turns. A
     window without a head yet takes the longest run of whole turns that fills the rest of a cut's
     fill, ending where the cache holds the prefix: after its first `cached` items (they were last
     sent inside one request), or at `marked` (a breakpoint put there for it). `summary_tokens` is
-    the summary before the window (a trim keeps it), `summary_room` the bridge's. None when nothing
-    lies between head and locked turns, or they leave no room.
+    the summary before the window (a trim keeps it), `summary_room` the bridge's, `shown` the memory
+    before the window (`fill_target`). None when nothing lies between head and locked turns, or they
+    leave no room.
     """
     room = policy.summary_tokens if summary_room is None else summary_room
     lock = locked_start(items, policy.locked_turns, lock_limit(items, budget, policy, room))
     locked = sum(i.tokens for i in items[lock:])
     if not head:
-        target = int(budget * fill_target(items, budget, policy)) - summary_tokens - room - locked
+        target = int(budget * fill_target(items, budget, policy, shown)) - summary_tokens - room - locked
         ends, used = [], 0
         for i in range(lock):
             if items[i].starts_turn and i and (i >= cached or i == marked):
