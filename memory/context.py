@@ -42,8 +42,7 @@ from memory.turns import Piece, mark, to_pieces, to_turns
 from memory.window import (
     MESSAGE_SHARE,
     Item,
-    lock_limit,
-    locked_start,
+    head_end,
     plan_cut,
     plan_trim,
     protected_size,
@@ -844,10 +843,11 @@ class Assembler:
                      window_summary_to=last, window_summary_first_at=first_at, window_summary_last_at=last_at,
                      **WINDOW_GAP)
         if self.policy.trims:
-            # What this cut keeps before its locked turns is a head the next trim may keep: the cut's
-            # request puts a breakpoint there (the head's end), so the cache holds that prefix.
-            lock = locked_start(p.items, self.policy.locked_turns, lock_limit(p.items, p.budget, self.policy, p.room))
-            state["window_gap_from"] = p.window[lock].seq if start < lock < len(p.window) else None
+            # What this cut keeps before its locked turns (or a little past unusually large ones) is a head the next
+            # trim may keep: the cut's request puts a breakpoint there (the head's end), so the cache holds that prefix
+            end = head_end(p.items, start, p.budget, self.policy, cached_tokens(summary) if summary else 0, p.room,
+                           _memory_shown(thread, p))
+            state["window_gap_from"] = p.window[end].seq if end is not None else None
         return state
 
     async def _summary(self, lines: list[Line], room: int, write: bool) -> str:

@@ -188,6 +188,31 @@ def plan_trim(items: Sequence[Item], budget: int, policy: ContextSettings, summa
     return head, lock
 
 
+def head_end(items: Sequence[Item], start: int, budget: int, policy: ContextSettings, summary_tokens: int = 0,
+             summary_room: int | None = None, shown: int = 0) -> int | None:
+    """Where the head the next trims keep may end after a cut to items[start:] (None: nowhere): at the cut's
+    locked turns, or past them where they are larger than usual (a long tool output among them).
+
+    Every trim until the next cut keeps that head; planned around an unusual output, it would leave each of
+    them emptier. So it reaches as far as a head that leaves a trim's fill room for the new summary
+    (`summary_tokens`), a bridge (`summary_room`) and locked turns of the usual size.
+    """
+    room = policy.summary_tokens if summary_room is None else summary_room
+    lock = locked_start(items, policy.locked_turns, lock_limit(items, budget, policy, room))
+    kept = items[start:]
+    sizes = recent_turns(kept)
+    usual = policy.locked_turns * sum(sizes) / len(sizes)
+    target = budget * fill_target(kept, budget, policy, shown) - summary_tokens - room - usual
+    end = lock if start < lock < len(items) else None
+    first = max(start, lock)
+    before = sum(i.tokens for i in items[start:first])
+    for i in range(first, len(items)):
+        if i > first and items[i].starts_turn and before <= target:
+            end = i
+        before += items[i].tokens
+    return end
+
+
 def trim_pays(items: Sequence[Item], budget: int, summary_tokens: int, summary_room: int, trim: tuple[int, int],
               cut: int) -> bool:
     """Whether a trim costs less per turn than the cut: what each sends again, over the room it leaves.

@@ -12,6 +12,7 @@ from memory.window import (
     Item,
     LockedBufferTooLarge,
     fill_target,
+    head_end,
     lock_limit,
     locked_start,
     plan_cut,
@@ -178,6 +179,25 @@ def test_memory_shown_before_the_window_counts_as_kept_by_a_cut():
     head, start = plan_trim(history, 500, policy, cached=2)
     shorter, same = plan_trim(history, 400, policy, cached=2, shown=100)
     assert same == start and sum(i.tokens for i in history[:head]) - sum(i.tokens for i in history[:shorter]) == 100
+
+
+def test_the_head_the_next_trims_keep_ends_at_the_cuts_locked_turns_or_past_them_where_they_are_unusually_large():
+    """Every trim until the next cut keeps that head: planned around a long output among the locked turns, it would
+    leave each of them emptier; it reaches as far as a trim's fill leaves room for the usual locked turns."""
+    policy = unchecked(low_water=0.6, high_water=0.9, turns_per_cut=20, cut_room_turns=2, locked_turns=3,
+                       summary_tokens=0)
+    turn = [(10, True), (10, False)]
+    usual = items(*turn * 42)
+    start = plan_cut(usual, 560, policy)
+    assert head_end(usual, start, 560, policy) == locked_start(usual, 3, 560) == 78
+    long_output = items(*turn * 39, (10, True), (10, False), (80, False), *turn)  # the middle locked turn: 100
+    start = plan_cut(long_output, 560, policy)
+    assert locked_start(long_output, 3, 560) == 76
+    end = head_end(long_output, start, 560, policy)
+    # over the turn before the output: a head of 200, within the fill (336) less three usual turns (80)
+    assert end == 78 and long_output[end].starts_turn
+    # less a new summary of 60 as well, 196: not that turn
+    assert head_end(long_output, start, 560, policy, summary_tokens=60) == 76
 
 
 @settings(max_examples=200, deadline=None)
