@@ -54,7 +54,7 @@ class ContextSettings(Section):
         "A window's rolling summary, as a share of that window, up to summary_tokens."))
     recall: bool = Field(True, description=(
         "Recall: before each reply, look the new message up in everything this conversation may see."))
-    low_water: float = Field(0.70, gt=0.1, lt=1.0, description=(
+    low_water: float = Field(0.68, gt=0.1, lt=1.0, description=(
         "When a window overflows it is cut once, leaving it as full as leaves room for turns_per_cut more turns "
         "of the usual size, but at least low_water full (while that leaves room for cut_room_turns) ... "
         "(of the window and the memory layers shown before it, which a cut keeps too)"))

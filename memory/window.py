@@ -5,7 +5,7 @@ holds stays byte-identical in between (seed 003 plus metabolism). Everything aft
 changed byte is sent again uncached, so a *cut* (a new start) costs all it keeps, and the turns
 until the next overflow are what it freed: kept / (1 - kept) per turn, whatever the window's size.
 A cut leaves the window and the memory layers shown before it between `low_water` and `high_water` full
-(0.70-0.76 by default, fuller when the usual turns are small next to the window, emptier when it holds so
+(0.68-0.76 by default, fuller when the usual turns are small next to the window, emptier when it holds so
 few that low_water would not leave room for `cut_room_turns` more); the rolling summary, the memory layers
 and recall carry what left it. The memory counts as kept: a channel whose memory is still empty keeps more
 of its window, one with long memory less, so a request is about as full after a cut either way.
