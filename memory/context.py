@@ -478,8 +478,9 @@ class Assembler:
     def _cut(self, thread: Thread, p: _Planned, force: bool) -> tuple[int, int] | None:
         """(head, start) when the window overflows: as prepared ahead if that still fits (a trim, unless one planned
         now keeps a longer head), else a trim while the window has trims left and room for one, else a cut."""
+        shown = _memory_shown(thread, p)
         start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force,
-                         p.head if thread.window_gap_to is not None else 0, p.spare, _memory_shown(thread, p))
+                         p.head if thread.window_gap_to is not None else 0, p.spare, shown)
         if start is None:
             return None
         ready = None if force else self._ready(thread, p)
@@ -487,8 +488,7 @@ class Assembler:
             return ready.cut
         trim = None
         if p.whole and thread.window_trims < self.policy.trims:
-            trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked,
-                             _memory_shown(thread, p))
+            trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked, shown)
             if trim is not None and not trim_pays(p.items, p.budget, p.summary, p.room, trim, start):
                 trim = None
         # A trim prepared ahead planned a new head on the window as it was: where a long tool output was among the

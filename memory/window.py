@@ -207,7 +207,9 @@ def head_end(items: Sequence[Item], start: int, budget: int, policy: ContextSett
     first = max(start, lock)
     before = sum(i.tokens for i in items[start:first])
     for i in range(first, len(items)):
-        if i > first and items[i].starts_turn and before <= target:
+        if before > target:
+            break
+        if i > first and items[i].starts_turn:
             end = i
         before += items[i].tokens
     return end
