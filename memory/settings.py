@@ -70,7 +70,9 @@ class ContextSettings(Section):
         "again on this machine's CPU; 2 with a provider that bills a re-sent window, so a small window carries as "
         "much as a Letta-style one (bench cache_efficiency at 8k)."))
     locked_turns: int = Field(6, ge=1, le=100, description=(
-        "The immediate buffer: the last N turns are never cut, unless they would fill more than high_water."))
+        "The immediate buffer: the last N turns are never cut, unless they would fill more than high_water. A cut "
+        "keeps more of the newest turns, up to ten, where they fit that bound; a trim sends its locked turns "
+        "again each time, so it keeps N."))
     trims: int = Field(8, ge=0, le=100, description=(
         "Overflows that only trim the window before one cuts it. A trim keeps the window's oldest turns (its "
         "head, still cached) and the locked turns, and summarises the run between into a bridge: only what "

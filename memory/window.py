@@ -8,7 +8,10 @@ A cut leaves the window and the memory layers shown before it between `low_water
 (0.68-0.76 by default, fuller when the usual turns are small next to the window, emptier when it holds so
 few that low_water would not leave room for `cut_room_turns` more); the rolling summary, the memory layers
 and recall carry what left it. The memory counts as kept: a channel whose memory is still empty keeps more
-of its window, one with long memory less, so a request is about as full after a cut either way.
+of its window, one with long memory less, so a request is about as full after a cut either way. However low
+that is, a cut keeps as many of the newest ten turns (seed 003's buffer at its most) as locked turns may fill
+(`lock_limit`): beside long memory a small window's fill is below its six locked turns, and a cut that kept
+those alone left little but the memory and the summary. Trims lock `locked_turns` alone: each sends them again.
 
 Most overflows are *trims*: the window keeps its head (its oldest turns, whose prefix the cache
 holds) and its locked turns, and drops the run between them into a bridge summary. Only the bridge
@@ -27,6 +30,7 @@ from memory.errors import Failure
 from memory.settings import ContextSettings
 
 MESSAGE_SHARE = 0.4  # one message is shown reduced (head and tail) beyond this share of its window
+CUT_TURNS = 10  # a cut keeps as many of the newest turns as fit the lock limit, up to seed 003's most (5-10)
 
 
 class LockedBufferTooLarge(Failure):
@@ -137,7 +141,8 @@ def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summar
     """
     total = summary_tokens + sum(i.tokens for i in items)
     room = policy.summary_tokens if summary_room is None else summary_room
-    lock = max(head, locked_start(items, policy.locked_turns, lock_limit(items, budget, policy, room)))
+    limit = lock_limit(items, budget, policy, room)
+    lock = max(head, locked_start(items, policy.locked_turns, limit))
     locked = sum(i.tokens for i in items[lock:])
     if locked > budget:
         raise LockedBufferTooLarge(
@@ -147,9 +152,10 @@ def plan_cut(items: Sequence[Item], budget: int, policy: ContextSettings, summar
     if total <= budget + spare and not force:
         return None
     target = max(0, int(budget * fill_target(items, budget, policy, shown)) - room)
-    suffix = locked
-    best = lock if lock > 0 else None
-    for i in range(lock - 1, max(0, head - 1), -1):
+    floor = max(head, locked_start(items, max(CUT_TURNS, policy.locked_turns), limit)) or lock
+    suffix = sum(i.tokens for i in items[floor:])
+    best = floor if floor > 0 else None
+    for i in range(floor - 1, max(0, head - 1), -1):
         suffix += items[i].tokens
         if suffix > target:
             break

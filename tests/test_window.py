@@ -52,17 +52,18 @@ def test_a_spare_delays_the_overflow_but_the_cut_is_planned_within_the_budget():
     history = items(*[(10, i % 2 == 0) for i in range(12)])  # six turns of 20
     roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=1)
     assert plan_cut(history, budget=100, policy=roomy, spare=20) is None
-    assert plan_cut(history, budget=100, policy=roomy, spare=19) == plan_cut(history, budget=100, policy=roomy) == 6
+    # the newest turns the lock limit (90) holds: four of them
+    assert plan_cut(history, budget=100, policy=roomy, spare=19) == plan_cut(history, budget=100, policy=roomy) == 4
 
 
 def test_one_cut_down_to_the_low_water_mark_at_a_turn_start():
-    history = items(*[(10, i % 2 == 0) for i in range(20)])  # user/assistant pairs of 10 tokens
-    roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=4)
-    cut = plan_cut(history, budget=150, policy=roomy)  # low_water leaves room for 2 of its 4 turns
+    history = items(*[(10, i % 2 == 0) for i in range(60)])  # user/assistant pairs of 10 tokens
+    roomy = unchecked(low_water=0.6, high_water=0.9, locked_turns=2, summary_tokens=0, turns_per_cut=8)
+    cut = plan_cut(history, budget=400, policy=roomy)  # low_water leaves room for 8 turns
     kept = history[cut:]
     assert kept[0].starts_turn
-    assert sum(i.tokens for i in kept) <= 0.6 * 150
-    assert sum(i.tokens for i in history[cut - 2:]) > 0.6 * 150  # cut as little as that allows
+    assert sum(i.tokens for i in kept) <= 0.6 * 400
+    assert sum(i.tokens for i in history[cut - 2:]) > 0.6 * 400  # cut as little as that allows
 
 
 def test_a_window_of_a_few_turns_is_cut_to_leave_room_for_half_of_turns_per_cut():
@@ -75,13 +76,14 @@ def test_a_window_of_a_few_turns_is_cut_to_leave_room_for_half_of_turns_per_cut(
 
 
 def test_a_window_of_a_few_turns_keeps_low_water_while_that_leaves_cut_room_turns():
-    """Where re-sending a window is billed (cut_room_turns 2), a small window still carries low_water after a cut."""
+    """Where re-sending a window is billed (cut_room_turns 2), a small window still carries low_water after a cut
+    (here more: the newest turns its lock limit holds, leaving room for two)."""
     history = items(*[(10, i % 2 == 0) for i in range(20)])  # 10 turns of 20 in a 150-token window
     fewer = plan_cut(history, budget=150, policy=POLICY)  # room for half of turns_per_cut: 6 turns
     two = plan_cut(history, budget=150, policy=POLICY.model_copy(update={"cut_room_turns": 2}))
     kept = sum(i.tokens for i in history[two:])
     assert kept > sum(i.tokens for i in history[fewer:])
-    assert 150 - kept >= 2 * 20 and kept <= POLICY.low_water * 150 and history[two].starts_turn
+    assert 150 - kept >= 2 * 20 and kept >= POLICY.low_water * 150 and history[two].starts_turn
     # low_water still gives way where even two turns would not fit after it
     big_turns = items(*[(30, i % 2 == 0) for i in range(20)])
     assert fill_target(big_turns, 150, POLICY.model_copy(update={"cut_room_turns": 2})) < POLICY.low_water
@@ -99,6 +101,28 @@ def test_the_locked_buffer_yields_when_it_would_fill_more_than_high_water():
     assert locked_start(history, 2) == 2
     assert locked_start(history, 2, limit=60) == 4  # the two turns need 120: only the newest is locked
     assert plan_cut(history, budget=120, policy=POLICY, summary_tokens=20) == 4
+
+
+def test_a_cut_keeps_the_newest_ten_turns_the_lock_limit_holds_where_the_fill_would_keep_fewer():
+    """A small window beside long memory: the fill (of window and memory) is below its locked turns, and a cut
+    that kept those alone left the request the memory, the summary and a handful of turns. A cut keeps as many
+    of the newest ten as the lock limit holds (a trim re-sends its locked turns, so locks `locked_turns` only)."""
+    policy = unchecked(low_water=0.6, high_water=0.9, turns_per_cut=8, locked_turns=2, summary_tokens=0)
+    history = items(*[(10, i % 2 == 0) for i in range(40)])  # 20 turns of 20 in a 200-token window
+    assert lock_limit(history, 200, policy, 0) == 120  # room for half of turns_per_cut after it
+    beside = plan_cut(history, 200, policy, shown=300)  # the fill alone: room for 8 turns, two of them
+    assert fill_target(history, 200, policy, shown=300) == pytest.approx(0.2)
+    assert sum(i.tokens for i in history[beside:]) == 120 and history[beside].starts_turn
+    assert beside < locked_start(history, 2)
+    # ten turns at the most, however much the lock limit would hold ...
+    wide = unchecked(low_water=0.2, high_water=0.9, turns_per_cut=20, locked_turns=2, summary_tokens=0)
+    long = items(*[(10, i % 2 == 0) for i in range(80)])
+    assert sum(i.tokens for i in long[plan_cut(long, 500, wide):]) == 10 * 20
+    # ... or the locked turns where more are locked
+    assert plan_cut(long, 500, wide.model_copy(update={"locked_turns": 12})) == locked_start(long, 12)
+    # a trim keeps its head and only the locked turns
+    head, start = plan_trim(history, 200, policy)
+    assert start == locked_start(history, 2, lock_limit(history, 200, policy, 0))
 
 
 def test_only_a_newest_turn_larger_than_the_window_is_an_error():
