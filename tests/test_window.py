@@ -122,7 +122,7 @@ def test_a_cut_keeps_the_newest_ten_turns_the_lock_limit_holds_where_the_fill_wo
     assert plan_cut(long, 500, wide.model_copy(update={"locked_turns": 12})) == locked_start(long, 12)
     # a trim keeps its head and only the locked turns
     head, start = plan_trim(history, 200, policy)
-    assert start == locked_start(history, 2, lock_limit(history, 200, policy, 0))
+    assert 0 < head < start == locked_start(history, 2, lock_limit(history, 200, policy, 0))
 
 
 def test_only_a_newest_turn_larger_than_the_window_is_an_error():
