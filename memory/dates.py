@@ -210,8 +210,9 @@ def _matches(text: str) -> list[re.Match[str]]:
     return [m for start, stop in windows for m in _ANY.finditer(text, start, stop)]
 
 
-_MONTHS = {m.lower(): i for i, m in enumerate(["January", "February", "March", "April", "May", "June", "July",
-                                                "August", "September", "October", "November", "December"], 1)}
+_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+_MONTHS = {m.lower(): i for i, m in enumerate(_NAMES, 1)}
 _MONTH = "(" + "|".join(_MONTHS) + r")"
 _DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)? (?:of )?" + _MONTH + r"(?:,? (\d{4}))?\b", re.I)
 _MONTH_DAY = re.compile(r"\b" + _MONTH + r" (\d{1,2})(?:st|nd|rd|th)?(?:,? (\d{4}))?\b", re.I)
@@ -241,6 +242,16 @@ def _days_named(text: str, day: int) -> tuple[date, ...]:
     for m in _JA_DATE.finditer(text):
         found += _dated(m.group(1), int(m.group(2)), m.group(3), today)
     return tuple(d for d in dict.fromkeys(found) if d <= today)[:MOST_DAYS]
+
+
+def without_day_numbers(text: str) -> str:
+    """The text with each date's day number left out ("1 December 2026" -> "December 2026", 2026-12-01 -> "December
+    2026"): the day is looked up as a day, and a bare "1" would find every message with a 1 in it."""
+    text = _DAY_MONTH.sub(lambda m: " ".join(filter(None, (m.group(2), m.group(3)))), text)
+    text = _MONTH_DAY.sub(lambda m: " ".join(filter(None, (m.group(1), m.group(3)))), text)
+    text = _ISO.sub(lambda m: f"{_NAMES[int(m.group(2)) - 1]} {m.group(1)}" if 1 <= int(m.group(2)) <= 12
+                    else m.group(0), text)
+    return _JA_DATE.sub(lambda m: f"{m.group(1) + '年' if m.group(1) else ''}{m.group(2)}月", text)
 
 
 def _dated(year: str | None, month: int, day: str, today: date) -> list[date]:

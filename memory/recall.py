@@ -343,8 +343,8 @@ async def search(store: Store, seen: Visibility, text: str, shown: Shown, reach:
     `now`) is looked up too: what was said that day counts as a match of a rare word. `reach`: how far to look.
     `sent` is set once the look-ups are in the database's hands (what the caller may do meanwhile).
     """
-    own = query_terms(text)
     days = dates.days_named(text, now) if now is not None else []
+    own = query_terms(dates.without_day_numbers(text) if days else text)
     if not own and not days:
         return []
     pending = store.unindexed_texts()

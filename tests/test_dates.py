@@ -80,3 +80,11 @@ def test_the_days_a_question_names():
     assert days_named("what do we do tomorrow?", now) == [] and days_named("on 3 May 2099", now) == []
     assert days_named("today, not tomorrow", now) == [date(2023, 5, 4)]
     assert days_named("on 30 February", now) == [] and days_named("what is the tide?", now) == []
+
+
+def test_a_dates_day_number_is_left_out_of_the_words_a_question_looks_up():
+    """The day is looked up as a day; a bare "1" would find every message with a 1 in it."""
+    assert dates.without_day_numbers("What happened on 1 December 2026?") == "What happened on December 2026?"
+    assert dates.without_day_numbers("on May 3rd, 2023 or 2023-05-03") == "on May 2023 or May 2023"
+    assert dates.without_day_numbers("2023年5月3日と5月4日") == "2023年5月と5月"
+    assert dates.without_day_numbers("room 1, not a date: 2023-13-01") == "room 1, not a date: 2023-13-01"

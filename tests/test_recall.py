@@ -377,6 +377,10 @@ def test_among_equal_hits_the_one_that_looks_like_the_answer_comes_first():
 async def test_a_day_the_question_names_finds_what_was_said_that_day_and_only_what_it_may_see(engine):
     from memory import dates
 
+    # The boat is painted on the first of a month: "1 December" must not find "plain chatter number 1".
+    now = dates.datetime.fromtimestamp(engine.clock(), dates.UTC)
+    first = dates.datetime(now.year + now.month // 12, now.month % 12 + 1, 1, 12, tzinfo=dates.UTC)
+    engine.clock.advance(first.timestamp() - 86_400 - engine.clock())
     await engine.conversations.hear(GENERAL, "the boat trip is planned", author_name="ana")
     engine.clock.advance(86_400)
     painted = await engine.conversations.hear(GENERAL, "we painted the boat red", author_name="ana")
