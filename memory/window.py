@@ -97,15 +97,18 @@ def lock_limit(items: Sequence[Item], budget: int, policy: ContextSettings, summ
     return int(budget * min(policy.high_water, roomy)) - summary_room
 
 
-def fill_target(items: Sequence[Item], budget: int, policy: ContextSettings, shown: int = 0) -> float:
-    """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest;
-    at least low_water full while that leaves room for half as many. The waters are of the window and the
-    memory `shown` before it (a cut keeps both), so a window shown without memory yet keeps more of itself."""
+def fill_target(items: Sequence[Item], budget: int, policy: ContextSettings, shown: int = 0,
+                biggest: bool = True) -> float:
+    """How full a cut leaves the window: room for `turns_per_cut` usual turns, and for two of the biggest of the
+    locked turns (`biggest` False: of the usual size); at least low_water full while that leaves room for half as
+    many. The waters are of the window and the memory `shown` before it (a cut keeps both), so a window shown
+    without memory yet keeps more of itself."""
     sizes = recent_turns(items)
     usual = sum(sizes) / len(sizes)
     low, high = (_of_window(water, budget, shown) for water in (policy.low_water, policy.high_water))
     fill = max(min(low, _roomy(sizes, budget, policy)), 1 - policy.turns_per_cut * usual / budget)
-    return max(0.15, min(high, fill, 1 - 2 * max(sizes[-policy.locked_turns:]) / budget))
+    big = max(sizes[-policy.locked_turns:]) if biggest else usual
+    return max(0.15, min(high, fill, 1 - 2 * big / budget))
 
 
 def _of_window(water: float, budget: int, shown: int) -> float:
@@ -200,24 +203,27 @@ def head_end(items: Sequence[Item], start: int, budget: int, policy: ContextSett
     locked turns, or past them where they are larger than usual (a long tool output among them).
 
     Every trim until the next cut keeps that head; planned around an unusual output, it would leave each of
-    them emptier. So it reaches as far as a head that leaves a trim's fill room for the new summary
-    (`summary_tokens`), a bridge (`summary_room`) and locked turns of the usual size.
+    them emptier. So it reaches as far as a head that leaves a trim's fill (not lowered for the output) room for
+    the new summary (`summary_tokens`), a bridge (`summary_room`) and locked turns of the usual size, and takes
+    in a turn straddling that where stopping before it would leave the head more than a usual turn short.
     """
     room = policy.summary_tokens if summary_room is None else summary_room
     lock = locked_start(items, policy.locked_turns, lock_limit(items, budget, policy, room))
     kept = items[start:]
     sizes = recent_turns(kept)
-    usual = policy.locked_turns * sum(sizes) / len(sizes)
-    target = budget * fill_target(kept, budget, policy, shown) - summary_tokens - room - usual
+    turn = sum(sizes) / len(sizes)
+    fill = fill_target(kept, budget, policy, shown, biggest=False)
+    target = budget * fill - summary_tokens - room - policy.locked_turns * turn
     end = lock if start < lock < len(items) else None
     first = max(start, lock)
-    before = sum(i.tokens for i in items[start:first])
-    for i in range(first, len(items)):
+    before = at = sum(i.tokens for i in items[start:first])
+    for i in range(first + 1, len(items)):
+        before += items[i - 1].tokens
+        if not items[i].starts_turn:
+            continue
         if before > target:
-            break
-        if i > first and items[i].starts_turn:
-            end = i
-        before += items[i].tokens
+            return i if target - at > turn else end
+        end, at = i, before
     return end
 
 

@@ -217,11 +217,28 @@ def test_the_head_the_next_trims_keep_ends_at_the_cuts_locked_turns_or_past_them
     long_output = items(*turn * 39, (10, True), (10, False), (80, False), *turn)  # the middle locked turn: 100
     start = plan_cut(long_output, 560, policy)
     assert locked_start(long_output, 3, 560) == 76
+    # The fill (336) less three usual turns (29 each) is 249: the head reaches over the turn before the output (200),
+    # and over the output's turn too (300), stopping before it would leave the head 49 short, more than a usual turn
     end = head_end(long_output, start, 560, policy)
-    # over the turn before the output: a head of 200, within the fill (336) less three usual turns (80)
-    assert end == 78 and long_output[end].starts_turn
-    # less a new summary of 60 as well, 196: not that turn
+    assert end == 81 and long_output[end].starts_turn
+    # less a new summary of 30, 219: 19 short is less than a turn, so the head stops before the output
+    assert head_end(long_output, start, 560, policy, summary_tokens=30) == 78
+    # less a new summary of 60, 189: not the turn before it either (200)
     assert head_end(long_output, start, 560, policy, summary_tokens=60) == 76
+
+
+def test_a_head_is_not_planned_around_room_for_two_more_of_a_long_output():
+    """A cut leaves room for two of its locked turns' biggest; the head outlives that output, so its fill is the
+    usual one: a 150-token output among the cut's locked turns would have lowered it from 0.6 to 0.39."""
+    policy = unchecked(low_water=0.6, high_water=0.9, turns_per_cut=20, cut_room_turns=2, locked_turns=3,
+                       summary_tokens=0)
+    turn = [(10, True), (10, False)]
+    history = items(*turn * 39, (10, True), (10, False), (150, False), *turn)
+    start = plan_cut(history, 560, policy)
+    kept = history[start:]
+    assert round(fill_target(kept, 560, policy), 2) == 0.39 and fill_target(kept, 560, policy, biggest=False) == 0.6
+    end = head_end(history, start, 560, policy)
+    assert end is not None and sum(i.tokens for i in history[start:end]) > 0.39 * 560
 
 
 @settings(max_examples=200, deadline=None)
