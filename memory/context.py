@@ -517,8 +517,9 @@ class Assembler:
         room = summary_room(own_budget, self.budget.shares, self.policy.summary_tokens)
         summary = cached_tokens(thread.window_summary) if thread.window_summary else 0
         bridge = cached_tokens(thread.window_bridge) if thread.window_bridge and not naive else 0
-        before = len(_head(window, thread)) if whole and not naive else 0
-        head, marked = (before, 0) if thread.window_gap_to is not None else (0, before)
+        before = len(_head(window, thread)) if not naive else 0
+        # A trimmed window read in part (new memory shrank its room) has its gap still: a cut restarts after it.
+        head, marked = (before, 0) if thread.window_gap_to is not None else (0, before if whole else 0)
         floor = thread.window_cached_after
         cached = 0 if floor is None else bisect_right(window, floor, key=_seq)
         return _Planned(layers, capacity, ratios, own_budget, seen, window, items, whole, head, marked, cached, room,

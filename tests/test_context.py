@@ -1106,3 +1106,34 @@ def test_a_tool_definition_weighs_what_its_json_counts_and_a_changed_one_is_coun
     assert tool_tokens((short,)) == tool_tokens((short,)) == written
     longer = Tool("recall", "Look something up in everything this conversation may see, by words or by day.", schema)
     assert tool_tokens((longer,)) > written and tool_tokens((short, longer)) == written + tool_tokens((longer,))
+
+
+async def test_what_a_trim_bridged_never_comes_back_into_the_window(store):
+    """A cut of a trimmed window restarts after its gap, even where the newest memory it brings in leaves the window
+    less room and only its newest part is read: a cut inside the head had put the bridged run back into the window,
+    to be cut again on the next turn."""
+    r = await root(store)
+    asm = assembler(store, context_tokens=8_000, locked_turns=2, llm=Recording())
+    asm.policy = asm.policy.model_copy(update={"trims": 3})
+    bridged: set[int] = set()
+    trims = cuts_after_trims = 0
+    covered = 0
+    for n in range(200):
+        await say(store, r.id, f"m{n} " + "word " * 40)
+        before = await store.thread(r.id)
+        assembly = await asm.assemble(r.id)
+        thread = assembly.thread
+        assert not bridged & {m.seq for m in assembly.window_messages}, n
+        if thread.window_gap_to is not None and thread.window_gap_to != before.window_gap_to:
+            trims += 1
+            bridged |= {m.seq async for m in store.span(r.id, thread.window_gap_from, thread.window_gap_to - 1)}
+        elif assembly.cut and before.window_gap_to is not None:
+            cuts_after_trims += 1
+            assert thread.window_start_seq >= before.window_gap_to
+        await answer(store, r.id, f"r{n} " + "answer " * 40)
+        if n % 7 == 6:  # the memory work writes a version now and then, each longer than the last
+            newest = (await store.tail(r.id, 1))[0].seq
+            await store.add_record("Stelis", "channel", 2, "short_term", f"memory note {n} " + "detail " * (4 * n),
+                                   covered + 1, newest)
+            covered = newest
+    assert trims >= 3 and cuts_after_trims >= 1, (trims, cuts_after_trims)
