@@ -489,7 +489,9 @@ class Assembler:
         trim = None
         if p.whole and thread.window_trims < self.policy.trims:
             trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked, shown)
-            if trim is not None and not trim_pays(p.items, p.budget, p.summary, p.room, trim, start):
+            # priced at what a summary here comes to, not the most it may (a model writes well within its room)
+            written = min(p.room, max(p.summary, p.bridge)) or p.room
+            if trim is not None and not trim_pays(p.items, p.budget, p.summary, written, trim, start):
                 trim = None
         # A trim prepared ahead planned a new head on the window as it was: where a long tool output was among the
         # locked turns then, the head stopped before it, and every trim until the next cut keeps that head.

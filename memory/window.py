@@ -227,17 +227,18 @@ def head_end(items: Sequence[Item], start: int, budget: int, policy: ContextSett
     return end
 
 
-def trim_pays(items: Sequence[Item], budget: int, summary_tokens: int, summary_room: int, trim: tuple[int, int],
+def trim_pays(items: Sequence[Item], budget: int, summary_tokens: int, written: int, trim: tuple[int, int],
               cut: int) -> bool:
     """Whether a trim costs less per turn than the cut: what each sends again, over the room it leaves.
 
-    A cut sends again all it keeps (and its new summary); a trim its bridge and the locked turns.
+    A cut sends again all it keeps and its new summary, a trim its bridge and the locked turns (`written`: what
+    the summary or bridge is expected to take).
     """
     def tokens(part: Sequence[Item]) -> int:
         return sum(i.tokens for i in part)
 
     head, start = trim
-    trim_sent = summary_room + tokens(items[start:])
+    trim_sent = written + tokens(items[start:])
     trim_free = budget - summary_tokens - tokens(items[:head]) - trim_sent
-    cut_sent = summary_room + tokens(items[cut:])
+    cut_sent = written + tokens(items[cut:])
     return trim_free > 0 and trim_sent * (budget - cut_sent) < cut_sent * trim_free

@@ -11,7 +11,7 @@ from memory import context, dates, threads
 from memory.backends import open_store
 from memory.budget import Budget, plan, summary_room
 from memory.context import MESSAGE_SHARE, ModelTraits, Rendering, Shape, _starts_turn
-from memory.llm import Tool
+from memory.llm import LLMResult, Tool, Usage
 from memory.records import Message, NewMessage, Scope
 from memory.settings import StelisSettings
 from memory.threads import Run
@@ -1137,3 +1137,52 @@ async def test_what_a_trim_bridged_never_comes_back_into_the_window(store):
                                    covered + 1, newest)
             covered = newest
     assert trims >= 3 and cuts_after_trims >= 1, (trims, cuts_after_trims)
+
+
+class Sized(OfflineLLM):
+    """A model whose summaries are `words` words long (None: as long as their room allows)."""
+
+    def __init__(self, words: int | None) -> None:
+        super().__init__()
+        self.words = words
+
+    async def complete(self, request, on_text=None):
+        if request.purpose != "summary":
+            return await super().complete(request, on_text)
+        words = min(self.words or request.max_tokens, request.max_tokens)
+        text = " ".join(f"point{i}" for i in range(words // 2))
+        return LLMResult(text=text, usage=Usage(100, cached_tokens(text)), model="sized", stop_reason="end_turn")
+
+
+
+async def test_a_trim_is_priced_at_the_bridge_this_model_writes_not_at_all_the_room_it_may(store, monkeypatch):
+    """Where summaries come well within their room, a trim (which sends its bridge again) is weighed against the cut
+    at what they come to; a model that fills its room is weighed at the room, as before."""
+    priced: list[int] = []
+    real = context.trim_pays
+
+    def spy(items, budget, summary_tokens, written, trim, cut):
+        priced.append(written)
+        return real(items, budget, summary_tokens, written, trim, cut)
+
+    monkeypatch.setattr(context, "trim_pays", spy)
+    weighed: dict[int | None, list[int]] = {}
+    written_most = 0
+    for channel, words in ((100, 30), (101, None)):
+        thread = await store.root_thread("Stelis", Scope.channel(1, channel), 0.8)
+        asm = assembler(store, context_tokens=8_000, locked_turns=3, llm=Sized(words))
+        asm.policy = asm.policy.model_copy(update={"trims": 8})
+        priced.clear()
+        for n in range(120):
+            await say(store, thread.id, f"m{n} " + "word " * 60)
+            a = await asm.assemble(thread.id)
+            if words:
+                written_most = max([written_most] + [cached_tokens(t) for t in (a.thread.window_summary,
+                                                                                  a.thread.window_bridge) if t])
+            await answer(store, thread.id, f"r{n} " + "answer " * 60)
+        weighed[words] = list(priced)
+    # the first trim, before any summary or bridge, is weighed at the room; the terse model's later ones at theirs
+    terse, verbose = weighed[30], weighed[None]
+    assert len(terse) >= 3 and len(verbose) >= 3, (terse, verbose)
+    assert terse[0] == max(verbose) and all(written <= written_most for written in terse[1:])
+    assert 3 * written_most < min(verbose)
