@@ -18,7 +18,8 @@ holds) and its locked turns, and drops the run between them into a bridge summar
 and the locked turns are sent again, so a trim costs a fraction of a cut for the same fill, and
 requests average about 0.8 of the input budget for a cache share above a Letta-style sliding
 window's. After `trims` trims (the head grows stale, and new memory versions wait for a cut) the
-next overflow cuts. bench cache_efficiency measures the trade (README).
+next overflow cuts, and so does one where the trim would cost more per turn (`trim_pays`: a head so
+large that a trim frees little). bench cache_efficiency measures the trade (README).
 """
 
 from __future__ import annotations
