@@ -476,16 +476,15 @@ class Assembler:
             as_of, fresh = newest, True
 
     def _cut(self, thread: Thread, p: _Planned, force: bool) -> tuple[int, int] | None:
-        """(head, start) when the window overflows: as prepared ahead if that still fits (a trim, unless one planned
-        now keeps a longer head), else a trim while the window has trims left and room for one, else a cut."""
+        """(head, start) when the window overflows: as prepared ahead if that still fits, unless a trim planned now
+        pays and keeps a longer head (any head, where a cut was prepared); else a trim while the window has trims
+        left and one pays, else a cut."""
         shown = _memory_shown(thread, p)
         start = plan_cut(p.items, p.budget, self.policy, p.summary + p.bridge, p.room, force,
                          p.head if thread.window_gap_to is not None else 0, p.spare, shown)
         if start is None:
             return None
         ready = None if force else self._ready(thread, p)
-        if ready is not None and not ready.cut[0]:
-            return ready.cut
         trim = None
         if p.whole and thread.window_trims < self.policy.trims:
             trim = plan_trim(p.items, p.budget, self.policy, p.summary, p.room, p.head, p.cached, p.marked, shown)
@@ -493,8 +492,9 @@ class Assembler:
             written = min(p.room, max(p.summary, p.bridge)) or p.room
             if trim is not None and not trim_pays(p.items, p.budget, p.summary, written, trim, start):
                 trim = None
-        # A trim prepared ahead planned a new head on the window as it was: where a long tool output was among the
-        # locked turns then, the head stopped before it, and every trim until the next cut keeps that head.
+        # What was prepared ahead was planned on the window as it was: where a long tool output was among the locked
+        # turns then, a trim's head stopped before it (every trim until the next cut keeps that head), or the trim
+        # sent so much again that the cut was cheaper. What pays now wins.
         if ready is not None and (trim is None or ready.cut[0] >= trim[0]):
             return ready.cut
         return trim or (0, start)

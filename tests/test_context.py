@@ -1063,6 +1063,38 @@ async def test_a_trim_prepared_ahead_gives_way_to_a_longer_head_planned_at_the_o
     assert trims and prepared, "no trim was prepared ahead: the test proves nothing"
 
 
+async def test_a_cut_prepared_ahead_gives_way_to_a_trim_that_pays_at_the_overflow(store):
+    """A cut summarised ahead was weighed against the trim on the window as it was some turns before: where a long
+    tool output was among the locked turns then, the trim sent so much again that the cut looked cheaper. At the
+    overflow the trim that pays now is taken, as an assembler with nothing prepared takes it."""
+    r = await root(store)
+    asm = assembler(store, context_tokens=16_000, locked_turns=3, llm=Sized(40))
+    asm.policy = asm.policy.model_copy(update={"trims": 8})
+    weighed = gave_way = 0
+    for n in range(200):
+        if n % 7 == 3:
+            await say(store, r.id, f"m{n} run it")
+            await tool_burst(store, r.id, calls=1, lines=25, tag=f"t{n}", width=60)
+        await say(store, r.id, f"m{n} " + "word " * 60)
+        prepared = asm._prepared.get(r.id)
+        if prepared is not None and not prepared.cut[0]:  # a cut was summarised ahead
+            del asm._prepared[r.id]  # what the overflow does with nothing prepared, previewed
+            plain = await asm.assemble(r.id, persist=False, calls=False)
+            asm._prepared[r.id] = prepared
+            a = await asm.assemble(r.id)
+            if a.cut:
+                weighed += 1
+                trimmed = a.thread.window_gap_to is not None
+                assert trimmed == (plain.thread.window_gap_to is not None), n
+                gave_way += trimmed
+        else:
+            a = await asm.assemble(r.id)
+        await answer(store, r.id, f"r{n} " + "answer " * 60)
+        if a.fold_soon:
+            await asm.prepare_fold(r.id)
+    assert gave_way, f"no cut prepared ahead met a trim that pays ({weighed} weighed): the test proves nothing"
+
+
 @pytest.mark.parametrize("room", [2, 12])
 async def test_a_cut_summarised_ahead_is_one_the_overflow_uses_and_none_is_paid_for_nothing(store, room):
     """What a reply reports as soon to fold is summarised in the background (prepare_fold) only where the cut it
