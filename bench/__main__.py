@@ -56,11 +56,11 @@ def streaming(args: argparse.Namespace) -> dict[str, Callable[[], Awaitable[list
     turns = args.turns or (cache_efficiency.QUICK_TURNS if quick else cache_efficiency.TURNS)
     return {
         "cache_efficiency": lambda: cache_efficiency.run(
-            turns, cache_efficiency.BUDGETS[:2] if quick else cache_efficiency.BUDGETS, _print_line, args.seed,
-            tuple(args.strategies), not args.chat_only),
+            turns, cache_efficiency.BUDGETS[:2] if quick else cache_efficiency.BUDGETS, _print_line,
+            cache_efficiency.SEED if args.seed is None else args.seed, tuple(args.strategies), not args.chat_only),
         "memory_quality": lambda: memory_quality.run(
             memory_quality.QUICK_CONVERSATIONS if quick else memory_quality.CONVERSATIONS,
-            memory_quality.BUDGETS, _print_line, data),
+            memory_quality.BUDGETS, _print_line, data, args.seed or 0),
     }
 
 
@@ -76,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
                         "file of samples or a directory of them) instead of the generated ones")
     parser.add_argument("--turns", type=_positive, help="cache_efficiency: turns of the script (default "
                         f"{cache_efficiency.TURNS:,}; the issue's held-out comparison runs 600)")
-    parser.add_argument("--seed", type=int, default=cache_efficiency.SEED,
-                        help="cache_efficiency: another conversation of the same kind")
+    parser.add_argument("--seed", type=int,
+                        help="cache_efficiency: another conversation of the same kind (default "
+                             f"{cache_efficiency.SEED}); memory_quality: the conversations generated from this seed on "
+                             "(default 0), to see whether a change holds on ones it was not measured on")
     parser.add_argument("--chat-only", action="store_true",
                         help="cache_efficiency: a script of chat alone, no tool calls and their long outputs")
     parser.add_argument("--strategies", type=_strategies, default=list(cache_efficiency.STRATEGIES),

@@ -230,10 +230,11 @@ QUICK_CONVERSATIONS = 3  # --quick
 
 
 async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUDGETS,
-              report: Report | None = None, data: Path | None = None) -> list[dict]:
+              report: Report | None = None, data: Path | None = None, seed: int = 0) -> list[dict]:
     """One line per budget, each to `report` as soon as it is measured; `data`: conversations in the LoCoMo
-    format instead of the generated ones (the first `conversations` of them)."""
-    convs = locomo.load(data)[:conversations] if data else [generate(seed) for seed in range(conversations)]
+    format instead of the generated ones (the first `conversations` of them), else those of seeds from `seed`."""
+    seeds = range(seed, seed + conversations)
+    convs = locomo.load(data)[:conversations] if data else [generate(s) for s in seeds]
     lines = []
     for budget in budgets:
         started = time.perf_counter()
@@ -254,7 +255,8 @@ async def run(conversations: int = CONVERSATIONS, budgets: tuple[int, ...] = BUD
                     mine.kinds[k][1] += n
             for k, v in extra.items():
                 extras[k].append(v)
-        line = {"bench": "memory_quality", "data": data.name if data else "generated", "budget": budget,
+        line = {"bench": "memory_quality", "data": data.name if data else f"generated, seeds {seeds[0]}-{seeds[-1]}",
+                "budget": budget,
                 "conversations": len(convs),
                 "questions": total_s.questions, **total_s.shares("stelis"), **total_r.shares("recency"),
                 "cache_read_share": round(statistics.mean(extras["cache_read_share"] or [0]), 3),

@@ -68,7 +68,7 @@ def test_cache_efficiency_runs_the_turns_seed_and_strategies_asked_for(monkeypat
 
     asked.clear()
     main(["cache_efficiency", "--strategies", "naive", "--chat-only"])  # no full engine to compare with: no ratio
-    assert [(a[0], a[4]) for a in asked] == [("naive", False)] * 3
+    assert [(a[0], a[3], a[4]) for a in asked] == [("naive", cache_efficiency.SEED, False)] * 3
     assert all("cost_vs_stelis" not in json.loads(line) for line in capsys.readouterr().out.splitlines())
 
     for wrong, said in ((["--strategies", "letta,memgpt"], "unknown strategy memgpt"),
@@ -77,6 +77,30 @@ def test_cache_efficiency_runs_the_turns_seed_and_strategies_asked_for(monkeypat
             main(["cache_efficiency", *wrong])
         assert said in capsys.readouterr().err
     assert len(asked) == 3  # nothing ran on bad input
+
+
+def test_memory_quality_measures_other_conversations_from_another_seed(monkeypatch, capsys):
+    import json
+
+    from bench import memory_quality
+    from bench.__main__ import main
+    from bench.conversations import generate
+
+    measured = []
+
+    async def measure(conv, budget):
+        measured.append((conv.turns[0].text, budget))
+        return memory_quality.Scores(), memory_quality.Scores(), {}
+
+    monkeypatch.setattr(memory_quality, "measure", measure)
+    for argv, seeds in (([], range(3)), (["--seed", "10"], range(10, 13))):
+        measured.clear()
+        assert main(["memory_quality", "--quick", *argv]) == 0
+        firsts = [generate(seed).turns[0].text for seed in seeds]
+        assert measured == [(first, budget) for budget in memory_quality.BUDGETS for first in firsts]
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert {line["data"] for line in lines} == {f"generated, seeds {seeds[0]}-{seeds[-1]}"}
+    assert len({generate(seed).turns[0].text for seed in range(13)}) == 13  # each seed is another conversation
 
 
 def test_cache_efficiency_script_is_another_conversation_for_another_seed():
