@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategies", type=_strategies, default=list(cache_efficiency.STRATEGIES),
                         help="cache_efficiency: a comma-separated subset of " + ", ".join(cache_efficiency.STRATEGIES))
     args = parser.parse_args(argv)
+    if args.name == "memory_quality" and args.data and args.seed is not None:
+        parser.error("--seed picks generated conversations; with --data they are the file's")
     names = list(BENCHES) if args.name == "all" else [args.name]
     live = streaming(args)
     for name in names:

@@ -82,6 +82,8 @@ def test_cache_efficiency_runs_the_turns_seed_and_strategies_asked_for(monkeypat
 def test_memory_quality_measures_other_conversations_from_another_seed(monkeypatch, capsys):
     import json
 
+    import pytest
+
     from bench import memory_quality
     from bench.__main__ import main
     from bench.conversations import generate
@@ -101,6 +103,10 @@ def test_memory_quality_measures_other_conversations_from_another_seed(monkeypat
         lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert {line["data"] for line in lines} == {f"generated, seeds {seeds[0]}-{seeds[-1]}"}
     assert len({generate(seed).turns[0].text for seed in range(13)}) == 13  # each seed is another conversation
+    with pytest.raises(SystemExit):
+        main(["memory_quality", "--data", "locomo.json", "--seed", "10"])
+    assert "with --data they are the file's" in capsys.readouterr().err
+    assert len(measured) == 3 * len(memory_quality.BUDGETS)  # nothing more was measured on bad input
 
 
 def test_cache_efficiency_script_is_another_conversation_for_another_seed():
